@@ -1,0 +1,14 @@
+"""Transformers for topological deep learning on TopoX complexes.
+
+Subpackages
+-----------
+data
+    :class:`~topomodelx_attention.data.ComplexData` and conversions from/to TopoNetX.
+transforms
+    Liftings (graph → complex), feature liftings and positional encodings.
+nn
+    The shared attention core and the three model families (``cell``, ``graph``,
+    ``simplicial``).
+"""
+
+__version__ = "0.1.0"

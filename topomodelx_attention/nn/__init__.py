@@ -1,0 +1,1 @@
+"""Neural-network layers: the shared attention core and the model families."""

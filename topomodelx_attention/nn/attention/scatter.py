@@ -1,0 +1,136 @@
+"""Scatter reductions and segment softmax used by every sparse attention path.
+
+``torch_scatter`` is used automatically when it is importable (extra ``scatter``);
+otherwise the pure-torch implementations (``index_add_`` / ``scatter_reduce_``) run.
+Both paths return the same values; :func:`set_backend` lets tests force either one.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+try:  # pragma: no cover - depends on the environment
+    import torch_scatter as _torch_scatter
+except ImportError:  # pragma: no cover - depends on the environment
+    _torch_scatter = None
+
+__all__ = [
+    "HAS_TORCH_SCATTER",
+    "get_backend",
+    "scatter_max",
+    "scatter_sum",
+    "segment_softmax",
+    "set_backend",
+]
+
+HAS_TORCH_SCATTER: bool = _torch_scatter is not None
+_BACKEND: str = "torch_scatter" if HAS_TORCH_SCATTER else "torch"
+
+
+def set_backend(name: str) -> None:
+    """Choose the scatter backend.
+
+    Parameters
+    ----------
+    name : str
+        ``"torch"`` (pure PyTorch) or ``"torch_scatter"`` (needs the optional package).
+    """
+    global _BACKEND
+    if name not in ("torch", "torch_scatter"):
+        raise ValueError(f"scatter backend must be 'torch' or 'torch_scatter', got {name!r}")
+    if name == "torch_scatter" and not HAS_TORCH_SCATTER:
+        raise ValueError(
+            "torch_scatter is not installed; install the 'scatter' extra or use backend 'torch'"
+        )
+    _BACKEND = name
+
+
+def get_backend() -> str:
+    """Return the active scatter backend name (``"torch"`` or ``"torch_scatter"``)."""
+    return _BACKEND
+
+
+def _broadcast_index(index: Tensor, src: Tensor) -> Tensor:
+    return index.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
+
+
+def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
+    """Sum the rows of ``src`` into ``dim_size`` buckets given by ``index``.
+
+    Parameters
+    ----------
+    src : torch.Tensor, shape = (n_items, ...)
+        Values to reduce along the first dimension.
+    index : torch.Tensor, shape = (n_items,)
+        Bucket of each row, in ``[0, dim_size)``.
+    dim_size : int
+        Number of buckets.
+
+    Returns
+    -------
+    torch.Tensor, shape = (dim_size, ...)
+        Sums; empty buckets are zero.
+    """
+    if _BACKEND == "torch_scatter":
+        return _torch_scatter.scatter_add(src, index, dim=0, dim_size=dim_size)
+    out = src.new_zeros((dim_size, *src.shape[1:]))
+    return out.index_add_(0, index, src)
+
+
+def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
+    """Maximum of the rows of ``src`` per bucket (empty buckets give ``-inf``).
+
+    Parameters
+    ----------
+    src : torch.Tensor, shape = (n_items, ...)
+        Values to reduce along the first dimension.
+    index : torch.Tensor, shape = (n_items,)
+        Bucket of each row, in ``[0, dim_size)``.
+    dim_size : int
+        Number of buckets.
+
+    Returns
+    -------
+    torch.Tensor, shape = (dim_size, ...)
+        Maxima; ``-inf`` for buckets that receive no row.
+    """
+    if _BACKEND == "torch_scatter":
+        out = _torch_scatter.scatter_max(src, index, dim=0, dim_size=dim_size)[0]
+        # torch_scatter fills empty buckets with 0; mark them -inf like the torch path.
+        count = torch.zeros(dim_size, dtype=torch.long, device=src.device)
+        count.index_add_(0, index, torch.ones_like(index))
+        empty = (count == 0).view(-1, *([1] * (src.dim() - 1)))
+        return out.masked_fill(empty, float("-inf"))
+    out = src.new_full((dim_size, *src.shape[1:]), float("-inf"))
+    return out.scatter_reduce_(0, _broadcast_index(index, src), src, reduce="amax")
+
+
+def segment_softmax(scores: Tensor, index: Tensor, dim_size: int) -> Tensor:
+    """Softmax of ``scores`` over the items that share the same ``index``.
+
+    Numerically stable (the per-segment maximum is subtracted; it is detached, which leaves
+    the softmax and its gradient unchanged). ``-inf`` scores get weight zero; a segment whose
+    scores are all ``-inf`` gets zeros, never NaN.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape = (n_items, ...)
+        Unnormalised logits (for multi-head attention: ``(nnz, heads)``).
+    index : torch.Tensor, shape = (n_items,)
+        Segment (for attention: the target) of each item.
+    dim_size : int
+        Number of segments.
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_items, ...)
+        Weights that sum to one inside every segment that has a finite score.
+    """
+    if scores.numel() == 0:
+        return scores
+    seg_max = scatter_max(scores.detach(), index, dim_size)
+    seg_max = torch.where(torch.isfinite(seg_max), seg_max, torch.zeros_like(seg_max))
+    exp = torch.exp(scores - seg_max.index_select(0, index))
+    denom = scatter_sum(exp, index, dim_size).index_select(0, index)
+    return exp / denom.clamp_min(torch.finfo(exp.dtype).tiny)
