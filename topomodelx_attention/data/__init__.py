@@ -1,1 +1,25 @@
-"""Data model."""
+"""Data model: :class:`ComplexData`, neighbourhoods and TopoNetX conversion."""
+
+from topomodelx_attention.data.complex_data import ComplexData, check_features
+from topomodelx_attention.data.convert import from_toponetx, to_toponetx
+from topomodelx_attention.data.neighborhoods import (
+    NEIGHBORHOODS,
+    build_neighborhoods,
+    shared_face_counts,
+    vertex_cell_incidence,
+)
+from topomodelx_attention.data.sparse import empty_sparse, scipy_to_torch, torch_to_scipy
+
+__all__ = [
+    "NEIGHBORHOODS",
+    "ComplexData",
+    "build_neighborhoods",
+    "check_features",
+    "empty_sparse",
+    "from_toponetx",
+    "scipy_to_torch",
+    "shared_face_counts",
+    "to_toponetx",
+    "torch_to_scipy",
+    "vertex_cell_incidence",
+]

@@ -1,0 +1,410 @@
+"""``ComplexData``: a PyG ``Data`` object holding a cell/simplicial/combinatorial complex.
+
+Keys (TopoBench names) for every rank ``r = 0..R`` — see
+:mod:`topomodelx_attention.data.neighborhoods` for the matrix definitions:
+
+========================  ====================  ==============================================
+key                       shape                 content
+========================  ====================  ==============================================
+``x_r``                   ``(n_r, d_r)``        cell features (float, or long categorical codes)
+``batch_r``               ``(n_r,)``            complex index of each cell (zeros when unbatched)
+``incidence_r``           ``(n_{r-1}, n_r)``    unsigned incidence ``|B_r|`` — attention masks
+``signed_incidence_r``    ``(n_{r-1}, n_r)``    oriented boundary ``B_r`` — Laplacians, PEs
+``adjacency_r``           ``(n_r, n_r)``        upper adjacency (0/1, no diagonal)
+``coadjacency_r``         ``(n_r, n_r)``        lower adjacency (0/1, no diagonal)
+``down_laplacian_r``      ``(n_r, n_r)``        ``B_rᵀ B_r``
+``up_laplacian_r``        ``(n_r, n_r)``        ``B_{r+1} B_{r+1}ᵀ``
+``hodge_laplacian_r``     ``(n_r, n_r)``        down + up
+``pe_r``                  ``(n_r, dim)``        positional encodings (written by PE transforms)
+========================  ====================  ==============================================
+
+plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once batched) and
+``num_nodes = n_0``. Neighbourhoods are coalesced ``torch.sparse_coo`` tensors with no explicit
+zeros; empty ranks have 0-row tensors. With :class:`torch_geometric.loader.DataLoader` a batch is
+the disjoint union: every neighbourhood becomes block-diagonal (the offsets of its row rank and
+of its column rank), features are concatenated and ``batch_r`` counts complexes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from topomodelx_attention.data.neighborhoods import (
+    NEIGHBORHOODS,
+    build_neighborhoods,
+    check_neighborhoods,
+    vertex_cell_incidence,
+)
+from topomodelx_attention.data.sparse import has_explicit_zeros, scipy_to_torch, torch_to_scipy
+
+__all__ = ["ComplexData", "check_features"]
+
+_NEIGHBORHOOD_KEY = re.compile(r"^(" + "|".join(NEIGHBORHOODS) + r")_(\d+)$")
+_BATCH_KEY = re.compile(r"^batch_(\d+)$")
+
+
+def check_features(features: Any, num_cells: int, name: str) -> Tensor:
+    """Validate a feature matrix and return it as a 2-D tensor.
+
+    Parameters
+    ----------
+    features : array-like, shape = (num_cells,) or (num_cells, d)
+        Features of the cells of one rank. Floating point or integer (categorical codes).
+    num_cells : int
+        Expected number of rows.
+    name : str
+        Key used in error messages (e.g. ``"x_1"``).
+
+    Returns
+    -------
+    torch.Tensor, shape = (num_cells, d)
+        Float features keep their dtype; integer features become ``torch.long``.
+    """
+    if isinstance(features, Tensor):
+        tensor = features
+    else:
+        array = np.asarray(features)
+        if array.dtype == object:
+            raise TypeError(f"{name}: features must be numeric, got an object array")
+        tensor = torch.from_numpy(array.copy()) if array.ndim else torch.tensor(array)
+    if tensor.dtype == torch.bool:
+        raise TypeError(f"{name}: boolean features are ambiguous; cast them to float or long")
+    if tensor.is_complex():
+        raise TypeError(f"{name}: complex-valued features are not supported")
+    if tensor.dim() == 1:
+        tensor = tensor.unsqueeze(-1)
+    if tensor.dim() != 2:
+        raise ValueError(f"{name}: features must be 1-D or 2-D, got shape {tuple(tensor.shape)}")
+    if tensor.size(0) != num_cells:
+        raise ValueError(
+            f"{name}: feature matrix has {tensor.size(0)} rows but the complex has {num_cells} "
+            "cells of that rank"
+        )
+    if tensor.is_floating_point():
+        if not torch.isfinite(tensor).all():
+            raise ValueError(f"{name}: features contain NaN or infinite values")
+    else:
+        tensor = tensor.long()
+    return tensor
+
+
+class ComplexData(Data):
+    """A complex of any dimension as a :class:`torch_geometric.data.Data` object.
+
+    Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
+    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader`.
+    The module docstring lists the keys.
+
+    Parameters
+    ----------
+    **kwargs
+        Attributes, as for :class:`torch_geometric.data.Data`.
+
+    Examples
+    --------
+    >>> import toponetx as tnx
+    >>> from topomodelx_attention.data import from_toponetx
+    >>> cc = tnx.CellComplex([[0, 1, 2]], ranks=2)
+    >>> data = from_toponetx(cc)
+    >>> data.num_cells(1), data.incidence_2.shape
+    (3, torch.Size([3, 1]))
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    # ------------------------------------------------------------------ batching rules
+    def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, Tensor) and value.is_sparse:
+            return (0, 1)  # block-diagonal: rows and columns both offset
+        if _BATCH_KEY.match(key):
+            return 0
+        return super().__cat_dim__(key, value, *args, **kwargs)
+
+    def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if _BATCH_KEY.match(key):
+            # One complex per ``ComplexData``: increments 0, 1, 2, ... also for empty ranks.
+            return 1
+        if _NEIGHBORHOOD_KEY.match(key) or key == "shape":
+            return 0
+        return super().__inc__(key, value, *args, **kwargs)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_boundaries(
+        cls,
+        boundaries: Sequence[sp.spmatrix],
+        shape: Sequence[int],
+        features: Mapping[int, Any] | None = None,
+        neighborhoods: Iterable[str] | None = None,
+        oriented: bool = True,
+        dtype: torch.dtype = torch.float32,
+        **attributes: Any,
+    ) -> ComplexData:
+        """Build a complex from its boundary matrices.
+
+        Parameters
+        ----------
+        boundaries : sequence of scipy.sparse matrices
+            ``boundaries[r - 1] = B_r`` of shape ``(n_{r-1}, n_r)``, signed when ``oriented``.
+        shape : sequence of int
+            Cells per rank ``(n_0, ..., n_R)``.
+        features : mapping of int to array-like, optional
+            ``{rank: (n_rank, d) features}``; ranks not given get no ``x_r`` key.
+        neighborhoods : iterable of str, optional
+            Which neighbourhoods to store (default: all the orientation allows).
+        oriented : bool, default=True
+            Whether ``boundaries`` carry signs.
+        dtype : torch.dtype, default=torch.float32
+            Dtype of the neighbourhood values and of floating-point features.
+        **attributes
+            Extra attributes (e.g. ``y``) stored as they are.
+
+        Returns
+        -------
+        ComplexData
+            The complex with ``x_r``, ``batch_r``, the neighbourhoods, ``shape`` and
+            ``num_nodes``.
+        """
+        shape = [int(n) for n in shape]
+        if any(n < 0 for n in shape) or not shape:
+            raise ValueError(f"shape must be a non-empty list of cell counts, got {shape}")
+        data = cls(**build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype))
+        for rank, n in enumerate(shape):
+            data[f"batch_{rank}"] = torch.zeros(n, dtype=torch.long)
+        for rank, value in (features or {}).items():
+            if not 0 <= int(rank) < len(shape):
+                raise ValueError(f"features given for rank {rank}, but the ranks are 0..{len(shape) - 1}")
+            tensor = check_features(value, shape[rank], f"x_{rank}")
+            data[f"x_{rank}"] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+        data.shape = torch.tensor([shape], dtype=torch.long)
+        data.num_nodes = shape[0]
+        for key, value in attributes.items():
+            data[key] = value
+        return data
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def max_rank(self) -> int:
+        """Highest rank ``R`` stored (ranks ``0..R`` all have ``batch_r``)."""
+        ranks = [int(m.group(1)) for key in self.keys() if (m := _BATCH_KEY.match(key))]
+        if not ranks:
+            raise ValueError("this ComplexData has no batch_r keys; build it with from_boundaries")
+        return max(ranks)
+
+    def num_cells(self, rank: int) -> int:
+        """Number of cells of ``rank`` (all complexes of a batch together).
+
+        Parameters
+        ----------
+        rank : int
+            Cell rank.
+
+        Returns
+        -------
+        int
+            ``n_rank`` (0 for ranks above :attr:`max_rank`).
+        """
+        key = f"batch_{rank}"
+        if key in self:
+            return int(self[key].numel())
+        return 0
+
+    def cell_counts(self) -> list[int]:
+        """Cells per rank ``[n_0, ..., n_R]`` of the whole (batched) complex."""
+        return [self.num_cells(r) for r in range(self.max_rank + 1)]
+
+    def neighborhood(self, name: str, rank: int) -> Tensor:
+        """Return the neighbourhood ``f"{name}_{rank}"`` with a helpful error when absent.
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`~topomodelx_attention.data.neighborhoods.NEIGHBORHOODS`.
+        rank : int
+            Rank.
+
+        Returns
+        -------
+        torch.Tensor
+            The sparse matrix.
+        """
+        check_neighborhoods([name])
+        key = f"{name}_{rank}"
+        if key not in self:
+            available = sorted(k for k in self.keys() if _NEIGHBORHOOD_KEY.match(k))
+            raise ValueError(
+                f"this complex has no {key!r}; build it with neighborhoods including {name!r} "
+                f"(available: {available})"
+            )
+        return self[key]
+
+    def boundary_matrices(self, signed: bool = True) -> list[sp.csr_matrix]:
+        """Boundary matrices ``[B_1, ..., B_R]`` as SciPy CSR matrices.
+
+        Parameters
+        ----------
+        signed : bool, default=True
+            Read ``signed_incidence_r`` (oriented) or ``incidence_r`` (unsigned).
+
+        Returns
+        -------
+        list of scipy.sparse.csr_matrix
+            ``B_r`` of shape ``(n_{r-1}, n_r)`` for ``r = 1..R``.
+        """
+        name = "signed_incidence" if signed else "incidence"
+        return [torch_to_scipy(self.neighborhood(name, r)) for r in range(1, self.max_rank + 1)]
+
+    def vertex_cells(self, rank: int) -> Tensor:
+        """Which vertices lie on each cell of ``rank``.
+
+        Parameters
+        ----------
+        rank : int
+            Cell rank.
+
+        Returns
+        -------
+        torch.Tensor, shape = (n_0, n_rank)
+            Coalesced 0/1 sparse COO tensor (block-diagonal in a batch).
+        """
+        boundaries = self.boundary_matrices(signed=False)[:rank]
+        matrix = vertex_cell_incidence(boundaries, rank, self.num_cells(0))
+        dtype = self.incidence_1.dtype if "incidence_1" in self else torch.float32
+        return scipy_to_torch(matrix, dtype)
+
+    def to_complex_list(self) -> list[ComplexData]:
+        """Split a batch (disjoint union) back into its complexes.
+
+        ``torch_geometric``'s ``Batch.to_data_list`` cannot slice block-diagonal sparse
+        tensors; this method can. It uses ``shape`` (cells per rank and complex) for every
+        rank-indexed key (``x_r``, ``pe_r``, ``batch_r``, neighbourhoods) and PyG's slice
+        bookkeeping for the others (``y``, ``edge_index``, ...).
+
+        Returns
+        -------
+        list of ComplexData
+            One complex per batch entry, equal to the complexes that were batched.
+        """
+        counts = self.shape
+        if counts.dim() != 2:
+            raise ValueError("shape must be a (num_complexes, max_rank + 1) tensor")
+        num = counts.size(0)
+        zero = torch.zeros((1, counts.size(1)), dtype=torch.long)
+        ptr = torch.cat([zero, counts.cumsum(0)], dim=0)  # (num + 1, R + 1)
+        slice_dict = getattr(self, "_slice_dict", {}) or {}
+        inc_dict = getattr(self, "_inc_dict", {}) or {}
+        out = [ComplexData() for _ in range(num)]
+        for key in self.keys():
+            value = self[key]
+            neighborhood = _NEIGHBORHOOD_KEY.match(key)
+            rank_match = re.match(r"^.*_(\d+)$", key)
+            if key == "shape":
+                for i in range(num):
+                    out[i].shape = counts[i : i + 1].clone()
+            elif key in ("ptr", "batch"):
+                continue
+            elif key == "num_nodes":
+                for i in range(num):
+                    out[i].num_nodes = int(counts[i, 0])
+            elif neighborhood:
+                name, rank = neighborhood.group(1), int(neighborhood.group(2))
+                row_rank = rank - 1 if "incidence" in name else rank
+                value = value.coalesce()
+                indices, values = value.indices(), value.values()
+                if row_rank >= 0:
+                    block = torch.searchsorted(ptr[1:, row_rank].contiguous(), indices[0], right=True)
+                else:
+                    block = torch.searchsorted(ptr[1:, rank].contiguous(), indices[1], right=True)
+                for i in range(num):
+                    mask = block == i
+                    rows = counts[i, row_rank] if row_rank >= 0 else 0
+                    offset = torch.tensor(
+                        [[ptr[i, row_rank] if row_rank >= 0 else 0], [ptr[i, rank]]]
+                    )
+                    out[i][key] = torch.sparse_coo_tensor(
+                        indices[:, mask] - offset,
+                        values[mask],
+                        (int(rows), int(counts[i, rank])),
+                        is_coalesced=True,
+                        check_invariants=False,
+                    )
+            elif (
+                rank_match
+                and isinstance(value, Tensor)
+                and int(rank_match.group(1)) < counts.size(1)
+                and value.dim() >= 1
+                and value.size(0) == int(ptr[-1, int(rank_match.group(1))])
+            ):
+                rank = int(rank_match.group(1))
+                for i in range(num):
+                    part = value[int(ptr[i, rank]) : int(ptr[i + 1, rank])]
+                    out[i][key] = part - i if _BATCH_KEY.match(key) else part
+            elif key in slice_dict:
+                slices = slice_dict[key]
+                incs = inc_dict.get(key)
+                dim = self.__cat_dim__(key, value)
+                for i in range(num):
+                    if isinstance(value, Tensor):
+                        part = value.narrow(dim, int(slices[i]), int(slices[i + 1] - slices[i]))
+                        if incs is not None and isinstance(incs, Tensor) and incs.dim() > 0:
+                            part = part - incs[i]
+                        out[i][key] = part
+                    else:
+                        out[i][key] = value[int(slices[i]) : int(slices[i + 1])]
+            else:
+                raise ValueError(f"cannot split key {key!r}: it is not indexed by rank or batch")
+        return out
+
+    # ------------------------------------------------------------------ checks
+    def validate_complex(self, atol: float = 1e-6) -> None:
+        """Check the invariants every model relies on; raise ``ValueError`` when one fails.
+
+        Checked: shapes of every neighbourhood against the cell counts, coalesced tensors
+        without explicit zeros, ``B_r B_{r+1} = 0`` for signed incidences, feature row counts,
+        finite float features, and ``batch_r`` lengths.
+
+        Parameters
+        ----------
+        atol : float, default=1e-6
+            Tolerance of the ``B_r B_{r+1} = 0`` check.
+        """
+        counts = self.cell_counts()
+        for key in self.keys():
+            match = _NEIGHBORHOOD_KEY.match(key)
+            if not match:
+                continue
+            name, rank = match.group(1), int(match.group(2))
+            value = self[key]
+            if not (isinstance(value, Tensor) and value.layout == torch.sparse_coo):
+                raise ValueError(f"{key} must be a torch.sparse_coo tensor")
+            if rank > len(counts) - 1:
+                raise ValueError(f"{key} refers to rank {rank} but max_rank is {len(counts) - 1}")
+            if "incidence" in name:
+                expected = (counts[rank - 1] if rank > 0 else 0, counts[rank])
+            else:
+                expected = (counts[rank], counts[rank])
+            if tuple(value.shape) != expected:
+                raise ValueError(f"{key} has shape {tuple(value.shape)}, expected {expected}")
+            if not value.is_coalesced():
+                raise ValueError(f"{key} is not coalesced")
+            if has_explicit_zeros(value):
+                raise ValueError(f"{key} stores explicit zeros")
+        for rank in range(1, len(counts) - 1):
+            lower, upper = f"signed_incidence_{rank}", f"signed_incidence_{rank + 1}"
+            if lower in self and upper in self:
+                product = torch_to_scipy(self[lower]) @ torch_to_scipy(self[upper])
+                if product.nnz and np.abs(product.data).max() > atol:
+                    raise ValueError(f"B_{rank} B_{rank + 1} != 0: the orientation is inconsistent")
+        for rank, n in enumerate(counts):
+            key = f"x_{rank}"
+            if key in self:
+                check_features(self[key], n, key)

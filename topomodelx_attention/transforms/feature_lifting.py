@@ -1,0 +1,125 @@
+"""Feature lifting: give features to cells that have none, from their vertices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.transforms import BaseTransform
+
+from topomodelx_attention.data import ComplexData
+
+__all__ = ["FeatureLifting"]
+
+_METHODS = ("sum", "mean", "concat")
+
+
+class FeatureLifting(BaseTransform):
+    """Fill missing ``x_r`` (``r >= 1``) from the vertex features ``x_0``.
+
+    * ``"sum"`` (default): a cell's feature is the sum of the features of its vertices
+      (the CT paper sums vertex signals onto 2-cells);
+    * ``"mean"``: their mean;
+    * ``"concat"`` (edges only): ``[x_u, x_v]`` for the edge ``u → v`` (``u < v``), the CT
+      paper's GCB setup.
+
+    Categorical (integer) vertex features stay integer where that is meaningful: ``"concat"``
+    keeps the codes. Summing codes is meaningless, so ``"sum"``/``"mean"`` of integer features
+    needs ``categorical_cardinalities`` (categories per column): the cell then gets the sum
+    (or mean) of the one-hot encodings of its vertices' categories — a bag of categories, whose
+    linear embedding equals the sum of the embedded vertex signals. Without it, an error says so.
+
+    Ranks that already have ``x_r`` are left unchanged.
+
+    Parameters
+    ----------
+    method : {"sum", "mean"}, default="sum"
+        Lifting for ranks ``>= 2`` (and for edges unless ``edge_method`` is given).
+    edge_method : {"sum", "mean", "concat"}, optional
+        Lifting for edges (default: ``method``).
+    categorical_cardinalities : sequence of int, optional
+        Number of categories of each column of integer ``x_0``.
+    """
+
+    def __init__(
+        self,
+        method: str = "sum",
+        edge_method: str | None = None,
+        categorical_cardinalities: Sequence[int] | None = None,
+    ) -> None:
+        if method not in ("sum", "mean"):
+            raise ValueError(f"method must be 'sum' or 'mean', got {method!r}")
+        edge_method = method if edge_method is None else edge_method
+        if edge_method not in _METHODS:
+            raise ValueError(f"edge_method must be one of {_METHODS}, got {edge_method!r}")
+        if categorical_cardinalities is not None:
+            categorical_cardinalities = [int(c) for c in categorical_cardinalities]
+            if any(c < 1 for c in categorical_cardinalities):
+                raise ValueError("categorical_cardinalities must be positive integers")
+        self.method = method
+        self.edge_method = edge_method
+        self.categorical_cardinalities = categorical_cardinalities
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(method={self.method!r}, edge_method={self.edge_method!r}, "
+            f"categorical_cardinalities={self.categorical_cardinalities})"
+        )
+
+    def _one_hot(self, x: Tensor) -> Tensor:
+        cards = self.categorical_cardinalities
+        if cards is None:
+            raise ValueError(
+                "x_0 holds integer (categorical) codes, which cannot be summed or averaged: pass "
+                "categorical_cardinalities=[number of categories per column] to lift bags of "
+                "one-hot categories, use edge_method='concat' for edges, or one-hot encode x_0"
+            )
+        if len(cards) != x.size(1):
+            raise ValueError(
+                f"categorical_cardinalities has {len(cards)} entries but x_0 has {x.size(1)} columns"
+            )
+        columns = []
+        for j, card in enumerate(cards):
+            col = x[:, j]
+            if col.numel() and (int(col.min()) < 0 or int(col.max()) >= card):
+                raise ValueError(f"x_0 column {j} has codes outside [0, {card})")
+            columns.append(torch.nn.functional.one_hot(col, card).float())
+        return torch.cat(columns, dim=1) if columns else x.new_zeros((x.size(0), 0)).float()
+
+    def forward(self, data: ComplexData) -> ComplexData:
+        """Lift features onto every rank that lacks them.
+
+        Parameters
+        ----------
+        data : ComplexData
+            Complex with ``x_0``.
+
+        Returns
+        -------
+        ComplexData
+            The same object with ``x_r`` for every rank ``r``.
+        """
+        if not isinstance(data, ComplexData):
+            raise TypeError(f"FeatureLifting expects a ComplexData, got {type(data)!r}")
+        if "x_0" not in data:
+            raise ValueError("FeatureLifting needs vertex features x_0")
+        x0 = data.x_0
+        for rank in range(1, data.max_rank + 1):
+            if f"x_{rank}" in data:
+                continue
+            method = self.edge_method if rank == 1 else self.method
+            if method == "concat":
+                incidence = data.neighborhood("incidence", 1).coalesce()
+                order = torch.argsort(incidence.indices()[1] * x0.size(0) + incidence.indices()[0])
+                rows = incidence.indices()[0][order].view(-1, 2)  # (n_1, 2): u < v per edge
+                data[f"x_{rank}"] = x0[rows].reshape(rows.size(0), -1)
+                continue
+            source = x0 if x0.is_floating_point() else self._one_hot(x0)
+            vertex_cells = data.vertex_cells(rank).to(source.dtype)
+            lifted = torch.sparse.mm(vertex_cells.t().coalesce(), source)
+            if method == "mean":
+                counts = torch.sparse.sum(vertex_cells, dim=0).to_dense().clamp_min(1)
+                lifted = lifted / counts.unsqueeze(-1)
+            data[f"x_{rank}"] = lifted
+        return data

@@ -1,0 +1,325 @@
+"""Graph → complex liftings as PyG transforms (``transform(data) -> ComplexData``).
+
+Both liftings build the boundary matrices directly with NumPy index arithmetic and the
+neighbourhoods with sparse algebra (:func:`~topomodelx_attention.data.build_neighborhoods`);
+TopoNetX is not involved, which makes lifting a data set fast. The cell order is the one of
+:mod:`topomodelx_attention.data.convert`: vertices as in the graph, edges ``(u, v)``, ``u < v``,
+lexicographically, higher cells sorted by (size, vertex tuple).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+
+from topomodelx_attention.data import ComplexData
+from topomodelx_attention.transforms.feature_lifting import FeatureLifting
+from topomodelx_attention.transforms.graph_checks import UndirectedGraph, undirected_graph
+
+__all__ = ["CellCycleLifting", "SimplicialCliqueLifting", "edge_boundary", "lift_graph"]
+
+_GRAPH_KEYS = ("x", "edge_index", "edge_attr", "num_nodes", "batch", "ptr")
+
+
+def edge_boundary(num_nodes: int, edges: np.ndarray) -> sp.csr_matrix:
+    """Signed ``B_1`` of shape ``(n_0, n_1)``: ``-1`` at ``u`` and ``+1`` at ``v`` for edge ``u → v``.
+
+    Parameters
+    ----------
+    num_nodes : int
+        Number of vertices.
+    edges : numpy.ndarray, shape = (n_edges, 2)
+        Oriented edges.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape = (num_nodes, n_edges)
+        The boundary matrix.
+    """
+    n_edges = edges.shape[0]
+    rows = edges.reshape(-1)
+    cols = np.repeat(np.arange(n_edges), 2)
+    vals = np.tile(np.array([-1.0, 1.0]), n_edges)
+    return sp.csr_matrix((vals, (rows, cols)), shape=(num_nodes, n_edges))
+
+
+def _canonical_cycle(cycle: Sequence[int]) -> tuple[int, ...]:
+    """Rotate a vertex cycle to start at its smallest vertex, towards the smaller neighbour."""
+    seq = list(cycle)
+    start = seq.index(min(seq))
+    seq = seq[start:] + seq[:start]
+    if len(seq) > 2 and seq[-1] < seq[1]:
+        seq = [seq[0], *seq[1:][::-1]]
+    return tuple(seq)
+
+
+def _cycle_boundary(num_nodes: int, edges: np.ndarray, cycles: list[tuple[int, ...]]) -> sp.csr_matrix:
+    """Signed ``B_2`` of the 2-cells bounded by ``cycles`` (each oriented by its vertex order)."""
+    n_edges = edges.shape[0]
+    if not cycles:
+        return sp.csr_matrix((n_edges, 0))
+    lengths = np.fromiter((len(c) for c in cycles), dtype=np.int64, count=len(cycles))
+    tails = np.fromiter((v for c in cycles for v in c), dtype=np.int64, count=int(lengths.sum()))
+    heads = np.fromiter(
+        (v for c in cycles for v in (*c[1:], c[0])), dtype=np.int64, count=int(lengths.sum())
+    )
+    edge_keys = edges[:, 0] * num_nodes + edges[:, 1]  # sorted, as edges are
+    low, high = np.minimum(tails, heads), np.maximum(tails, heads)
+    edge_ids = np.searchsorted(edge_keys, low * num_nodes + high)
+    signs = np.where(tails < heads, 1.0, -1.0)
+    cols = np.repeat(np.arange(len(cycles)), lengths)
+    return sp.csr_matrix((signs, (edge_ids, cols)), shape=(n_edges, len(cycles)))
+
+
+def _simplex_boundary(faces: np.ndarray, simplices: np.ndarray, num_nodes: int) -> sp.csr_matrix:
+    """Signed boundary of sorted ``simplices`` (k+1 vertices) onto sorted ``faces`` (k vertices)."""
+    n_faces, n_simplices = faces.shape[0], simplices.shape[0]
+    if n_simplices == 0:
+        return sp.csr_matrix((n_faces, 0))
+    k1 = simplices.shape[1]
+    weights = num_nodes ** np.arange(k1 - 2, -1, -1, dtype=np.int64)
+    face_keys = faces @ weights
+    rows, vals = [], []
+    for i in range(k1):
+        sub = np.delete(simplices, i, axis=1)
+        rows.append(np.searchsorted(face_keys, sub @ weights))
+        vals.append(np.full(n_simplices, (-1.0) ** i))
+    cols = np.tile(np.arange(n_simplices), k1)
+    return sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), cols)), shape=(n_faces, n_simplices)
+    )
+
+
+def lift_graph(
+    graph: UndirectedGraph,
+    boundaries: list[sp.csr_matrix],
+    source: Data,
+    neighborhoods: Iterable[str] | None,
+    feature_lifting: FeatureLifting,
+    keep_edge_index: bool,
+) -> ComplexData:
+    """Assemble a :class:`ComplexData` from a validated graph and its higher boundaries.
+
+    Parameters
+    ----------
+    graph : UndirectedGraph
+        The canonical graph (vertices, edges, features).
+    boundaries : list of scipy.sparse.csr_matrix
+        ``[B_1, B_2, ...]``, signed.
+    source : torch_geometric.data.Data
+        The input graph; its graph-level attributes (``y``, ...) are copied.
+    neighborhoods : iterable of str or None
+        Neighbourhoods to build.
+    feature_lifting : FeatureLifting
+        How to fill features of cells without them.
+    keep_edge_index : bool
+        Also store the input ``edge_index`` (for graph baselines on the same data).
+
+    Returns
+    -------
+    ComplexData
+        The lifted complex.
+    """
+    shape = [graph.num_nodes] + [b.shape[1] for b in boundaries]
+    features = {}
+    if graph.x is not None:
+        features[0] = graph.x
+    if graph.edge_attr is not None:
+        features[1] = graph.edge_attr
+    extra = {key: source[key] for key in source.keys() if key not in _GRAPH_KEYS}
+    if keep_edge_index:
+        extra["edge_index"] = graph.edge_index
+    data = ComplexData.from_boundaries(boundaries, shape, features, neighborhoods, **extra)
+    if "x_0" in data:
+        data = feature_lifting(data)
+    return data
+
+
+class _GraphLifting(BaseTransform):
+    """Shared arguments of the graph liftings."""
+
+    def __init__(
+        self,
+        feature_lifting: str = "sum",
+        edge_feature_lifting: str | None = None,
+        categorical_cardinalities: Sequence[int] | None = None,
+        neighborhoods: Iterable[str] | None = None,
+        self_loops: str = "raise",
+        keep_edge_index: bool = True,
+    ) -> None:
+        self.feature_lifting = FeatureLifting(
+            feature_lifting, edge_feature_lifting, categorical_cardinalities
+        )
+        self.neighborhoods = None if neighborhoods is None else tuple(neighborhoods)
+        if self_loops not in ("raise", "drop"):
+            raise ValueError(f"self_loops must be 'raise' or 'drop', got {self_loops!r}")
+        self.self_loops = self_loops
+        self.keep_edge_index = keep_edge_index
+
+
+class CellCycleLifting(_GraphLifting):
+    """Lift a graph to a 2-dimensional cell complex whose 2-cells are cycles.
+
+    Parameters
+    ----------
+    max_cell_length : int, optional
+        Keep only cycles with at most this many vertices (default: all).
+    cycles : {"basis", "chordless"}, default="basis"
+        ``"basis"``: a cycle basis (``networkx.cycle_basis``), as TopoBench and TopoX do.
+        ``"chordless"``: every chordless cycle up to ``max_cell_length`` — every ring of a
+        molecule, also fused ones (a basis may miss one of three rings sharing edges).
+    feature_lifting : {"sum", "mean"}, default="sum"
+        Features of cells without any (see :class:`FeatureLifting`).
+    edge_feature_lifting : {"sum", "mean", "concat"}, optional
+        Edge features when the graph has no ``edge_attr`` (default: ``feature_lifting``).
+    categorical_cardinalities : sequence of int, optional
+        Categories per column of integer ``x`` (see :class:`FeatureLifting`).
+    neighborhoods : iterable of str, optional
+        Neighbourhoods to build (default: all).
+    self_loops : {"raise", "drop"}, default="raise"
+        Self-loops raise a ``ValueError`` or are dropped with a warning.
+    keep_edge_index : bool, default=True
+        Keep the input ``edge_index`` on the complex (graph baselines can use it).
+
+    Notes
+    -----
+    ``edge_attr`` becomes ``x_1`` (both directions must agree); integer features stay integer.
+    2-cells are oriented from their smallest vertex towards its smaller cycle neighbour and
+    sorted by (length, vertex sequence), so the output does not depend on the traversal order
+    of networkx.
+    """
+
+    def __init__(self, max_cell_length: int | None = None, cycles: str = "basis", **kwargs) -> None:
+        super().__init__(**kwargs)
+        if max_cell_length is not None and int(max_cell_length) < 3:
+            raise ValueError(f"max_cell_length must be at least 3, got {max_cell_length}")
+        if cycles not in ("basis", "chordless"):
+            raise ValueError(f"cycles must be 'basis' or 'chordless', got {cycles!r}")
+        self.max_cell_length = None if max_cell_length is None else int(max_cell_length)
+        self.cycles = cycles
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(max_cell_length={self.max_cell_length}, "
+            f"cycles={self.cycles!r}, feature_lifting={self.feature_lifting!r}, "
+            f"neighborhoods={self.neighborhoods}, self_loops={self.self_loops!r})"
+        )
+
+    def find_cycles(self, graph: UndirectedGraph) -> list[tuple[int, ...]]:
+        """Return the canonical, sorted vertex cycles that become 2-cells.
+
+        Parameters
+        ----------
+        graph : UndirectedGraph
+            Canonical graph.
+
+        Returns
+        -------
+        list of tuple of int
+            Cycles (at least 3 vertices each).
+        """
+        nx_graph = nx.Graph()
+        nx_graph.add_nodes_from(range(graph.num_nodes))
+        nx_graph.add_edges_from(graph.edges.tolist())
+        if self.cycles == "basis":
+            found = nx.cycle_basis(nx_graph)
+        else:
+            found = nx.chordless_cycles(nx_graph, length_bound=self.max_cell_length)
+        bound = self.max_cell_length
+        cycles = {
+            _canonical_cycle(c) for c in found if len(c) >= 3 and (bound is None or len(c) <= bound)
+        }
+        return sorted(cycles, key=lambda c: (len(c), c))
+
+    def forward(self, data: Data) -> ComplexData:
+        """Lift one graph.
+
+        Parameters
+        ----------
+        data : torch_geometric.data.Data
+            Graph with ``edge_index`` and ``x`` (or ``num_nodes``), optional ``edge_attr``.
+
+        Returns
+        -------
+        ComplexData
+            Complex of maximal rank 2 (``x_2`` has 0 rows when the graph has no cycle).
+        """
+        graph = undirected_graph(data, self.self_loops)
+        b1 = edge_boundary(graph.num_nodes, graph.edges)
+        b2 = _cycle_boundary(graph.num_nodes, graph.edges, self.find_cycles(graph))
+        return lift_graph(
+            graph, [b1, b2], data, self.neighborhoods, self.feature_lifting, self.keep_edge_index
+        )
+
+
+class SimplicialCliqueLifting(_GraphLifting):
+    """Lift a graph to its clique complex, truncated at ``complex_dim``.
+
+    Every ``(k+1)``-clique becomes a ``k``-simplex for ``k <= complex_dim``. Simplices are
+    sorted vertex tuples in lexicographic order (TopoNetX's order) with the alternating-sign
+    boundary.
+
+    Parameters
+    ----------
+    complex_dim : int, default=2
+        Highest simplex dimension (ranks ``0..complex_dim`` are always present, possibly empty).
+    **kwargs
+        ``feature_lifting``, ``edge_feature_lifting``, ``categorical_cardinalities``,
+        ``neighborhoods``, ``self_loops``, ``keep_edge_index`` as for :class:`CellCycleLifting`.
+    """
+
+    def __init__(self, complex_dim: int = 2, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if int(complex_dim) < 1:
+            raise ValueError(f"complex_dim must be at least 1, got {complex_dim}")
+        self.complex_dim = int(complex_dim)
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}(complex_dim={self.complex_dim}, "
+            f"feature_lifting={self.feature_lifting!r}, neighborhoods={self.neighborhoods}, "
+            f"self_loops={self.self_loops!r})"
+        )
+
+    def forward(self, data: Data) -> ComplexData:
+        """Lift one graph.
+
+        Parameters
+        ----------
+        data : torch_geometric.data.Data
+            Graph with ``edge_index`` and ``x`` (or ``num_nodes``), optional ``edge_attr``.
+
+        Returns
+        -------
+        ComplexData
+            Simplicial complex of maximal rank ``complex_dim``.
+        """
+        graph = undirected_graph(data, self.self_loops)
+        n = graph.num_nodes
+        if self.complex_dim >= 2 and n > 0 and float(n) ** (self.complex_dim + 1) > 2**62:
+            raise ValueError(f"graph too large for clique keys at complex_dim={self.complex_dim}")
+        by_size: dict[int, list[list[int]]] = {k: [] for k in range(3, self.complex_dim + 2)}
+        if self.complex_dim >= 2 and graph.edges.shape[0]:
+            nx_graph = nx.Graph()
+            nx_graph.add_nodes_from(range(n))
+            nx_graph.add_edges_from(graph.edges.tolist())
+            for clique in nx.enumerate_all_cliques(nx_graph):
+                if len(clique) > self.complex_dim + 1:
+                    break
+                if len(clique) >= 3:
+                    by_size[len(clique)].append(sorted(clique))
+        boundaries = [edge_boundary(n, graph.edges)]
+        faces = graph.edges
+        for size in range(3, self.complex_dim + 2):
+            simplices = np.array(sorted(by_size[size]), dtype=np.int64).reshape(-1, size)
+            boundaries.append(_simplex_boundary(faces, simplices, n))
+            faces = simplices
+        return lift_graph(
+            graph, boundaries, data, self.neighborhoods, self.feature_lifting, self.keep_edge_index
+        )
+
