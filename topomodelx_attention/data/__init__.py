@@ -6,7 +6,6 @@ from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
     build_neighborhoods,
     shared_face_counts,
-    vertex_cell_incidence,
 )
 from topomodelx_attention.data.sparse import empty_sparse, scipy_to_torch, torch_to_scipy
 
@@ -21,5 +20,4 @@ __all__ = [
     "shared_face_counts",
     "to_toponetx",
     "torch_to_scipy",
-    "vertex_cell_incidence",
 ]

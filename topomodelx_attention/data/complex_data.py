@@ -37,13 +37,13 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
     build_neighborhoods,
     check_neighborhoods,
-    vertex_cell_incidence,
 )
-from topomodelx_attention.data.sparse import has_explicit_zeros, scipy_to_torch, torch_to_scipy
+from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
 
 __all__ = ["ComplexData", "check_features"]
 
@@ -141,7 +141,7 @@ class ComplexData(Data):
     @classmethod
     def from_boundaries(
         cls,
-        boundaries: Sequence[sp.spmatrix],
+        boundaries: Sequence[sp.spmatrix | Coo],
         shape: Sequence[int],
         features: Mapping[int, Any] | None = None,
         neighborhoods: Iterable[str] | None = None,
@@ -153,7 +153,7 @@ class ComplexData(Data):
 
         Parameters
         ----------
-        boundaries : sequence of scipy.sparse matrices
+        boundaries : sequence of scipy.sparse matrices or Coo
             ``boundaries[r - 1] = B_r`` of shape ``(n_{r-1}, n_r)``, signed when ``oriented``.
         shape : sequence of int
             Cells per rank ``(n_0, ..., n_R)``.
@@ -201,7 +201,7 @@ class ComplexData(Data):
         return max(ranks)
 
     def num_cells(self, rank: int) -> int:
-        """Number of cells of ``rank`` (all complexes of a batch together).
+        """Return the number of cells of ``rank`` (all complexes of a batch together).
 
         Parameters
         ----------
@@ -276,10 +276,12 @@ class ComplexData(Data):
         torch.Tensor, shape = (n_0, n_rank)
             Coalesced 0/1 sparse COO tensor (block-diagonal in a batch).
         """
-        boundaries = self.boundary_matrices(signed=False)[:rank]
-        matrix = vertex_cell_incidence(boundaries, rank, self.num_cells(0))
+        n0 = self.num_cells(0)
+        product = Coo.build(np.arange(n0), np.arange(n0), np.ones(n0), (n0, n0))
+        for r in range(1, rank + 1):
+            product = product.matmul(Coo.from_torch(self.neighborhood("incidence", r)).pattern())
         dtype = self.incidence_1.dtype if "incidence_1" in self else torch.float32
-        return scipy_to_torch(matrix, dtype)
+        return product.pattern().to_torch(dtype)
 
     def to_complex_list(self) -> list[ComplexData]:
         """Split a batch (disjoint union) back into its complexes.

@@ -126,8 +126,11 @@ def _attribute_lookup(
         raw = complex_.get_simplex_attributes(name, rank)
     elif isinstance(complex_, tnx.CellComplex) and rank == 0:
         raw = complex_.get_node_attributes(name)
-    else:
+    elif isinstance(complex_, tnx.CellComplex):
         raw = complex_.get_cell_attributes(name, rank)
+    else:
+        # CombinatorialComplex.get_cell_attributes fails in TopoNetX 0.2; read the cells' dicts.
+        raw = {cell: complex_[cell][name] for cell in complex_.skeleton(rank) if name in complex_[cell]}
     out = {}
     for key, value in raw.items():
         vertices = _vertices(key) if not isinstance(key, list) else key

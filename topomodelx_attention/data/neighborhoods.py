@@ -5,27 +5,29 @@ oriented boundary matrices ``B_r`` of shape ``(n_{r-1}, n_r)``:
 
 * ``incidence_r``         ``|B_r|`` (unsigned, 0/1); ``incidence_0`` has shape ``(0, n_0)``.
 * ``signed_incidence_r``  ``B_r`` (oriented, ±1), with ``B_r B_{r+1} = 0``.
-* ``adjacency_r``         upper adjacency: off-diagonal pattern of ``|B_{r+1}| |B_{r+1}|ᵀ`` (0/1).
-* ``coadjacency_r``       lower adjacency: off-diagonal pattern of ``|B_r|ᵀ |B_r|`` (0/1).
+* ``adjacency_r``         upper adjacency: off-diagonal of ``|B_{r+1}| |B_{r+1}|ᵀ``, the number of
+  shared (r+1)-cells of two distinct r-cells.
+* ``coadjacency_r``       lower adjacency: off-diagonal of ``|B_r|ᵀ |B_r|``, the number of shared
+  (r-1)-cells.
 * ``down_laplacian_r``    ``B_rᵀ B_r``.
 * ``up_laplacian_r``      ``B_{r+1} B_{r+1}ᵀ``.
 * ``hodge_laplacian_r``   ``B_rᵀ B_r + B_{r+1} B_{r+1}ᵀ``.
 
-Adjacencies are binary, as TopoNetX returns them (minus TopoNetX's stored zero diagonal);
-the number of shared (co)faces, which random-walk encodings need, is
-:func:`shared_face_counts`. Laplacians are the true (signed) Hodge operators.
+Adjacencies hold counts, as the CT paper (Appendix B, ``A = I Iᵀ`` with the diagonal zeroed)
+and TopoNetX define them (minus TopoNetX's stored zero diagonal); sparse attention uses their
+pattern, dense attention their values as the bias ``θ·N``, random walks their values as
+weights (Appendix C.1). Laplacians are the true (signed) Hodge operators.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from topomodelx_attention.data.sparse import scipy_to_torch
+from topomodelx_attention.data.coo import Coo
 
 __all__ = [
     "NEIGHBORHOODS",
@@ -33,7 +35,6 @@ __all__ = [
     "build_neighborhoods",
     "check_neighborhoods",
     "shared_face_counts",
-    "vertex_cell_incidence",
 ]
 
 NEIGHBORHOODS: tuple[str, ...] = (
@@ -92,16 +93,12 @@ def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = Tr
     return tuple(name for name in NEIGHBORHOODS if name in selected)
 
 
-def _offdiag_pattern(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """0/1 pattern of the off-diagonal nonzeros of a square matrix."""
-    coo = sp.coo_matrix(matrix)
-    keep = (coo.row != coo.col) & (coo.data != 0)
-    ones = np.ones(int(keep.sum()), dtype=np.float64)
-    return sp.csr_matrix((ones, (coo.row[keep], coo.col[keep])), shape=matrix.shape)
+def _as_coo(matrix: sp.spmatrix | Coo) -> Coo:
+    return matrix if isinstance(matrix, Coo) else Coo.from_scipy(matrix)
 
 
 def build_neighborhoods(
-    boundaries: Sequence[sp.spmatrix],
+    boundaries: Sequence[sp.spmatrix | Coo],
     shape: Sequence[int],
     neighborhoods: Iterable[str] | None = None,
     oriented: bool = True,
@@ -109,9 +106,12 @@ def build_neighborhoods(
 ) -> dict[str, Tensor]:
     """Compute the requested neighbourhood matrices of every rank.
 
+    Products are joins on the shared index (:meth:`Coo.matmul`): signed for Laplacians,
+    unsigned for (co)adjacency counts.
+
     Parameters
     ----------
-    boundaries : sequence of scipy.sparse matrices
+    boundaries : sequence of scipy.sparse matrices or Coo
         ``boundaries[r - 1]`` is ``B_r`` of shape ``(n_{r-1}, n_r)`` for ``r = 1..R``
         (signed when ``oriented``; only the nonzero pattern is used otherwise).
     shape : sequence of int
@@ -130,112 +130,83 @@ def build_neighborhoods(
         Keys ``f"{name}_{r}"`` for every selected name and every rank ``r = 0..R``; coalesced
         ``torch.sparse_coo`` tensors with no explicit zeros.
     """
-    names = check_neighborhoods(neighborhoods, oriented)
+    names = set(check_neighborhoods(neighborhoods, oriented))
     shape = [int(n) for n in shape]
     if len(boundaries) != len(shape) - 1:
         raise ValueError(
             f"expected {len(shape) - 1} boundary matrices for shape {shape}, got {len(boundaries)}"
         )
-    signed = []
+    signed: list[Coo] = []
     for r, matrix in enumerate(boundaries, start=1):
-        matrix = sp.csr_matrix(matrix, dtype=np.float64)
-        if matrix.shape != (shape[r - 1], shape[r]):
+        coo = _as_coo(matrix)
+        if coo.shape != (shape[r - 1], shape[r]):
             raise ValueError(
-                f"boundary matrix B_{r} has shape {matrix.shape}, expected "
+                f"boundary matrix B_{r} has shape {coo.shape}, expected "
                 f"(n_{r - 1}, n_{r}) = ({shape[r - 1]}, {shape[r]})"
             )
-        matrix.eliminate_zeros()
-        signed.append(matrix)
-    absolute = [abs(matrix) for matrix in signed]
-    if not oriented:
-        absolute = [matrix.sign() for matrix in absolute]
-
-    def boundary(r: int, unsigned: bool) -> sp.csr_matrix:
-        """B_r, with ``B_0`` of shape ``(0, n_0)``."""
-        if r == 0:
-            return sp.csr_matrix((0, shape[0]))
-        return absolute[r - 1] if unsigned else signed[r - 1]
-
+        signed.append(coo if oriented else coo.pattern())
     max_rank = len(shape) - 1
-    out: dict[str, Tensor] = {}
+
+    def square_empty(n: int) -> Coo:
+        return Coo.build([], [], [], (n, n))
+
+    need_down = names & {"down_laplacian", "hodge_laplacian"}
+    need_up = names & {"up_laplacian", "hodge_laplacian"}
+    # lower[r] = B_r^T B_r and upper[r] = B_{r+1} B_{r+1}^T (signed products).
+    lower: list[Coo | None] = [None] * (max_rank + 1)
+    upper: list[Coo | None] = [None] * (max_rank + 1)
     for r in range(max_rank + 1):
         n = shape[r]
-        has_down = r > 0
-        has_up = r < max_rank
-        down = up = None
+        if need_down:
+            lower[r] = signed[r - 1].T.matmul(signed[r - 1]) if r > 0 else square_empty(n)
+        if need_up:
+            upper[r] = signed[r].matmul(signed[r].T) if r < max_rank else square_empty(n)
+
+    out: dict[str, Tensor] = {}
+    for r in range(max_rank + 1):
         if "incidence" in names:
-            out[f"incidence_{r}"] = scipy_to_torch(boundary(r, unsigned=True), dtype)
+            b = signed[r - 1].pattern() if r > 0 else Coo.build([], [], [], (0, shape[0]))
+            out[f"incidence_{r}"] = b.to_torch(dtype)
         if "signed_incidence" in names:
-            out[f"signed_incidence_{r}"] = scipy_to_torch(boundary(r, unsigned=False), dtype)
+            b = signed[r - 1] if r > 0 else Coo.build([], [], [], (0, shape[0]))
+            out[f"signed_incidence_{r}"] = b.to_torch(dtype)
         if "adjacency" in names:
-            up_abs = absolute[r] @ absolute[r].T if has_up else sp.csr_matrix((n, n))
-            out[f"adjacency_{r}"] = scipy_to_torch(_offdiag_pattern(up_abs), dtype)
+            counts = _shared_counts(signed[r], upper=True) if r < max_rank else square_empty(shape[r])
+            out[f"adjacency_{r}"] = counts.to_torch(dtype)
         if "coadjacency" in names:
-            down_abs = absolute[r - 1].T @ absolute[r - 1] if has_down else sp.csr_matrix((n, n))
-            out[f"coadjacency_{r}"] = scipy_to_torch(_offdiag_pattern(down_abs), dtype)
-        if {"down_laplacian", "hodge_laplacian"} & set(names):
-            down = signed[r - 1].T @ signed[r - 1] if has_down else sp.csr_matrix((n, n))
-        if {"up_laplacian", "hodge_laplacian"} & set(names):
-            up = signed[r] @ signed[r].T if has_up else sp.csr_matrix((n, n))
+            counts = _shared_counts(signed[r - 1], upper=False) if r > 0 else square_empty(shape[r])
+            out[f"coadjacency_{r}"] = counts.to_torch(dtype)
         if "down_laplacian" in names:
-            out[f"down_laplacian_{r}"] = scipy_to_torch(down, dtype)
+            out[f"down_laplacian_{r}"] = lower[r].to_torch(dtype)
         if "up_laplacian" in names:
-            out[f"up_laplacian_{r}"] = scipy_to_torch(up, dtype)
+            out[f"up_laplacian_{r}"] = upper[r].to_torch(dtype)
         if "hodge_laplacian" in names:
-            out[f"hodge_laplacian_{r}"] = scipy_to_torch(down + up, dtype)
+            out[f"hodge_laplacian_{r}"] = lower[r].add(upper[r]).to_torch(dtype)
     return out
 
 
-def shared_face_counts(incidence: sp.spmatrix, upper: bool) -> sp.csr_matrix:
-    """Number of shared cofaces (``upper``) or faces (lower) between distinct cells.
+def _shared_counts(incidence: Coo, upper: bool) -> Coo:
+    pattern = incidence.pattern()
+    product = pattern.matmul(pattern.T) if upper else pattern.T.matmul(pattern)
+    keep = product.rows != product.cols
+    return Coo(product.rows[keep], product.cols[keep], product.vals[keep], product.shape)
+
+
+def shared_face_counts(incidence: sp.spmatrix | Coo, upper: bool) -> Coo:
+    """Count the shared cofaces (``upper``) or faces (lower) of distinct cells.
 
     Parameters
     ----------
-    incidence : scipy.sparse matrix
-        For ``upper=True``: ``|B_{r+1}|`` of shape ``(n_r, n_{r+1})``; for ``upper=False``:
-        ``|B_r|`` of shape ``(n_{r-1}, n_r)``. Signs are ignored.
+    incidence : scipy.sparse matrix or Coo
+        For ``upper=True``: ``B_{r+1}`` of shape ``(n_r, n_{r+1})``; for ``upper=False``:
+        ``B_r`` of shape ``(n_{r-1}, n_r)``. Signs are ignored.
     upper : bool
-        Count shared cofaces (upper adjacency weights) or shared faces (lower).
+        Count shared cofaces (upper adjacency) or shared faces (lower adjacency).
 
     Returns
     -------
-    scipy.sparse.csr_matrix, shape = (n_r, n_r)
-        Off-diagonal counts (CT paper, Appendix C.1 weights ``wA``); zero diagonal not stored.
+    Coo, shape = (n_r, n_r)
+        Off-diagonal counts — the values of ``adjacency_r`` / ``coadjacency_r`` (CT paper,
+        Appendix B; the weights ``wA`` of Appendix C.1).
     """
-    pattern = sp.csr_matrix(incidence, dtype=np.float64, copy=True)
-    pattern.data = np.ones_like(pattern.data)
-    counts = pattern @ pattern.T if upper else pattern.T @ pattern
-    counts = sp.csr_matrix(counts)
-    counts.setdiag(0)
-    counts.eliminate_zeros()
-    return counts
-
-
-def vertex_cell_incidence(
-    boundaries: Sequence[sp.spmatrix], rank: int, num_vertices: int
-) -> sp.csr_matrix:
-    """0/1 matrix telling which vertices lie on each cell of ``rank``.
-
-    Parameters
-    ----------
-    boundaries : sequence of scipy.sparse matrices
-        ``boundaries[r - 1] = B_r`` (signs ignored), as in :func:`build_neighborhoods`.
-    rank : int
-        Cell rank (``0`` gives the identity).
-    num_vertices : int
-        Number of vertices ``n_0``.
-
-    Returns
-    -------
-    scipy.sparse.csr_matrix, shape = (n_0, n_rank)
-        Entry ``(v, c)`` is 1 when vertex ``v`` is a vertex of cell ``c``.
-    """
-    if rank == 0:
-        return sp.identity(num_vertices, format="csr")
-    product = abs(sp.csr_matrix(boundaries[0], dtype=np.float64))
-    for r in range(1, rank):
-        product = product @ abs(sp.csr_matrix(boundaries[r], dtype=np.float64))
-    product = sp.csr_matrix(product)
-    product.eliminate_zeros()
-    product.data = np.ones_like(product.data)
-    return product
+    return _shared_counts(_as_coo(incidence), upper)

@@ -85,12 +85,13 @@ def undirected_graph(data: Data, self_loops: str = "raise") -> UndirectedGraph:
     x = data.x if "x" in data else None
     if x is not None:
         num_nodes = int(x.size(0))
-        if "num_nodes" in data._store and int(data.num_nodes) != num_nodes:
+        if "num_nodes" in data and int(data.num_nodes) != num_nodes:
             raise ValueError(f"num_nodes={data.num_nodes} but x has {num_nodes} rows")
         x = check_features(x, num_nodes, "x")
-    elif data.num_nodes is not None:
+    elif "num_nodes" in data:
         num_nodes = int(data.num_nodes)
     else:
+        # PyG would guess from edge_index and miss isolated vertices: ask instead.
         raise ValueError("the graph has neither x nor num_nodes: cannot tell how many vertices")
 
     if edge_index.numel():

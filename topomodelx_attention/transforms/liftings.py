@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 
 import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
 from topomodelx_attention.data import ComplexData
+from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.transforms.feature_lifting import FeatureLifting
 from topomodelx_attention.transforms.graph_checks import UndirectedGraph, undirected_graph
 
@@ -26,7 +26,7 @@ __all__ = ["CellCycleLifting", "SimplicialCliqueLifting", "edge_boundary", "lift
 _GRAPH_KEYS = ("x", "edge_index", "edge_attr", "num_nodes", "batch", "ptr")
 
 
-def edge_boundary(num_nodes: int, edges: np.ndarray) -> sp.csr_matrix:
+def edge_boundary(num_nodes: int, edges: np.ndarray) -> Coo:
     """Signed ``B_1`` of shape ``(n_0, n_1)``: ``-1`` at ``u`` and ``+1`` at ``v`` for edge ``u → v``.
 
     Parameters
@@ -38,14 +38,14 @@ def edge_boundary(num_nodes: int, edges: np.ndarray) -> sp.csr_matrix:
 
     Returns
     -------
-    scipy.sparse.csr_matrix, shape = (num_nodes, n_edges)
+    Coo, shape = (num_nodes, n_edges)
         The boundary matrix.
     """
     n_edges = edges.shape[0]
     rows = edges.reshape(-1)
     cols = np.repeat(np.arange(n_edges), 2)
     vals = np.tile(np.array([-1.0, 1.0]), n_edges)
-    return sp.csr_matrix((vals, (rows, cols)), shape=(num_nodes, n_edges))
+    return Coo.build(rows, cols, vals, (num_nodes, n_edges))
 
 
 def _canonical_cycle(cycle: Sequence[int]) -> tuple[int, ...]:
@@ -58,11 +58,11 @@ def _canonical_cycle(cycle: Sequence[int]) -> tuple[int, ...]:
     return tuple(seq)
 
 
-def _cycle_boundary(num_nodes: int, edges: np.ndarray, cycles: list[tuple[int, ...]]) -> sp.csr_matrix:
+def _cycle_boundary(num_nodes: int, edges: np.ndarray, cycles: list[tuple[int, ...]]) -> Coo:
     """Signed ``B_2`` of the 2-cells bounded by ``cycles`` (each oriented by its vertex order)."""
     n_edges = edges.shape[0]
     if not cycles:
-        return sp.csr_matrix((n_edges, 0))
+        return Coo.build([], [], [], (n_edges, 0))
     lengths = np.fromiter((len(c) for c in cycles), dtype=np.int64, count=len(cycles))
     tails = np.fromiter((v for c in cycles for v in c), dtype=np.int64, count=int(lengths.sum()))
     heads = np.fromiter(
@@ -73,14 +73,14 @@ def _cycle_boundary(num_nodes: int, edges: np.ndarray, cycles: list[tuple[int, .
     edge_ids = np.searchsorted(edge_keys, low * num_nodes + high)
     signs = np.where(tails < heads, 1.0, -1.0)
     cols = np.repeat(np.arange(len(cycles)), lengths)
-    return sp.csr_matrix((signs, (edge_ids, cols)), shape=(n_edges, len(cycles)))
+    return Coo.build(edge_ids, cols, signs, (n_edges, len(cycles)))
 
 
-def _simplex_boundary(faces: np.ndarray, simplices: np.ndarray, num_nodes: int) -> sp.csr_matrix:
+def _simplex_boundary(faces: np.ndarray, simplices: np.ndarray, num_nodes: int) -> Coo:
     """Signed boundary of sorted ``simplices`` (k+1 vertices) onto sorted ``faces`` (k vertices)."""
     n_faces, n_simplices = faces.shape[0], simplices.shape[0]
     if n_simplices == 0:
-        return sp.csr_matrix((n_faces, 0))
+        return Coo.build([], [], [], (n_faces, 0))
     k1 = simplices.shape[1]
     weights = num_nodes ** np.arange(k1 - 2, -1, -1, dtype=np.int64)
     face_keys = faces @ weights
@@ -90,14 +90,12 @@ def _simplex_boundary(faces: np.ndarray, simplices: np.ndarray, num_nodes: int) 
         rows.append(np.searchsorted(face_keys, sub @ weights))
         vals.append(np.full(n_simplices, (-1.0) ** i))
     cols = np.tile(np.arange(n_simplices), k1)
-    return sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), cols)), shape=(n_faces, n_simplices)
-    )
+    return Coo.build(np.concatenate(rows), cols, np.concatenate(vals), (n_faces, n_simplices))
 
 
 def lift_graph(
     graph: UndirectedGraph,
-    boundaries: list[sp.csr_matrix],
+    boundaries: list[Coo],
     source: Data,
     neighborhoods: Iterable[str] | None,
     feature_lifting: FeatureLifting,
@@ -109,7 +107,7 @@ def lift_graph(
     ----------
     graph : UndirectedGraph
         The canonical graph (vertices, edges, features).
-    boundaries : list of scipy.sparse.csr_matrix
+    boundaries : list of Coo
         ``[B_1, B_2, ...]``, signed.
     source : torch_geometric.data.Data
         The input graph; its graph-level attributes (``y``, ...) are copied.

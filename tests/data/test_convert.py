@@ -1,0 +1,261 @@
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+import toponetx as tnx
+import torch
+
+from tests.helpers import random_cell_complex, random_simplicial_complex
+from topomodelx_attention.data import ComplexData, from_toponetx, to_toponetx
+from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
+
+
+def dense(t):
+    return t.to_dense().numpy()
+
+
+def assert_same_complex(a: ComplexData, b: ComplexData):
+    assert set(a.keys()) == set(b.keys())
+    for key in a.keys():
+        x, y = a[key], b[key]
+        if isinstance(x, torch.Tensor):
+            if x.is_sparse:
+                assert x.shape == y.shape, key
+                x, y = x.to_dense(), y.to_dense()
+            assert torch.equal(x, y), key
+        else:
+            assert x == y, key
+
+
+# ----------------------------------------------------------------------------- cell order
+
+
+def test_cell_order_follows_toponetx_index_and_features_stay_with_cells():
+    cc = tnx.CellComplex()
+    cc.add_cell([30, 10, 20], rank=2)
+    cc.add_cell([10, 20, 40, 50], rank=2)
+    cc.add_node(90)
+    # asymmetric features: the value identifies the cell
+    cc.set_node_attributes({v: float(v) for v in cc.nodes}, name="f")
+    cc.set_cell_attributes({e: float(10 * min(e) + max(e)) for e in cc.edges}, rank=1, name="f")
+    cc.set_cell_attributes({(30, 10, 20): 1.0, (10, 20, 40, 50): 2.0}, rank=2, name="f")
+    data = from_toponetx(cc, feature_name="f")
+    rows, cols, _ = cc.incidence_matrix(1, index=True)
+    _, cells, _ = cc.incidence_matrix(2, index=True)
+    assert data.x_0.view(-1).tolist() == [float(v) for v in rows]
+    assert data.x_1.view(-1).tolist() == [float(10 * min(e) + max(e)) for e in cols]
+    assert data.x_2.view(-1).tolist() == [1.0, 2.0]
+    assert list(cells) == [(30, 10, 20), (10, 20, 40, 50)]
+    assert data.shape.tolist() == [[6, 6, 2]]
+
+
+def test_graph_is_a_one_dimensional_complex_with_sorted_vertices():
+    graph = nx.Graph()
+    graph.add_edges_from([(5, 2), (2, 9), (9, 5)])
+    nx.set_node_attributes(graph, {2: 2.0, 5: 5.0, 9: 9.0}, "x")
+    data = from_toponetx(graph, feature_name="x")
+    assert data.max_rank == 1
+    assert data.x_0.view(-1).tolist() == [2.0, 5.0, 9.0]
+    b1 = dense(data.signed_incidence_1)
+    # edges (2,5), (2,9), (5,9), oriented low -> high
+    np.testing.assert_array_equal(b1, [[-1, -1, 0], [1, 0, -1], [0, 1, 1]])
+
+
+def test_features_from_arrays_and_row_count_checked():
+    cc = tnx.CellComplex([[0, 1, 2]], ranks=2)
+    data = from_toponetx(cc, features={0: np.eye(3), 2: [[7.0]]})
+    assert data.x_0.shape == (3, 3) and data.x_2.tolist() == [[7.0]]
+    assert "x_1" not in data
+    with pytest.raises(ValueError, match="rows"):
+        from_toponetx(cc, features={1: np.ones((2, 1))})
+    with pytest.raises(ValueError, match="NaN"):
+        from_toponetx(cc, features={0: np.array([[np.nan], [1.0], [2.0]])})
+    with pytest.raises(ValueError, match="rank 5"):
+        from_toponetx(cc, features={5: np.ones((1, 1))})
+
+
+def test_missing_attribute_on_some_cells_raises():
+    graph = nx.path_graph(3)
+    nx.set_node_attributes(graph, {0: 1.0, 1: 2.0}, "x")
+    with pytest.raises(ValueError, match="no attribute"):
+        from_toponetx(graph, feature_name="x")
+
+
+def test_bad_inputs():
+    with pytest.raises(TypeError, match="expects"):
+        from_toponetx([[0, 1]])
+    with pytest.raises(TypeError, match="undirected"):
+        from_toponetx(nx.DiGraph([(0, 1)]))
+    graph = nx.Graph([(0, 0), (0, 1)])
+    with pytest.raises(ValueError, match="self-loop"):
+        from_toponetx(graph)
+    with pytest.raises(ValueError, match="unknown neighborhoods"):
+        from_toponetx(nx.path_graph(3), neighborhoods=["adjacency", "laplace"])
+    with pytest.raises(TypeError, match="list of names"):
+        from_toponetx(nx.path_graph(3), neighborhoods="adjacency")
+    with pytest.raises(ValueError, match="max_rank"):
+        from_toponetx(tnx.CellComplex([[0, 1, 2]], ranks=2), max_rank=1)
+
+
+def test_neighborhood_selection():
+    data = from_toponetx(nx.cycle_graph(4), neighborhoods=["incidence", "adjacency"])
+    keys = {k for k in data.keys() if k[-1].isdigit() and not k.startswith(("x_", "batch_"))}
+    assert keys == {"incidence_0", "incidence_1", "adjacency_0", "adjacency_1"}
+    with pytest.raises(ValueError, match="hodge_laplacian"):
+        data.neighborhood("hodge_laplacian", 1)
+
+
+def test_empty_complex_and_isolated_vertices():
+    data = from_toponetx(nx.Graph(), max_rank=2)
+    assert data.shape.tolist() == [[0, 0, 0]]
+    data.validate_complex()
+    graph = nx.Graph()
+    graph.add_nodes_from(range(3))
+    data = from_toponetx(graph, max_rank=2)
+    assert data.shape.tolist() == [[3, 0, 0]]
+    assert data.adjacency_0._nnz() == 0
+    data.validate_complex()
+
+
+# ----------------------------------------------------------------------------- vs TopoNetX
+
+
+def _toponetx_matrix(complex_, method, rank, **kwargs):
+    try:
+        return getattr(complex_, method)(rank, **kwargs).toarray()
+    except ValueError:
+        return None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_neighborhoods_equal_toponetx_on_random_cell_complexes(seed):
+    cc = random_cell_complex(seed)
+    data = from_toponetx(cc)
+    data.validate_complex()
+    for rank in range(3):
+        n = data.num_cells(rank)
+        zeros = np.zeros((n, n))
+        for ours, theirs in [("adjacency", "adjacency_matrix"), ("coadjacency", "coadjacency_matrix")]:
+            # counts of shared (co)faces, as TopoNetX (minus its stored zero diagonal)
+            expected = _toponetx_matrix(cc, theirs, rank)
+            expected = zeros if expected is None or expected.shape != (n, n) else expected
+            got = data[f"{ours}_{rank}"]
+            assert not has_explicit_zeros(got)
+            np.testing.assert_array_equal(dense(got), expected, err_msg=f"{ours}_{rank}")
+        for ours, theirs, kwargs in [
+            ("hodge_laplacian", "hodge_laplacian_matrix", {"signed": True}),
+            ("up_laplacian", "up_laplacian_matrix", {"signed": True}),
+            ("down_laplacian", "down_laplacian_matrix", {"signed": True}),
+        ]:
+            expected = _toponetx_matrix(cc, theirs, rank, **kwargs)
+            expected = zeros if expected is None or expected.shape != (n, n) else expected
+            got = data[f"{ours}_{rank}"]
+            assert not has_explicit_zeros(got), (ours, rank)
+            np.testing.assert_allclose(dense(got), expected, err_msg=f"{ours}_{rank}")
+        if rank > 0:
+            signed = cc.incidence_matrix(rank, signed=True).toarray()
+            np.testing.assert_allclose(dense(data[f"signed_incidence_{rank}"]), signed)
+            np.testing.assert_allclose(dense(data[f"incidence_{rank}"]), np.abs(signed))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_neighborhoods_equal_toponetx_on_random_simplicial_complexes(seed):
+    sc = random_simplicial_complex(seed)
+    data = from_toponetx(sc)
+    data.validate_complex()
+    for rank in range(1, data.max_rank + 1):
+        np.testing.assert_allclose(
+            dense(data[f"signed_incidence_{rank}"]), sc.incidence_matrix(rank, signed=True).toarray()
+        )
+        np.testing.assert_allclose(
+            dense(data[f"hodge_laplacian_{rank}"]), sc.hodge_laplacian_matrix(rank).toarray()
+        )
+    for rank in range(data.max_rank):
+        np.testing.assert_allclose(dense(data[f"adjacency_{rank}"]), sc.adjacency_matrix(rank).toarray())
+    for rank in range(1, data.max_rank + 1):
+        np.testing.assert_allclose(
+            dense(data[f"coadjacency_{rank}"]), sc.coadjacency_matrix(rank).toarray()
+        )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_boundary_of_boundary_is_zero(seed):
+    for data in (from_toponetx(random_cell_complex(seed)), from_toponetx(random_simplicial_complex(seed))):
+        b = data.boundary_matrices(signed=True)
+        for lower, upper in itertools.pairwise(b):
+            assert abs(lower @ upper).sum() == 0
+
+
+def test_adjacency_counts_survive_orientation_cancellation():
+    # Edges (0,1) and (2,3) lie on two 2-cells that traverse (2,3) in opposite directions:
+    # the signed up-Laplacian entry cancels to 0, yet they share two 2-cells.
+    cc = tnx.CellComplex()
+    cc.add_cell([0, 1, 2, 3], rank=2)
+    cc.add_cell([0, 1, 3, 2], rank=2)
+    data = from_toponetx(cc)
+    edges = list(cc.incidence_matrix(1, index=True)[1])
+    i, j = edges.index((0, 1)), edges.index((2, 3))
+    assert dense(data.up_laplacian_1)[i, j] == 0
+    assert dense(data.adjacency_1)[i, j] == 2 == cc.adjacency_matrix(1).toarray()[i, j]
+
+
+def test_combinatorial_complex_is_unoriented():
+    ccc = tnx.CombinatorialComplex()
+    ccc.add_cell([0, 1], rank=1)
+    ccc.add_cell([1, 2], rank=1)
+    ccc.add_cell([0, 1, 2], rank=2)
+    data = from_toponetx(ccc)
+    assert "signed_incidence_1" not in data and "hodge_laplacian_0" not in data
+    np.testing.assert_array_equal(dense(data.incidence_2), [[1], [1]])
+    np.testing.assert_array_equal(dense(data.adjacency_0), ccc.adjacency_matrix(0, 1).toarray())
+    with pytest.raises(ValueError, match="orientation"):
+        from_toponetx(ccc, neighborhoods=["hodge_laplacian"])
+
+
+# ----------------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_round_trip_cell_complex(seed):
+    cc = random_cell_complex(seed)
+    rng = np.random.default_rng(seed)
+    features = {r: rng.normal(size=(n, 2)) for r, n in enumerate(cc.shape)}
+    data = from_toponetx(cc, features=features)
+    back = to_toponetx(data, "cell")
+    assert back.shape == cc.shape
+    again = from_toponetx(back, feature_name="x")
+    assert_same_complex(data, again)
+    # TopoNetX's own matrices of the rebuilt complex equal ours
+    for rank in (1, 2):
+        np.testing.assert_allclose(
+            back.incidence_matrix(rank, signed=True).toarray(), dense(data[f"signed_incidence_{rank}"])
+        )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_round_trip_simplicial_and_combinatorial(seed):
+    sc = random_simplicial_complex(seed)
+    rng = np.random.default_rng(seed)
+    features = {r: rng.normal(size=(n, 3)) for r, n in enumerate(sc.shape)}
+    data = from_toponetx(sc, features=features)
+    assert_same_complex(data, from_toponetx(to_toponetx(data, "simplicial"), feature_name="x"))
+    unoriented = from_toponetx(sc, features=features, neighborhoods=["incidence", "adjacency", "coadjacency"])
+    ccc = to_toponetx(unoriented, "combinatorial")
+    assert ccc.shape == tuple(sc.shape)
+    assert_same_complex(unoriented, from_toponetx(ccc, feature_name="x", neighborhoods=["incidence", "adjacency", "coadjacency"]))
+
+
+def test_to_toponetx_errors():
+    data = from_toponetx(tnx.CellComplex([[0, 1, 2, 3]], ranks=2))
+    with pytest.raises(ValueError, match="simplicial"):
+        to_toponetx(data, "simplicial")
+    with pytest.raises(ValueError, match="complex_type"):
+        to_toponetx(data, "hyper")
+    with pytest.raises(TypeError):
+        to_toponetx(torch.zeros(3))
+
+
+def test_torch_to_scipy_round_trip():
+    data = from_toponetx(random_cell_complex(1))
+    np.testing.assert_allclose(torch_to_scipy(data.hodge_laplacian_1).toarray(), dense(data.hodge_laplacian_1))

@@ -1,0 +1,47 @@
+"""Test helpers: tiny generated graphs and complexes (no files from ../shared)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import toponetx as tnx
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+
+def graph_from_edges(edges, num_nodes=None, feature_dim=2, seed=0, **attrs) -> Data:
+    """PyG graph (both directions) with asymmetric random float vertex features."""
+    edge_index = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
+    if num_nodes is None:
+        num_nodes = int(edge_index.max()) + 1 if edge_index.numel() else 0
+    edge_index = to_undirected(edge_index, num_nodes=num_nodes)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_nodes, feature_dim, generator=generator)
+    return Data(x=x, edge_index=edge_index, **attrs)
+
+
+def random_cell_complex(seed: int, n: int = 9, p: float = 0.35) -> tnx.CellComplex:
+    """Random graph with its cycle basis as 2-cells, random labels, an isolated vertex."""
+    rng = np.random.default_rng(seed)
+    graph = nx.gnp_random_graph(n, p, seed=int(rng.integers(1 << 30)))
+    labels = rng.permutation(100)[: n + 1]
+    mapping = {i: int(labels[i]) for i in range(n)}
+    graph = nx.relabel_nodes(graph, mapping)
+    cc = tnx.CellComplex()
+    for node in graph.nodes:
+        cc.add_node(node)
+    cc.add_node(int(labels[n]))
+    for u, v in graph.edges:
+        cc.add_edge(u, v)
+    for cycle in nx.cycle_basis(graph):
+        if len(cycle) >= 3:
+            cc.add_cell(cycle, rank=2)
+    return cc
+
+
+def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.SimplicialComplex:
+    """Clique complex (up to tetrahedra) of a random graph."""
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    simplices = [c for c in nx.enumerate_all_cliques(graph) if len(c) <= 4]
+    return tnx.SimplicialComplex(simplices)

@@ -1,0 +1,222 @@
+import numpy as np
+import pytest
+import toponetx as tnx
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch_geometric.data import Data
+from torch_geometric.transforms import Compose
+
+from tests.helpers import graph_from_edges
+from topomodelx_attention.data import from_toponetx, to_toponetx
+from topomodelx_attention.transforms import (
+    CellCycleLifting,
+    FeatureLifting,
+    SimplicialCliqueLifting,
+)
+
+
+def counts(data):
+    return data.shape.view(-1).tolist()
+
+
+# ----------------------------------------------------------------------------- ring counts
+
+
+def test_triangle_has_one_ring(triangle):
+    data = CellCycleLifting()(triangle)
+    assert counts(data) == [3, 3, 1]
+    np.testing.assert_array_equal(data.incidence_2.to_dense().view(-1).numpy(), [1, 1, 1])
+    # orientation 0 -> 1 -> 2 -> 0: edges (0,1) +, (0,2) -, (1,2) +
+    np.testing.assert_array_equal(data.signed_incidence_2.to_dense().view(-1).numpy(), [1, -1, 1])
+
+
+def test_square_with_diagonal(square_with_diagonal):
+    basis = CellCycleLifting()(square_with_diagonal)
+    chordless = CellCycleLifting(cycles="chordless")(square_with_diagonal)
+    assert counts(basis) == [4, 5, 2] == counts(chordless)
+    # the two triangles 0-1-2 and 0-2-3, sharing the diagonal (0,2)
+    vc = basis.vertex_cells(2).to_dense().t().numpy()
+    assert sorted(map(tuple, np.argwhere(vc)[:, 1].reshape(2, 3).tolist())) == [(0, 1, 2), (0, 2, 3)]
+    assert CellCycleLifting(max_cell_length=3)(square_with_diagonal).num_cells(2) == 2
+
+
+def test_two_rings_sharing_an_edge():
+    # naphthalene-like: two hexagons sharing edge (0, 5)
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (5, 6), (6, 7), (7, 8), (8, 9), (9, 0)]
+    data = CellCycleLifting()(graph_from_edges(edges))
+    assert counts(data) == [10, 11, 2]
+    b2 = data.incidence_2.to_dense()
+    assert int((b2.sum(1) == 2).sum()) == 1  # one shared edge
+    assert CellCycleLifting(max_cell_length=5)(graph_from_edges(edges)).num_cells(2) == 0
+
+
+def test_k4_basis_versus_chordless_and_cliques():
+    edges = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    graph = graph_from_edges(edges)
+    assert CellCycleLifting()(graph).num_cells(2) == 3  # cycle rank = 6 - 4 + 1
+    assert CellCycleLifting(cycles="chordless")(graph).num_cells(2) == 4
+    simplicial = SimplicialCliqueLifting(complex_dim=3)(graph)
+    assert counts(simplicial) == [4, 6, 4, 1]
+    simplicial.validate_complex()
+    # equals TopoNetX's clique complex
+    sc = tnx.SimplicialComplex([[0, 1, 2, 3]])
+    reference = from_toponetx(sc)
+    for key in ("signed_incidence_3", "hodge_laplacian_2", "adjacency_1", "coadjacency_2"):
+        assert torch.equal(simplicial[key].to_dense(), reference[key].to_dense()), key
+
+
+def test_tree_has_no_two_cells_but_keeps_the_rank(path_graph):
+    data = CellCycleLifting()(path_graph)
+    assert counts(data) == [4, 3, 0]
+    assert data.x_2.shape == (0, 2) and data.incidence_2.shape == (3, 0)
+    data.validate_complex()
+
+
+def test_lifting_is_deterministic_under_edge_order(square_with_diagonal):
+    shuffled = square_with_diagonal.clone()
+    perm = torch.randperm(shuffled.edge_index.size(1), generator=torch.Generator().manual_seed(3))
+    shuffled.edge_index = shuffled.edge_index[:, perm]
+    a, b = CellCycleLifting()(square_with_diagonal), CellCycleLifting()(shuffled)
+    for key in ("signed_incidence_2", "x_1", "x_2", "hodge_laplacian_1"):
+        x, y = a[key], b[key]
+        if x.is_sparse:
+            x, y = x.to_dense(), y.to_dense()
+        assert torch.equal(x, y), key
+
+
+def test_lifted_complex_equals_toponetx_cell_complex(square_with_diagonal):
+    data = CellCycleLifting()(square_with_diagonal)
+    cc = to_toponetx(data)
+    reference = from_toponetx(cc, feature_name="x")
+    for key in reference.keys():
+        x, y = reference[key], data[key]
+        if isinstance(x, torch.Tensor) and x.is_sparse:
+            assert torch.equal(x.to_dense(), y.to_dense()), key
+
+
+# ----------------------------------------------------------------------------- features
+
+
+def test_feature_lifting_sum_mean_concat(square_with_diagonal):
+    x = square_with_diagonal.x
+    data = CellCycleLifting()(square_with_diagonal)
+    # edges sorted: (0,1), (0,2), (0,3), (1,2), (2,3)
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (2, 3)]
+    torch.testing.assert_close(data.x_1, torch.stack([x[u] + x[v] for u, v in pairs]))
+    torch.testing.assert_close(data.x_2, torch.stack([x[[0, 1, 2]].sum(0), x[[0, 2, 3]].sum(0)]))
+    mean = CellCycleLifting(feature_lifting="mean")(square_with_diagonal)
+    torch.testing.assert_close(mean.x_2, torch.stack([x[[0, 1, 2]].mean(0), x[[0, 2, 3]].mean(0)]))
+    concat = CellCycleLifting(edge_feature_lifting="concat")(square_with_diagonal)
+    torch.testing.assert_close(concat.x_1, torch.stack([torch.cat([x[u], x[v]]) for u, v in pairs]))
+
+
+def test_edge_attr_becomes_x1_and_categorical_stays_integer():
+    graph = graph_from_edges([(0, 1), (1, 2), (2, 0)])
+    graph.x = torch.tensor([[0], [2], [1]])
+    # edge_attr per directed edge, equal in both directions
+    codes = {(0, 1): 3, (1, 2): 1, (0, 2): 0}
+    graph.edge_attr = torch.tensor([[codes[tuple(sorted(e))]] for e in graph.edge_index.t().tolist()])
+    with pytest.raises(ValueError, match="categorical_cardinalities"):
+        CellCycleLifting()(graph)
+    data = CellCycleLifting(categorical_cardinalities=[3])(graph)
+    assert data.x_0.dtype == torch.long and data.x_1.dtype == torch.long
+    assert data.x_1.view(-1).tolist() == [3, 0, 1]  # (0,1), (0,2), (1,2)
+    torch.testing.assert_close(data.x_2, torch.tensor([[1.0, 1.0, 1.0]]))
+
+
+def test_feature_lifting_keeps_existing_and_repr():
+    lifting = FeatureLifting("mean", edge_method="concat", categorical_cardinalities=[4])
+    assert "mean" in repr(lifting) and "concat" in repr(lifting)
+    assert "max_cell_length=5" in repr(CellCycleLifting(max_cell_length=5))
+    with pytest.raises(ValueError, match="method"):
+        FeatureLifting("max")
+    with pytest.raises(ValueError, match="edge_method"):
+        FeatureLifting("sum", edge_method="max")
+
+
+def test_compose_with_pyg_transforms(triangle):
+    transform = Compose([CellCycleLifting(), FeatureLifting()])
+    assert transform(triangle).num_cells(2) == 1
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_bad_graphs_raise_named_errors():
+    lifting = CellCycleLifting()
+    good = graph_from_edges([(0, 1), (1, 2)])
+    with pytest.raises(TypeError, match="integers"):
+        lifting(Data(x=good.x, edge_index=good.edge_index.float()))
+    with pytest.raises(ValueError, match="vertex 5"):
+        lifting(Data(x=good.x, edge_index=torch.tensor([[0, 5], [5, 0]])))
+    with pytest.raises(ValueError, match="self-loop"):
+        lifting(Data(x=good.x, edge_index=torch.tensor([[0, 1, 1], [1, 0, 1]])))
+    with pytest.raises(ValueError, match="multi"):
+        lifting(Data(x=good.x, edge_index=torch.tensor([[0, 0], [1, 1]])))
+    with pytest.raises(ValueError, match="rows"):
+        lifting(Data(x=good.x, edge_index=good.edge_index, edge_attr=torch.ones(3, 1)))
+    with pytest.raises(ValueError, match="NaN"):
+        lifting(Data(x=torch.full((3, 1), float("nan")), edge_index=good.edge_index))
+    with pytest.raises(ValueError, match="different edge_attr"):
+        lifting(Data(x=good.x, edge_index=torch.tensor([[0, 1], [1, 0]]), edge_attr=torch.tensor([[1.0], [2.0]])))
+    with pytest.raises(ValueError, match="num_nodes"):
+        lifting(Data(edge_index=torch.zeros((2, 0), dtype=torch.long)))
+    with pytest.raises(ValueError, match="shape"):
+        lifting(Data(x=good.x, edge_index=torch.zeros((3, 2), dtype=torch.long)))
+    with pytest.raises(ValueError, match="max_cell_length"):
+        CellCycleLifting(max_cell_length=2)
+    with pytest.raises(ValueError, match="complex_dim"):
+        SimplicialCliqueLifting(complex_dim=0)
+
+
+def test_self_loops_can_be_dropped_with_a_warning(triangle):
+    looped = triangle.clone()
+    looped.edge_index = torch.cat([looped.edge_index, torch.tensor([[1], [1]])], dim=1)
+    with pytest.warns(UserWarning, match="self-loop"):
+        data = CellCycleLifting(self_loops="drop")(looped)
+    assert counts(data) == [3, 3, 1]
+
+
+def test_empty_graph_and_isolated_vertices():
+    empty = Data(x=torch.zeros((0, 2)), edge_index=torch.zeros((2, 0), dtype=torch.long))
+    for lifting in (CellCycleLifting(), SimplicialCliqueLifting(3)):
+        data = lifting(empty)
+        assert data.shape.view(-1).tolist() == [0] * (data.max_rank + 1)
+        data.validate_complex()
+    isolated = graph_from_edges([(0, 1), (1, 2), (2, 0)], num_nodes=5)
+    data = CellCycleLifting()(isolated)
+    assert counts(data) == [5, 3, 1]
+    assert data.adjacency_0.to_dense()[3:].abs().sum() == 0
+    data.validate_complex()
+
+
+# ----------------------------------------------------------------------------- hypothesis
+
+
+@st.composite
+def random_graphs(draw):
+    n = draw(st.integers(0, 12))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))) if pairs else []
+    both = [(u, v) for u, v in chosen] + [(v, u) for u, v in chosen]
+    edge_index = torch.tensor(both, dtype=torch.long).t().reshape(2, -1)
+    x = torch.randn(n, 2)
+    return Data(x=x, edge_index=edge_index)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs())
+def test_random_graphs_lift_to_valid_complexes(graph):
+    for lifting in (CellCycleLifting(), CellCycleLifting(cycles="chordless", max_cell_length=6), SimplicialCliqueLifting(3)):
+        data = lifting(graph)
+        data.validate_complex()  # shapes, coalesced, no explicit zeros, B_r B_{r+1} = 0
+        n, m = graph.num_nodes, graph.edge_index.size(1) // 2
+        assert data.num_cells(0) == n and data.num_cells(1) == m
+        if isinstance(lifting, CellCycleLifting) and lifting.cycles == "basis":
+            import networkx as nx
+
+            g = nx.Graph()
+            g.add_nodes_from(range(n))
+            g.add_edges_from(graph.edge_index.t().tolist())
+            assert data.num_cells(2) == m - n + nx.number_connected_components(g)
