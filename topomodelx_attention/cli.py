@@ -35,7 +35,7 @@ def _cmd_lift(args: argparse.Namespace) -> int:
     lifting = _lifting(args)
     graphs = [dataset[i] for i in range(len(dataset))]
     start = time.perf_counter()
-    complexes = [lifting(graph) for graph in graphs]
+    complexes = lifting.lift_many(graphs)
     elapsed = time.perf_counter() - start
     counts = torch.cat([c.shape for c in complexes], dim=0)  # (num_complexes, R + 1)
     print(f"dataset {args.dataset}: {len(complexes)} graphs, lifting {lifting!r}")

@@ -191,6 +191,23 @@ def test_empty_graph_and_isolated_vertices():
     data.validate_complex()
 
 
+def test_lift_many_equals_lifting_each_graph(square_with_diagonal, triangle, path_graph):
+    graphs = [square_with_diagonal, triangle, path_graph, graph_from_edges([(0, 1), (1, 2), (2, 0), (2, 3)], num_nodes=6)]
+    for graph in graphs:
+        graph.y = torch.tensor([graph.num_nodes])
+    for lifting in (CellCycleLifting(), SimplicialCliqueLifting(3), CellCycleLifting(cycles="chordless")):
+        many = lifting.lift_many(graphs, chunk_size=3)
+        assert len(many) == len(graphs)
+        for graph, lifted in zip(graphs, many):
+            single = lifting(graph)
+            assert set(single.keys()) == set(lifted.keys())
+            for key in single.keys():
+                x, y = single[key], lifted[key]
+                if isinstance(x, torch.Tensor) and x.is_sparse:
+                    x, y = x.to_dense(), y.to_dense()
+                assert torch.equal(torch.as_tensor(x), torch.as_tensor(y)), key
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
 

@@ -42,6 +42,7 @@ from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
     build_neighborhoods,
     check_neighborhoods,
+    vertex_cells,
 )
 from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
 
@@ -147,9 +148,10 @@ class ComplexData(Data):
         neighborhoods: Iterable[str] | None = None,
         oriented: bool = True,
         dtype: torch.dtype = torch.float32,
+        batch: Sequence[Tensor] | None = None,
         **attributes: Any,
     ) -> ComplexData:
-        """Build a complex from its boundary matrices.
+        """Build a complex (or the disjoint union of several) from its boundary matrices.
 
         Parameters
         ----------
@@ -165,6 +167,9 @@ class ComplexData(Data):
             Whether ``boundaries`` carry signs.
         dtype : torch.dtype, default=torch.float32
             Dtype of the neighbourhood values and of floating-point features.
+        batch : sequence of torch.Tensor, optional
+            For a disjoint union of several complexes: ``batch[r]`` gives the (sorted) complex
+            index of every r-cell; ``shape`` then counts cells per complex. Default: one complex.
         **attributes
             Extra attributes (e.g. ``y``) stored as they are.
 
@@ -178,14 +183,21 @@ class ComplexData(Data):
         if any(n < 0 for n in shape) or not shape:
             raise ValueError(f"shape must be a non-empty list of cell counts, got {shape}")
         data = cls(**build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype))
-        for rank, n in enumerate(shape):
-            data[f"batch_{rank}"] = torch.zeros(n, dtype=torch.long)
+        if batch is None:
+            batch = [torch.zeros(n, dtype=torch.long) for n in shape]
+        if len(batch) != len(shape) or any(b.numel() != n for b, n in zip(batch, shape)):
+            raise ValueError("batch must hold one index per cell of every rank")
+        num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
+        for rank, vector in enumerate(batch):
+            data[f"batch_{rank}"] = vector
         for rank, value in (features or {}).items():
             if not 0 <= int(rank) < len(shape):
                 raise ValueError(f"features given for rank {rank}, but the ranks are 0..{len(shape) - 1}")
             tensor = check_features(value, shape[rank], f"x_{rank}")
             data[f"x_{rank}"] = tensor.to(dtype) if tensor.is_floating_point() else tensor
-        data.shape = torch.tensor([shape], dtype=torch.long)
+        data.shape = torch.stack(
+            [torch.bincount(b, minlength=num_complexes) for b in batch], dim=1
+        )
         data.num_nodes = shape[0]
         for key, value in attributes.items():
             data[key] = value
@@ -276,12 +288,9 @@ class ComplexData(Data):
         torch.Tensor, shape = (n_0, n_rank)
             Coalesced 0/1 sparse COO tensor (block-diagonal in a batch).
         """
-        n0 = self.num_cells(0)
-        product = Coo.build(np.arange(n0), np.arange(n0), np.ones(n0), (n0, n0))
-        for r in range(1, rank + 1):
-            product = product.matmul(Coo.from_torch(self.neighborhood("incidence", r)).pattern())
+        boundaries = [Coo.from_torch(self.neighborhood("incidence", r)) for r in range(1, rank + 1)]
         dtype = self.incidence_1.dtype if "incidence_1" in self else torch.float32
-        return product.pattern().to_torch(dtype)
+        return vertex_cells(boundaries, rank, self.num_cells(0)).to_torch(dtype)
 
     def to_complex_list(self) -> list[ComplexData]:
         """Split a batch (disjoint union) back into its complexes.
@@ -302,40 +311,44 @@ class ComplexData(Data):
         num = counts.size(0)
         zero = torch.zeros((1, counts.size(1)), dtype=torch.long)
         ptr = torch.cat([zero, counts.cumsum(0)], dim=0)  # (num + 1, R + 1)
+        ptr_np = ptr.numpy()
+        ptr_list = ptr.t().tolist()  # ptr_list[rank][i]
+        count_list = counts.tolist()
         slice_dict = getattr(self, "_slice_dict", {}) or {}
         inc_dict = getattr(self, "_inc_dict", {}) or {}
-        out = [ComplexData() for _ in range(num)]
+        parts: list[dict[str, Any]] = [{} for _ in range(num)]
         for key in self.keys():
             value = self[key]
             neighborhood = _NEIGHBORHOOD_KEY.match(key)
             rank_match = re.match(r"^.*_(\d+)$", key)
             if key == "shape":
                 for i in range(num):
-                    out[i].shape = counts[i : i + 1].clone()
+                    parts[i]["shape"] = counts[i : i + 1].clone()
             elif key in ("ptr", "batch"):
                 continue
             elif key == "num_nodes":
                 for i in range(num):
-                    out[i].num_nodes = int(counts[i, 0])
+                    parts[i]["num_nodes"] = count_list[i][0]
             elif neighborhood:
                 name, rank = neighborhood.group(1), int(neighborhood.group(2))
                 row_rank = rank - 1 if "incidence" in name else rank
                 value = value.coalesce()
                 indices, values = value.indices(), value.values()
-                if row_rank >= 0:
-                    block = torch.searchsorted(ptr[1:, row_rank].contiguous(), indices[0], right=True)
-                else:
-                    block = torch.searchsorted(ptr[1:, rank].contiguous(), indices[1], right=True)
+                # coalesced → row-major: each complex's block is one contiguous run
+                # (index arithmetic in NumPy: torch's threaded kernels cost more on these sizes)
+                idx = indices.numpy()
+                row_ptr = ptr_np[:, row_rank] if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
+                bounds = np.searchsorted(idx[0], row_ptr) if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
+                block = np.repeat(np.arange(num), np.diff(bounds))
+                local = torch.from_numpy(idx - np.stack([row_ptr[block], ptr_np[block, rank]]))
+                bounds = bounds.tolist()
                 for i in range(num):
-                    mask = block == i
-                    rows = counts[i, row_rank] if row_rank >= 0 else 0
-                    offset = torch.tensor(
-                        [[ptr[i, row_rank] if row_rank >= 0 else 0], [ptr[i, rank]]]
-                    )
-                    out[i][key] = torch.sparse_coo_tensor(
-                        indices[:, mask] - offset,
-                        values[mask],
-                        (int(rows), int(counts[i, rank])),
+                    lo, hi = bounds[i], bounds[i + 1]
+                    rows = count_list[i][row_rank] if row_rank >= 0 else 0
+                    parts[i][key] = torch.sparse_coo_tensor(
+                        local[:, lo:hi],
+                        values[lo:hi],
+                        (rows, count_list[i][rank]),
                         is_coalesced=True,
                         check_invariants=False,
                     )
@@ -344,12 +357,13 @@ class ComplexData(Data):
                 and isinstance(value, Tensor)
                 and int(rank_match.group(1)) < counts.size(1)
                 and value.dim() >= 1
-                and value.size(0) == int(ptr[-1, int(rank_match.group(1))])
+                and value.size(0) == ptr_list[int(rank_match.group(1))][-1]
             ):
                 rank = int(rank_match.group(1))
+                chunks = torch.tensor_split(value, ptr[1:-1, rank])
+                is_batch = bool(_BATCH_KEY.match(key))
                 for i in range(num):
-                    part = value[int(ptr[i, rank]) : int(ptr[i + 1, rank])]
-                    out[i][key] = part - i if _BATCH_KEY.match(key) else part
+                    parts[i][key] = chunks[i] - i if is_batch else chunks[i]
             elif key in slice_dict:
                 slices = slice_dict[key]
                 incs = inc_dict.get(key)
@@ -359,11 +373,18 @@ class ComplexData(Data):
                         part = value.narrow(dim, int(slices[i]), int(slices[i + 1] - slices[i]))
                         if incs is not None and isinstance(incs, Tensor) and incs.dim() > 0:
                             part = part - incs[i]
-                        out[i][key] = part
+                        parts[i][key] = part
                     else:
-                        out[i][key] = value[int(slices[i]) : int(slices[i + 1])]
+                        parts[i][key] = value[int(slices[i]) : int(slices[i + 1])]
             else:
                 raise ValueError(f"cannot split key {key!r}: it is not indexed by rank or batch")
+        out = []
+        for part in parts:
+            data = ComplexData()
+            # Bulk insert: what Data.__setattr__ does for non-None values, without its
+            # per-attribute overhead (this loop runs once per complex of a data set).
+            data._store._mapping.update(part)
+            out.append(data)
         return out
 
     # ------------------------------------------------------------------ checks

@@ -17,6 +17,30 @@ from torch import Tensor
 
 __all__ = ["Coo"]
 
+_NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}
+_DENSE_LIMIT = 1 << 16  # below this many matrix entries, coalesce with a dense bincount
+
+
+def _coalesce(
+    keys: np.ndarray, weights: list, shape: tuple[int, int]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Sorted unique ``keys`` and the sums of each weight array per key.
+
+    Small matrices use a dense ``bincount`` over all ``n_rows * n_cols`` positions (no sort);
+    large ones ``np.unique``.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    weights = [np.asarray(w, dtype=np.float64) for w in weights]
+    size = shape[0] * shape[1]
+    if keys.size == 0:
+        return keys, [np.zeros(0) for _ in weights]
+    if size <= _DENSE_LIMIT:
+        present = np.bincount(keys, minlength=size) > 0
+        unique = np.flatnonzero(present)
+        return unique, [np.bincount(keys, weights=w, minlength=size)[unique] for w in weights]
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return unique, [np.bincount(inverse, weights=w, minlength=unique.size) for w in weights]
+
 
 @dataclass(frozen=True)
 class Coo:
@@ -73,17 +97,17 @@ class Coo:
         """
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
-        vals = np.asarray(vals, dtype=np.float64)
         shape = (int(shape[0]), int(shape[1]))
-        if rows.size == 0:
-            empty = np.zeros(0, dtype=np.int64)
-            return cls(empty, empty.copy(), np.zeros(0), shape)
-        keys = rows * max(shape[1], 1) + cols
-        unique, inverse = np.unique(keys, return_inverse=True)
-        sums = np.bincount(inverse, weights=vals, minlength=unique.size)
+        keys, (sums,) = _coalesce(rows * max(shape[1], 1) + cols, [vals], shape)
+        return cls._from_keys(keys, sums, shape, drop_zeros=True)
+
+    @classmethod
+    def _from_keys(cls, keys: np.ndarray, sums: np.ndarray, shape, drop_zeros: bool) -> Coo:
+        if drop_zeros:
+            keep = sums != 0
+            keys, sums = keys[keep], sums[keep]
         width = max(shape[1], 1)
-        keep = sums != 0
-        return cls(unique[keep] // width, unique[keep] % width, sums[keep], shape)
+        return cls(keys // width, keys % width, sums, shape)
 
     @property
     def T(self) -> Coo:
@@ -93,6 +117,20 @@ class Coo:
     def abs(self) -> Coo:
         """Entrywise absolute value."""
         return Coo(self.rows, self.cols, np.abs(self.vals), self.shape)
+
+    def _join(self, other: Coo) -> tuple[np.ndarray, np.ndarray]:
+        """Index pairs ``(i, j)`` of entries of ``self`` and ``other`` sharing the inner index."""
+        if self.shape[1] != other.shape[0]:
+            raise ValueError(f"cannot multiply {self.shape} by {other.shape}")
+        order = np.argsort(other.rows, kind="stable")
+        inner = np.arange(other.shape[0] + 1)
+        bounds = np.searchsorted(other.rows[order], inner, side="left")
+        starts = bounds[:-1]
+        counts = np.diff(bounds)[self.cols]
+        left = np.repeat(np.arange(self.cols.size), counts)
+        within = np.arange(left.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        right = order[starts[self.cols[left]] + within]
+        return left, right
 
     def matmul(self, other: Coo) -> Coo:
         """Sparse product ``self @ other`` as a join on the shared index.
@@ -107,21 +145,40 @@ class Coo:
         Coo
             The product, coalesced.
         """
-        if self.shape[1] != other.shape[0]:
-            raise ValueError(f"cannot multiply {self.shape} by {other.shape}")
+        left, right = self._join(other)
         shape = (self.shape[0], other.shape[1])
-        order = np.argsort(other.rows, kind="stable")
-        b_rows, b_cols, b_vals = other.rows[order], other.cols[order], other.vals[order]
-        starts = np.searchsorted(b_rows, np.arange(other.shape[0]), side="left")
-        ends = np.searchsorted(b_rows, np.arange(other.shape[0]), side="right")
-        counts = (ends - starts)[self.cols] if self.cols.size else np.zeros(0, dtype=np.int64)
-        total = int(counts.sum())
-        left = np.repeat(np.arange(self.cols.size), counts)
-        within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        right = starts[self.cols[left]] + within
-        rows, cols = self.rows[left], b_cols[right]
-        vals = self.vals[left] * b_vals[right]
-        return Coo.build(rows, cols, vals, shape)
+        keys = self.rows[left] * max(shape[1], 1) + other.cols[right]
+        keys, (sums,) = _coalesce(keys, [self.vals[left] * other.vals[right]], shape)
+        return Coo._from_keys(keys, sums, shape, drop_zeros=True)
+
+    def product_and_counts(self, other: Coo) -> tuple[Coo, Coo]:
+        """Signed product and off-diagonal count of shared inner indices, from one join.
+
+        For ``B_rᵀ B_r`` this gives the down Laplacian and the lower-adjacency counts
+        (number of shared faces) at once; for ``B B ᵀ`` the up Laplacian and upper adjacency.
+
+        Parameters
+        ----------
+        other : Coo
+            Right factor.
+
+        Returns
+        -------
+        tuple of Coo
+            ``self @ other`` (zeros dropped) and the off-diagonal of ``|self|^0 @ |other|^0``
+            (how many inner indices two outer indices share).
+        """
+        left, right = self._join(other)
+        shape = (self.shape[0], other.shape[1])
+        rows, cols = self.rows[left], other.cols[right]
+        off = (rows != cols).astype(np.float64)
+        keys, (sums, counts) = _coalesce(
+            rows * max(shape[1], 1) + cols, [self.vals[left] * other.vals[right], off], shape
+        )
+        return (
+            Coo._from_keys(keys, sums, shape, drop_zeros=True),
+            Coo._from_keys(keys, counts, shape, drop_zeros=True),
+        )
 
     def add(self, other: Coo) -> Coo:
         """Sum of two matrices of the same shape."""
@@ -160,10 +217,51 @@ class Coo:
             Sparse COO tensor marked coalesced.
         """
         indices = torch.from_numpy(np.stack([self.rows, self.cols]))
-        values = torch.from_numpy(self.vals).to(dtype)
+        values = torch.from_numpy(self.vals.astype(_NUMPY_DTYPES.get(dtype, np.float64)))
+        if values.dtype != dtype:
+            values = values.to(dtype)
         return torch.sparse_coo_tensor(
             indices, values, self.shape, is_coalesced=True, check_invariants=False
         )
+
+    @staticmethod
+    def many_to_torch(matrices: dict[str, Coo], dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
+        """Convert several canonical matrices at once (one NumPy→torch copy for all).
+
+        Parameters
+        ----------
+        matrices : dict of str to Coo
+            Canonical matrices.
+        dtype : torch.dtype, default=torch.float32
+            Value dtype.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            Coalesced sparse COO tensors sharing one index and one value buffer.
+        """
+        if not matrices:
+            return {}
+        items = list(matrices.items())
+        sizes = np.fromiter((m.rows.size for _, m in items), dtype=np.int64, count=len(items))
+        ends = np.cumsum(sizes)
+        indices = torch.from_numpy(
+            np.stack([np.concatenate([m.rows for _, m in items]), np.concatenate([m.cols for _, m in items])])
+        )
+        numpy_dtype = _NUMPY_DTYPES.get(dtype, np.float64)
+        values = torch.from_numpy(np.concatenate([m.vals for _, m in items]).astype(numpy_dtype))
+        if values.dtype != dtype:
+            values = values.to(dtype)
+        out = {}
+        for (key, matrix), end, size in zip(items, ends.tolist(), sizes.tolist()):
+            out[key] = torch.sparse_coo_tensor(
+                indices[:, end - size : end],
+                values[end - size : end],
+                matrix.shape,
+                is_coalesced=True,
+                check_invariants=False,
+            )
+        return out
 
     def to_scipy(self) -> sp.csr_matrix:
         """SciPy CSR copy."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor
@@ -35,6 +36,7 @@ __all__ = [
     "build_neighborhoods",
     "check_neighborhoods",
     "shared_face_counts",
+    "vertex_cells",
 ]
 
 NEIGHBORHOODS: tuple[str, ...] = (
@@ -150,46 +152,31 @@ def build_neighborhoods(
     def square_empty(n: int) -> Coo:
         return Coo.build([], [], [], (n, n))
 
-    need_down = names & {"down_laplacian", "hodge_laplacian"}
-    need_up = names & {"up_laplacian", "hodge_laplacian"}
-    # lower[r] = B_r^T B_r and upper[r] = B_{r+1} B_{r+1}^T (signed products).
-    lower: list[Coo | None] = [None] * (max_rank + 1)
-    upper: list[Coo | None] = [None] * (max_rank + 1)
+    # B_r^T B_r (down Laplacian, lower-adjacency counts) and B_{r+1} B_{r+1}^T (up), one join each.
+    need_lower = bool(names & {"coadjacency", "down_laplacian", "hodge_laplacian"})
+    need_upper = bool(names & {"adjacency", "up_laplacian", "hodge_laplacian"})
+    mats: dict[str, Coo] = {}
     for r in range(max_rank + 1):
-        n = shape[r]
-        if need_down:
-            lower[r] = signed[r - 1].T.matmul(signed[r - 1]) if r > 0 else square_empty(n)
-        if need_up:
-            upper[r] = signed[r].matmul(signed[r].T) if r < max_rank else square_empty(n)
-
-    out: dict[str, Tensor] = {}
-    for r in range(max_rank + 1):
-        if "incidence" in names:
-            b = signed[r - 1].pattern() if r > 0 else Coo.build([], [], [], (0, shape[0]))
-            out[f"incidence_{r}"] = b.to_torch(dtype)
-        if "signed_incidence" in names:
-            b = signed[r - 1] if r > 0 else Coo.build([], [], [], (0, shape[0]))
-            out[f"signed_incidence_{r}"] = b.to_torch(dtype)
-        if "adjacency" in names:
-            counts = _shared_counts(signed[r], upper=True) if r < max_rank else square_empty(shape[r])
-            out[f"adjacency_{r}"] = counts.to_torch(dtype)
-        if "coadjacency" in names:
-            counts = _shared_counts(signed[r - 1], upper=False) if r > 0 else square_empty(shape[r])
-            out[f"coadjacency_{r}"] = counts.to_torch(dtype)
-        if "down_laplacian" in names:
-            out[f"down_laplacian_{r}"] = lower[r].to_torch(dtype)
-        if "up_laplacian" in names:
-            out[f"up_laplacian_{r}"] = upper[r].to_torch(dtype)
-        if "hodge_laplacian" in names:
-            out[f"hodge_laplacian_{r}"] = lower[r].add(upper[r]).to_torch(dtype)
-    return out
-
-
-def _shared_counts(incidence: Coo, upper: bool) -> Coo:
-    pattern = incidence.pattern()
-    product = pattern.matmul(pattern.T) if upper else pattern.T.matmul(pattern)
-    keep = product.rows != product.cols
-    return Coo(product.rows[keep], product.cols[keep], product.vals[keep], product.shape)
+        empty = square_empty(shape[r])
+        lower = upper = (empty, empty)
+        if need_lower and r > 0:
+            lower = signed[r - 1].T.product_and_counts(signed[r - 1])
+        if need_upper and r < max_rank:
+            upper = signed[r].product_and_counts(signed[r].T)
+        boundary = signed[r - 1] if r > 0 else Coo.build([], [], [], (0, shape[0]))
+        candidates = {
+            "incidence": boundary.pattern,
+            "signed_incidence": lambda b=boundary: b,
+            "adjacency": lambda u=upper: u[1],
+            "coadjacency": lambda lo=lower: lo[1],
+            "down_laplacian": lambda lo=lower: lo[0],
+            "up_laplacian": lambda u=upper: u[0],
+            "hodge_laplacian": lambda lo=lower, u=upper: lo[0].add(u[0]),
+        }
+        for name in NEIGHBORHOODS:
+            if name in names:
+                mats[f"{name}_{r}"] = candidates[name]()
+    return Coo.many_to_torch(mats, dtype)
 
 
 def shared_face_counts(incidence: sp.spmatrix | Coo, upper: bool) -> Coo:
@@ -209,4 +196,32 @@ def shared_face_counts(incidence: sp.spmatrix | Coo, upper: bool) -> Coo:
         Off-diagonal counts — the values of ``adjacency_r`` / ``coadjacency_r`` (CT paper,
         Appendix B; the weights ``wA`` of Appendix C.1).
     """
-    return _shared_counts(_as_coo(incidence), upper)
+    incidence = _as_coo(incidence).pattern()
+    if upper:
+        return incidence.product_and_counts(incidence.T)[1]
+    return incidence.T.product_and_counts(incidence)[1]
+
+
+def vertex_cells(boundaries: Sequence[sp.spmatrix | Coo], rank: int, num_vertices: int) -> Coo:
+    """0/1 matrix telling which vertices lie on each cell of ``rank``.
+
+    Parameters
+    ----------
+    boundaries : sequence of scipy.sparse matrices or Coo
+        ``[B_1, ..., B_R]`` (signs ignored).
+    rank : int
+        Cell rank (``0`` gives the identity).
+    num_vertices : int
+        ``n_0``.
+
+    Returns
+    -------
+    Coo, shape = (n_0, n_rank)
+        Entry ``(v, c)`` is 1 when ``v`` is a vertex of cell ``c`` (pattern of
+        ``|B_1| |B_2| ... |B_rank|``).
+    """
+    product = Coo.build(np.arange(num_vertices), np.arange(num_vertices), np.ones(num_vertices),
+                        (num_vertices, num_vertices))
+    for r in range(1, rank + 1):
+        product = product.matmul(_as_coo(boundaries[r - 1]).pattern())
+    return product.pattern()

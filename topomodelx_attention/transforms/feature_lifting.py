@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.transforms import BaseTransform
 
 from topomodelx_attention.data import ComplexData
+from topomodelx_attention.data.coo import Coo
+from topomodelx_attention.data.neighborhoods import vertex_cells
 
 __all__ = ["FeatureLifting"]
 
@@ -102,24 +105,50 @@ class FeatureLifting(BaseTransform):
         """
         if not isinstance(data, ComplexData):
             raise TypeError(f"FeatureLifting expects a ComplexData, got {type(data)!r}")
+        boundaries = data.boundary_matrices(signed=False) if data.max_rank > 0 else []
+        return self.lift(data, [Coo.from_scipy(b) for b in boundaries])
+
+    def lift(self, data: ComplexData, boundaries: Sequence[Coo]) -> ComplexData:
+        """Lift features given the boundary matrices (liftings pass the ones they built).
+
+        Parameters
+        ----------
+        data : ComplexData
+            Complex with ``x_0``.
+        boundaries : sequence of Coo
+            ``[B_1, ..., B_R]`` of ``data`` (signs ignored).
+
+        Returns
+        -------
+        ComplexData
+            The same object with ``x_r`` for every rank ``r``.
+        """
         if "x_0" not in data:
             raise ValueError("FeatureLifting needs vertex features x_0")
         x0 = data.x_0
+        one_hot = None
         for rank in range(1, data.max_rank + 1):
             if f"x_{rank}" in data:
                 continue
             method = self.edge_method if rank == 1 else self.method
+            cells = vertex_cells(boundaries, rank, x0.size(0))  # rows: vertices, cols: cells
+            order = np.argsort(cells.cols, kind="stable")
+            vertex = torch.from_numpy(cells.rows[order])
+            n_cells = cells.shape[1]
             if method == "concat":
-                incidence = data.neighborhood("incidence", 1).coalesce()
-                order = torch.argsort(incidence.indices()[1] * x0.size(0) + incidence.indices()[0])
-                rows = incidence.indices()[0][order].view(-1, 2)  # (n_1, 2): u < v per edge
-                data[f"x_{rank}"] = x0[rows].reshape(rows.size(0), -1)
+                if rank != 1 or not bool((np.bincount(cells.cols, minlength=n_cells) == 2).all()):
+                    raise ValueError("edge_method='concat' needs edges with exactly two vertices")
+                data[f"x_{rank}"] = x0[vertex].reshape(n_cells, -1)  # [x_u, x_v], u < v
                 continue
-            source = x0 if x0.is_floating_point() else self._one_hot(x0)
-            vertex_cells = data.vertex_cells(rank).to(source.dtype)
-            lifted = torch.sparse.mm(vertex_cells.t().coalesce(), source)
+            if one_hot is None:
+                one_hot = x0 if x0.is_floating_point() else self._one_hot(x0)
+                source = one_hot.detach().cpu().numpy()
+            # NumPy accumulation: per-complex arrays are tiny, torch's threaded kernels are not.
+            lifted = np.zeros((n_cells, source.shape[1]), dtype=source.dtype)
+            np.add.at(lifted, cells.cols[order], source[cells.rows[order]])
             if method == "mean":
-                counts = torch.sparse.sum(vertex_cells, dim=0).to_dense().clamp_min(1)
-                lifted = lifted / counts.unsqueeze(-1)
+                counts = np.bincount(cells.cols, minlength=n_cells).clip(min=1)
+                lifted = lifted / counts[:, None].astype(lifted.dtype)
+            lifted = torch.from_numpy(lifted).to(one_hot.device)
             data[f"x_{rank}"] = lifted
         return data

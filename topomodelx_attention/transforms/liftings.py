@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import networkx as nx
 import numpy as np
+import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
@@ -100,6 +101,7 @@ def lift_graph(
     neighborhoods: Iterable[str] | None,
     feature_lifting: FeatureLifting,
     keep_edge_index: bool,
+    node_batch: np.ndarray | None = None,
 ) -> ComplexData:
     """Assemble a :class:`ComplexData` from a validated graph and its higher boundaries.
 
@@ -117,24 +119,39 @@ def lift_graph(
         How to fill features of cells without them.
     keep_edge_index : bool
         Also store the input ``edge_index`` (for graph baselines on the same data).
+    node_batch : numpy.ndarray, optional
+        Graph index of every vertex when ``graph`` is a disjoint union of several graphs
+        (then the result is their batch, and ``source`` attributes are not copied).
 
     Returns
     -------
     ComplexData
-        The lifted complex.
+        The lifted complex (or batch of complexes).
     """
     shape = [graph.num_nodes] + [b.shape[1] for b in boundaries]
+    batch = None
+    if node_batch is not None:
+        batch = [node_batch]
+        for b in boundaries:  # a cell belongs to the graph of any of its faces
+            cell_batch = np.zeros(b.shape[1], dtype=np.int64)
+            cell_batch[b.cols] = batch[-1][b.rows]
+            batch.append(cell_batch)
+        batch = [torch.from_numpy(v) for v in batch]
     features = {}
     if graph.x is not None:
         features[0] = graph.x
     if graph.edge_attr is not None:
         features[1] = graph.edge_attr
-    extra = {key: source[key] for key in source.keys() if key not in _GRAPH_KEYS}
-    if keep_edge_index:
-        extra["edge_index"] = graph.edge_index
-    data = ComplexData.from_boundaries(boundaries, shape, features, neighborhoods, **extra)
+    extra = {}
+    if node_batch is None:
+        extra = {key: source[key] for key in source.keys() if key not in _GRAPH_KEYS}
+        if keep_edge_index:
+            extra["edge_index"] = graph.edge_index
+    data = ComplexData.from_boundaries(
+        boundaries, shape, features, neighborhoods, batch=batch, **extra
+    )
     if "x_0" in data:
-        data = feature_lifting(data)
+        data = feature_lifting.lift(data, boundaries)
     return data
 
 
@@ -158,6 +175,107 @@ class _GraphLifting(BaseTransform):
             raise ValueError(f"self_loops must be 'raise' or 'drop', got {self_loops!r}")
         self.self_loops = self_loops
         self.keep_edge_index = keep_edge_index
+
+    def boundaries(self, graph: UndirectedGraph, node_batch: np.ndarray | None) -> list[Coo]:
+        """Signed boundary matrices ``[B_1, B_2, ...]`` of the lifted complex.
+
+        Parameters
+        ----------
+        graph : UndirectedGraph
+            Canonical graph (possibly a disjoint union of graphs).
+        node_batch : numpy.ndarray or None
+            Graph index per vertex for a union (cells must stay grouped by graph).
+
+        Returns
+        -------
+        list of Coo
+            Boundary matrices.
+        """
+        raise NotImplementedError
+
+    def forward(self, data: Data) -> ComplexData:
+        """Lift one graph.
+
+        Parameters
+        ----------
+        data : torch_geometric.data.Data
+            Graph with ``edge_index`` and ``x`` (or ``num_nodes``), optional ``edge_attr``.
+
+        Returns
+        -------
+        ComplexData
+            The lifted complex; graph-level attributes (``y``, ...) are kept.
+        """
+        graph = undirected_graph(data, self.self_loops)
+        return lift_graph(
+            graph,
+            self.boundaries(graph, None),
+            data,
+            self.neighborhoods,
+            self.feature_lifting,
+            self.keep_edge_index,
+        )
+
+    def lift_many(self, graphs: Sequence[Data], chunk_size: int = 1024) -> list[ComplexData]:
+        """Lift many graphs at once; equal to ``[self(g) for g in graphs]``, several times faster.
+
+        Graphs are processed in chunks as one disjoint union (one NumPy pass for the
+        neighbourhoods of the whole chunk), then split into one :class:`ComplexData` each.
+
+        Parameters
+        ----------
+        graphs : sequence of torch_geometric.data.Data
+            Graphs, all with the same feature keys.
+        chunk_size : int, default=1024
+            Graphs per union.
+
+        Returns
+        -------
+        list of ComplexData
+            One complex per graph, in order.
+        """
+        out: list[ComplexData] = []
+        for start in range(0, len(graphs), chunk_size):
+            out.extend(self._lift_chunk(list(graphs[start : start + chunk_size])))
+        return out
+
+    def _lift_chunk(self, graphs: list[Data]) -> list[ComplexData]:
+        validated = [undirected_graph(g, self.self_loops) for g in graphs]
+        sizes = np.array([g.num_nodes for g in validated], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        node_batch = np.repeat(np.arange(len(graphs)), sizes)
+        edges = np.concatenate(
+            [g.edges + off for g, off in zip(validated, offsets)] or [np.zeros((0, 2), np.int64)]
+        ).reshape(-1, 2)
+
+        def stacked(name: str):
+            values = [getattr(g, name) for g in validated]
+            if all(v is None for v in values):
+                return None
+            if any(v is None for v in values):
+                raise ValueError(f"some graphs have {name} and others not: they cannot be lifted together")
+            return torch.cat(values)
+
+        union = UndirectedGraph(
+            int(sizes.sum()), edges, stacked("edge_attr"), stacked("x"), torch.zeros((2, 0), dtype=torch.long)
+        )
+        batch = lift_graph(
+            union,
+            self.boundaries(union, node_batch),
+            graphs[0],
+            self.neighborhoods,
+            self.feature_lifting,
+            keep_edge_index=False,
+            node_batch=node_batch,
+        )
+        complexes = batch.to_complex_list()
+        for complex_, source, graph in zip(complexes, graphs, validated):
+            for key in source.keys():
+                if key not in _GRAPH_KEYS:
+                    complex_[key] = source[key]
+            if self.keep_edge_index:
+                complex_.edge_index = graph.edge_index
+        return complexes
 
 
 class CellCycleLifting(_GraphLifting):
@@ -208,13 +326,17 @@ class CellCycleLifting(_GraphLifting):
             f"neighborhoods={self.neighborhoods}, self_loops={self.self_loops!r})"
         )
 
-    def find_cycles(self, graph: UndirectedGraph) -> list[tuple[int, ...]]:
+    def find_cycles(
+        self, graph: UndirectedGraph, node_batch: np.ndarray | None = None
+    ) -> list[tuple[int, ...]]:
         """Return the canonical, sorted vertex cycles that become 2-cells.
 
         Parameters
         ----------
         graph : UndirectedGraph
             Canonical graph.
+        node_batch : numpy.ndarray, optional
+            Graph index per vertex of a union: cycles are grouped by graph first.
 
         Returns
         -------
@@ -232,27 +354,30 @@ class CellCycleLifting(_GraphLifting):
         cycles = {
             _canonical_cycle(c) for c in found if len(c) >= 3 and (bound is None or len(c) <= bound)
         }
-        return sorted(cycles, key=lambda c: (len(c), c))
+        if node_batch is None:
+            return sorted(cycles, key=lambda c: (len(c), c))
+        return sorted(cycles, key=lambda c: (int(node_batch[c[0]]), len(c), c))
 
-    def forward(self, data: Data) -> ComplexData:
-        """Lift one graph.
+    def boundaries(self, graph: UndirectedGraph, node_batch: np.ndarray | None) -> list[Coo]:
+        """``[B_1, B_2]``: edges, and cycles as 2-cells (see :meth:`find_cycles`).
 
         Parameters
         ----------
-        data : torch_geometric.data.Data
-            Graph with ``edge_index`` and ``x`` (or ``num_nodes``), optional ``edge_attr``.
+        graph : UndirectedGraph
+            Canonical graph (possibly a disjoint union).
+        node_batch : numpy.ndarray or None
+            Graph index per vertex for a union.
 
         Returns
         -------
-        ComplexData
-            Complex of maximal rank 2 (``x_2`` has 0 rows when the graph has no cycle).
+        list of Coo
+            ``[B_1, B_2]``; ``B_2`` has 0 columns for a forest.
         """
-        graph = undirected_graph(data, self.self_loops)
-        b1 = edge_boundary(graph.num_nodes, graph.edges)
-        b2 = _cycle_boundary(graph.num_nodes, graph.edges, self.find_cycles(graph))
-        return lift_graph(
-            graph, [b1, b2], data, self.neighborhoods, self.feature_lifting, self.keep_edge_index
-        )
+        cycles = self.find_cycles(graph, node_batch)
+        return [
+            edge_boundary(graph.num_nodes, graph.edges),
+            _cycle_boundary(graph.num_nodes, graph.edges, cycles),
+        ]
 
 
 class SimplicialCliqueLifting(_GraphLifting):
@@ -284,20 +409,22 @@ class SimplicialCliqueLifting(_GraphLifting):
             f"self_loops={self.self_loops!r})"
         )
 
-    def forward(self, data: Data) -> ComplexData:
-        """Lift one graph.
+    def boundaries(self, graph: UndirectedGraph, node_batch: np.ndarray | None) -> list[Coo]:
+        """``[B_1, ..., B_complex_dim]`` of the clique complex.
 
         Parameters
         ----------
-        data : torch_geometric.data.Data
-            Graph with ``edge_index`` and ``x`` (or ``num_nodes``), optional ``edge_attr``.
+        graph : UndirectedGraph
+            Canonical graph (possibly a disjoint union; sorted simplices stay grouped by graph
+            because each graph's vertices are contiguous).
+        node_batch : numpy.ndarray or None
+            Unused (the lexicographic order already groups simplices by graph).
 
         Returns
         -------
-        ComplexData
-            Simplicial complex of maximal rank ``complex_dim``.
+        list of Coo
+            Boundary matrices.
         """
-        graph = undirected_graph(data, self.self_loops)
         n = graph.num_nodes
         if self.complex_dim >= 2 and n > 0 and float(n) ** (self.complex_dim + 1) > 2**62:
             raise ValueError(f"graph too large for clique keys at complex_dim={self.complex_dim}")
@@ -317,7 +444,5 @@ class SimplicialCliqueLifting(_GraphLifting):
             simplices = np.array(sorted(by_size[size]), dtype=np.int64).reshape(-1, size)
             boundaries.append(_simplex_boundary(faces, simplices, n))
             faces = simplices
-        return lift_graph(
-            graph, boundaries, data, self.neighborhoods, self.feature_lifting, self.keep_edge_index
-        )
+        return boundaries
 
