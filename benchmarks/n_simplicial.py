@@ -1,0 +1,276 @@
+"""Benchmark of 2-simplicial attention: full (exact, chunked), windowed, routed, complex tuples.
+
+Baseline: the naive einsum implementation that materialises the ``n^3`` logits (``naive``),
+run only while it fits in memory.
+
+Measurements (forward + backward of ``out.square().sum()``)
+-----------------------------------------------------------
+* time: minimum wall time over ``--repeats`` rounds after one warm-up call.
+* peak memory: ``torch.profiler.profile(profile_memory=True)`` records every CPU allocator
+  event (``[memory]`` events with signed byte counts); the running sum of the events sorted by
+  time is the live tensor memory allocated during the call, its maximum is the peak. Inputs that
+  exist before the call (q, k, v, parameters) are not counted. On CUDA
+  ``torch.cuda.max_memory_allocated`` minus the memory before the call is used instead.
+
+Tables
+------
+1. Time and peak memory vs ``n`` for every path, with the ratio to the naive baseline.
+2. Windowed path: peak memory vs ``n`` and windows ``(w1, w2)``; ``peak / (n · w1 · w2)`` stays
+   constant, i.e. memory grows as ``n · w1 · w2`` and never as ``n^3``.
+3. Full path: peak memory vs the chunk sizes ``(c_q, c_k)`` (memory ``O(c_q · c_k · n)``).
+
+Usage::
+
+    python benchmarks/n_simplicial.py            # about 2-3 minutes on 2 CPU cores
+    python benchmarks/n_simplicial.py --quick    # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from scipy.spatial import Delaunay
+from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
+
+from topomodelx_attention.nn.simplicial import (
+    SimplicialRouter,
+    TupleMask,
+    WindowMask,
+    face_sets_to_tuples,
+    n_simplicial_attention,
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# measurement
+# ----------------------------------------------------------------------------------------------
+def peak_bytes(fn: Callable[[], None], device: torch.device) -> int:
+    """Peak live tensor bytes allocated while running ``fn`` (see the module docstring)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = 0
+    for event in events:
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
+def best_time(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
+    fn()  # warm-up (twice: the first call also grows the allocator and the thread pool)
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+# ----------------------------------------------------------------------------------------------
+# cases
+# ----------------------------------------------------------------------------------------------
+def naive_attention(q: Tensor, keys: list[Tensor], values: list[Tensor]) -> Tensor:
+    """Baseline: materialise the (heads, n, n, n) logits and weights."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    logits = torch.einsum("hia,hja,hka->hijk", q, keys[0], keys[1]) * scale
+    n = q.shape[-2]
+    weights = torch.softmax(logits.reshape(*logits.shape[:2], -1), -1).view(-1, n, n, n)
+    return torch.einsum("hijk,hja,hka->hia", weights, values[0], values[1])
+
+
+def delaunay_tuples(n: int, seed: int) -> tuple[Tensor, int]:
+    """Triples of a Delaunay triangulation of ``n`` random points (a 2-complex on n vertices)."""
+    points = np.random.default_rng(seed).random((n, 2))
+    triangles = Delaunay(points).simplices
+    tuples = face_sets_to_tuples([torch.from_numpy(triangles.astype(np.int64))], 2, n)
+    return tuples, len(triangles)
+
+
+def make_inputs(n: int, heads: int, head_dim: int, device: torch.device, seed: int):
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def rand() -> Tensor:
+        return torch.randn(heads, n, head_dim, generator=gen).to(device).requires_grad_()
+
+    return rand(), [rand(), rand()], [rand(), rand()]
+
+
+def case_fn(
+    kind: str,
+    n: int,
+    args: argparse.Namespace,
+    device: torch.device,
+    router: SimplicialRouter,
+    tuples: TupleMask | None,
+) -> Callable[[], None]:
+    q, keys, values = make_inputs(n, args.heads, args.head_dim, device, seed=n)
+    x = torch.randn(1, n, args.heads * args.head_dim, device=device)
+
+    def run() -> None:
+        if kind == "naive":
+            out = naive_attention(q, keys, values)
+        elif kind == "full":
+            out = n_simplicial_attention(q, keys, values)  # automatic chunks (TILE_BUDGET)
+        elif kind == "full_c32":
+            out = n_simplicial_attention(q, keys, values, chunk_size=(32, 32))
+        elif kind == "windowed":
+            out = n_simplicial_attention(q, keys, values, mask=WindowMask(args.window))
+        elif kind == "routed":
+            selection = router(x)  # trainable scorer, gates carry its gradient
+            out = n_simplicial_attention(q, keys, values, mask=selection)
+        elif kind == "complex":
+            out = n_simplicial_attention(q, keys, values, mask=tuples)
+        else:
+            raise ValueError(kind)
+        out.square().sum().backward()
+
+    return run
+
+
+# ----------------------------------------------------------------------------------------------
+# tables
+# ----------------------------------------------------------------------------------------------
+def table_paths(args: argparse.Namespace, device: torch.device) -> None:
+    channels = args.heads * args.head_dim
+    router = SimplicialRouter(channels, 2, args.router_k).to(device)
+    print(
+        f"\n### Table 1 — N = 2, heads = {args.heads}, head_dim = {args.head_dim}, "
+        f"forward + backward, {device.type}\n"
+    )
+    print(
+        "naive: einsum materialising the n³ logits (baseline); full: exact streaming kernel with "
+        "automatic chunks; full_c32: the same with (c_q, c_k) = (32, 32); "
+        f"windowed: causal windows (w1, w2) = {tuple(args.window)}; routed: top-K = "
+        f"{args.router_k} keys per axis (router scoring included); complex: the triangles of a "
+        "Delaunay triangulation of n random points (6 ordered triples per triangle).\n"
+    )
+    print("| n | path | tuples / query | time (ms) | peak memory | time / naive | memory / naive |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for n in args.sizes:
+        tuples, _ = delaunay_tuples(n, seed=n)
+        mask = TupleMask(tuples.to(device))
+        base_time = base_mem = None
+        for kind in ("naive", "full", "full_c32", "windowed", "routed", "complex"):
+            if kind == "naive" and n > args.naive_max:
+                continue
+            if kind.startswith("full") and n > args.full_max:
+                continue
+            fn = case_fn(kind, n, args, device, router, mask)
+            seconds = best_time(fn, device, args.repeats)
+            mem = peak_bytes(fn, device)
+            per_query = {
+                "naive": n * n,
+                "full": n * n,
+                "full_c32": n * n,
+                "windowed": args.window[0] * args.window[1],
+                "routed": args.router_k**2,
+                "complex": tuples.shape[0] / n,
+            }[kind]
+            if kind == "naive":
+                base_time, base_mem = seconds, mem
+            ratio_t = f"{seconds / base_time:.3f}" if base_time else "—"
+            ratio_m = f"{mem / base_mem:.4f}" if base_mem else "—"
+            print(
+                f"| {n} | {kind} | {per_query:.0f} | {seconds * 1e3:.1f} | {fmt_bytes(mem)} | "
+                f"{ratio_t} | {ratio_m} |"
+            )
+
+
+def table_windows(args: argparse.Namespace, device: torch.device) -> None:
+    print("\n### Table 2 — windowed path: peak memory vs n and windows (forward + backward)\n")
+    print("| n | (w1, w2) | peak memory | peak / (n·w1·w2) (bytes) | n³ logits would be |")
+    print("|---:|---|---:|---:|---:|")
+    for windows in args.window_grid:
+        for n in args.window_sizes:
+            q, keys, values = make_inputs(n, args.heads, args.head_dim, device, seed=0)
+
+            def run(q=q, keys=keys, values=values, windows=windows) -> None:
+                out = n_simplicial_attention(q, keys, values, mask=WindowMask(windows))
+                out.square().sum().backward()
+
+            mem = peak_bytes(run, device)
+            w1, w2 = windows
+            cube = args.heads * n**3 * 4
+            print(
+                f"| {n} | ({w1}, {w2}) | {fmt_bytes(mem)} | {mem / (n * w1 * w2):.1f} | "
+                f"{fmt_bytes(cube)} |"
+            )
+
+
+def table_chunks(args: argparse.Namespace, device: torch.device) -> None:
+    n = args.chunk_n
+    print(f"\n### Table 3 — full (exact) path, n = {n}: peak memory vs chunk sizes\n")
+    print("| (c_q, c_k) | time (ms) | peak memory | one tile c_q·c_k·n·heads·4 B |")
+    print("|---|---:|---:|---:|")
+    q, keys, values = make_inputs(n, args.heads, args.head_dim, device, seed=1)
+    for chunk in args.chunk_grid:
+
+        def run(chunk=chunk) -> None:
+            out = n_simplicial_attention(q, keys, values, chunk_size=chunk)
+            out.square().sum().backward()
+
+        seconds = best_time(run, device, args.repeats)
+        mem = peak_bytes(run, device)
+        tile = chunk[0] * chunk[1] * n * args.heads * 4
+        print(f"| {tuple(chunk)} | {seconds * 1e3:.1f} | {fmt_bytes(mem)} | {fmt_bytes(tile)} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (seconds)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--heads", type=int, default=2)
+    parser.add_argument("--head-dim", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--router-k", type=int, default=8)
+    parser.add_argument("--window", type=int, nargs=2, default=(16, 8))
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    if args.quick:
+        args.sizes, args.naive_max, args.full_max = [64, 128, 512], 128, 128
+        args.window_sizes, args.window_grid = [256, 1024], [(4, 4), (8, 8)]
+        args.chunk_n, args.chunk_grid, args.repeats = 96, [(8, 8), (32, 32), (96, 96)], 1
+    else:
+        args.sizes, args.naive_max, args.full_max = [64, 128, 256, 1024, 4096], 256, 256
+        args.window_sizes = [512, 2048, 8192]
+        args.window_grid = [(4, 4), (8, 8), (16, 8), (16, 16)]
+        args.chunk_n, args.chunk_grid = 256, [(16, 16), (64, 64), (128, 256), (256, 256)]
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, threads = {torch.get_num_threads()}, device = {device}")
+    table_paths(args, device)
+    table_windows(args, device)
+    table_chunks(args, device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""Multi-head N-simplicial attention module (§2.2–§2.4) and the functional re-exports.
+
+The functional core lives in :mod:`~topomodelx_attention.nn.simplicial.functional`
+(:func:`n_simplicial_attention`), the masks in :mod:`~topomodelx_attention.nn.simplicial.masks`,
+the determinant logits and simplicial RoPE in :mod:`~topomodelx_attention.nn.simplicial.rope` and
+the top-K router in :mod:`~topomodelx_attention.nn.simplicial.router`; this module wires them into
+:class:`NSimplicialAttention`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from topomodelx_attention.nn.simplicial.functional import MaskLike, n_simplicial_attention
+from topomodelx_attention.nn.simplicial.masks import (
+    NULL_KEY,
+    CausalMask,
+    KeySelection,
+    TupleMask,
+    WindowMask,
+    simplices_to_tuples,
+)
+from topomodelx_attention.nn.simplicial.rope import simplicial_rope
+from topomodelx_attention.nn.simplicial.router import SimplicialRouter
+
+__all__ = ["NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
+
+
+def resolve_tuples(
+    tuples: Tensor | TupleMask | Any,
+    order: int,
+    include_lower: bool = False,
+    self_loops: bool = False,
+    causal: bool = False,
+) -> TupleMask:
+    """Normalise the ``tuples`` argument of the modules into a :class:`TupleMask`.
+
+    Parameters
+    ----------
+    tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex
+        A long tensor ``(n_tuples, N + 1)``, a :class:`TupleMask`, or a simplicial complex (its
+        vertices are the tokens, see :func:`simplices_to_tuples`).
+    order : int
+        ``N``.
+    include_lower : bool, default=False
+        For a complex: add the null-padded lower-order tuples (needs a key/value bias).
+    self_loops : bool, default=False
+        For a complex: add ``(i, ..., i)``.
+    causal : bool, default=False
+        Drop the tuples with a key after its query (the bias slot ``-1`` is kept).
+
+    Returns
+    -------
+    TupleMask
+        The allowed tuples.
+    """
+    if isinstance(tuples, TupleMask):
+        mask = tuples
+    elif isinstance(tuples, Tensor):
+        mask = TupleMask(tuples)
+    elif hasattr(tuples, "skeleton"):
+        mask = TupleMask(
+            simplices_to_tuples(tuples, order, include_lower=include_lower, self_loops=self_loops)
+        )
+    else:
+        raise TypeError(
+            "tuples must be a long tensor (n_tuples, N + 1), a TupleMask or a "
+            f"toponetx.SimplicialComplex, got {type(tuples).__name__}"
+        )
+    if mask.order != order:
+        raise ValueError(f"tuples have N = {mask.order} key columns, the layer has order {order}")
+    if causal:
+        t = mask.tuples
+        keys = t[:, 1:]
+        keep = ((keys <= t[:, :1]) | (keys == NULL_KEY)).all(dim=1)
+        mask = TupleMask(t[keep])
+    return mask
+
+
+class NSimplicialAttention(nn.Module):
+    """Multi-head N-simplicial attention (Dussolle & Liò, §2.2) with masks, router and RoPE.
+
+    Per head ``h``: ``Q = X W_Q``, ``K^{(m)} = X W_K^{(m)}``, ``V^{(m)} = X W_V^{(m)}``
+    (``m = 1..N``), ``O_i = Σ_{k_1..k_N} softmax(s · Σ_a Q_{ia} K^{(1)}_{k_1 a} ⋯ K^{(N)}_{k_N a})
+    · V^{(1)}_{k_1} ⊙ ⋯ ⊙ V^{(N)}_{k_N}``, heads concatenated and projected by ``W_O``. No
+    residual here (see :class:`~.NSimplicialTransformerLayer`).
+
+    Parameters
+    ----------
+    channels : int
+        Token channels ``C`` (input and output).
+    heads : int, default=1
+        Number of heads; ``C`` must be divisible by it.
+    order : int, default=2
+        ``N``, the number of key axes (``N = 1``: standard attention).
+    dropout : float, default=0.0
+        Dropout on the concatenated head outputs (before ``W_O``). Attention-weight dropout is
+        not offered: the exact dense path never materialises the weights.
+    bias : bool, default=True
+        Biases of the input and output projections.
+    kv_bias : bool, default=False
+        Learnable key/value row appended to every key axis (Appendix F.1), initialised to ones so
+        that order ``N`` contains all lower orders: tuples ``(i, j, NULL)`` are 1-simplicial
+        attention. Also enables the lower-order tuples of a complex.
+    causal : bool, default=False
+        Causal mask ``k_m <= i`` (also applied to windows, the router and tuple lists).
+    window : int or sequence of int, optional
+        Sliding window per key axis (:class:`~.masks.WindowMask`), cost ``O(n · W_1 ⋯ W_N)``.
+    router_k : int or sequence of int, optional
+        Keep the top-``router_k`` keys per query and key axis with a trainable
+        :class:`~.router.SimplicialRouter` (§2.3), cost ``O(n · K^N · d)``.
+    router_dim : int, default=16
+        Rank of the router's bilinear scorers.
+    rope : bool, default=False
+        Simplicial rotary embeddings (§2.4); implies determinant logits. The key/value bias slot
+        has no position and is not rotated.
+    logit_form : {"product", "determinant"}, optional
+        Logit form; default ``"determinant"`` when ``rope`` else ``"product"``.
+    rope_base : float, default=10000.0
+        RoPE base.
+    scale : float, optional
+        Logit scale; default ``1/sqrt(head_dim)`` (the paper's §2.2 uses ``1/d``).
+    chunk_size : int or tuple of int, optional
+        Chunking of the exact kernel (see :func:`~.functional.n_simplicial_attention`).
+    include_lower : bool, optional
+        When ``tuples`` is a simplicial complex: add lower-order null-padded tuples; default
+        ``kv_bias``.
+    self_loops : bool, default=False
+        When ``tuples`` is a simplicial complex: add ``(i, ..., i)``.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        heads: int = 1,
+        order: int = 2,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        kv_bias: bool = False,
+        causal: bool = False,
+        window: int | Sequence[int] | None = None,
+        router_k: int | Sequence[int] | None = None,
+        router_dim: int = 16,
+        rope: bool = False,
+        logit_form: str | None = None,
+        rope_base: float = 10000.0,
+        scale: float | None = None,
+        chunk_size: int | tuple[int, int] | None = None,
+        include_lower: bool | None = None,
+        self_loops: bool = False,
+    ) -> None:
+        super().__init__()
+        if channels < 1 or heads < 1 or channels % heads != 0:
+            raise ValueError(
+                f"channels ({channels}) must be a positive multiple of heads ({heads})"
+            )
+        if order < 1:
+            raise ValueError(f"order must be >= 1, got {order}")
+        if window is not None and router_k is not None:
+            raise ValueError("choose either a sliding window or a router, not both")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        logit_form = logit_form or ("determinant" if rope else "product")
+        if logit_form not in ("product", "determinant"):
+            raise ValueError(f"logit_form must be 'product' or 'determinant', got {logit_form!r}")
+        head_dim = channels // heads
+        if rope and logit_form != "determinant":
+            raise ValueError(
+                "rope needs logit_form='determinant': the product logit of N-simplicial attention "
+                "is not rotation invariant (§2.4)"
+            )
+        if logit_form == "determinant" and head_dim % (order + 1) != 0:
+            raise ValueError(
+                f"determinant logits split each head into chunks of N + 1 = {order + 1} channels; "
+                f"head_dim = {head_dim} is not divisible by {order + 1}"
+            )
+        self.channels, self.heads, self.order, self.head_dim = channels, heads, order, head_dim
+        self.causal, self.rope, self.rope_base = causal, rope, rope_base
+        self.logit_form = logit_form
+        self.window = (
+            None
+            if window is None
+            else WindowMask(tuple(window) if not isinstance(window, int) else window, causal=causal)
+        )
+        self.scale, self.chunk_size = scale, chunk_size
+        self.include_lower = kv_bias if include_lower is None else include_lower
+        self.self_loops = self_loops
+        self.in_proj = nn.Linear(channels, (1 + 2 * order) * channels, bias=bias)
+        self.out_proj = nn.Linear(channels, channels, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        if kv_bias:
+            self.key_bias = nn.Parameter(torch.ones(order, heads, head_dim))
+            self.value_bias = nn.Parameter(torch.ones(order, heads, head_dim))
+        else:
+            self.register_parameter("key_bias", None)
+            self.register_parameter("value_bias", None)
+        self.router = None
+        if router_k is not None:
+            self.router = SimplicialRouter(channels, order, router_k, router_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform init of every ``C × C`` projection block, zero biases, unit kv-bias."""
+        c = self.channels
+        with torch.no_grad():
+            for block in range(1 + 2 * self.order):
+                nn.init.xavier_uniform_(self.in_proj.weight[block * c : (block + 1) * c])
+            nn.init.xavier_uniform_(self.out_proj.weight)
+            if self.in_proj.bias is not None:
+                self.in_proj.bias.zero_()
+            if self.out_proj.bias is not None:
+                self.out_proj.bias.zero_()
+            if self.key_bias is not None:
+                self.key_bias.fill_(1.0)
+                self.value_bias.fill_(1.0)
+
+    def _resolve_mask(self, x: Tensor, tuples: Any, mask: MaskLike) -> MaskLike:
+        if tuples is not None:
+            if mask is not None:
+                raise ValueError("pass either tuples or mask, not both")
+            if self.router is not None or self.window is not None:
+                raise ValueError(
+                    "tuples restrict the attention to a complex; they cannot be combined with a "
+                    "router or a window (build the layer without router_k/window)"
+                )
+            return resolve_tuples(
+                tuples, self.order, self.include_lower, self.self_loops, self.causal
+            )
+        if mask is not None:
+            return mask
+        if self.router is not None:
+            sel = self.router(x, causal=self.causal)
+            return KeySelection(
+                tuple(i.unsqueeze(-3) for i in sel.indices),
+                tuple(v.unsqueeze(-3) for v in sel.valid) if sel.valid is not None else None,
+                tuple(g.unsqueeze(-3) for g in sel.gate) if sel.gate is not None else None,
+            )
+        if self.window is not None:
+            return self.window
+        if self.causal:
+            return CausalMask()
+        return None
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        tuples: Tensor | TupleMask | Any | None = None,
+        mask: MaskLike = None,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """Apply N-simplicial self-attention.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (batch, n, channels) or (n, channels)
+            Tokens (a 2-D input is one set of tokens, e.g. the concatenated cells of a batch of
+            complexes).
+        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex, optional
+            Allowed ``(N+1)``-tuples, shape ``(n_tuples, N + 1)`` (e.g. from
+            :func:`~.masks.simplices_to_tuples`); overrides the configured masks.
+        mask : CausalMask, WindowMask, KeySelection, TupleMask or torch.Tensor, optional
+            Explicit mask passed to the kernel (overrides the configured ones). Index tensors
+            and dense masks are in head-broadcast layout ``(batch, heads, n, ...)``.
+        positions : torch.Tensor, shape = (n,) or (batch, n), optional
+            Token positions for RoPE; default ``0, ..., n - 1``.
+
+        Returns
+        -------
+        torch.Tensor, shape = x.shape
+            Attention output.
+        """
+        if not isinstance(x, Tensor) or x.dim() not in (2, 3):
+            raise ValueError(
+                "x must be a tensor of shape (batch, n, channels) or (n, channels), got "
+                f"{tuple(getattr(x, 'shape', ()))}"
+            )
+        if x.shape[-1] != self.channels:
+            raise ValueError(f"x has {x.shape[-1]} channels, the layer expects {self.channels}")
+        squeeze = x.dim() == 2
+        xb = x.unsqueeze(0) if squeeze else x
+        batch, n, _ = xb.shape
+        resolved = self._resolve_mask(xb, tuples, mask)
+        proj = self.in_proj(xb).view(batch, n, 1 + 2 * self.order, self.heads, self.head_dim)
+        proj = proj.permute(2, 0, 3, 1, 4)  # (1 + 2N, batch, heads, n, head_dim)
+        q = proj[0]
+        keys = list(proj[1 : 1 + self.order].unbind(0))
+        values = list(proj[1 + self.order :].unbind(0))
+        if self.rope:
+            pos = positions if positions is not None else torch.arange(n, device=x.device)
+            if pos.dim() == 2:
+                pos = pos.unsqueeze(1)  # (batch, 1, n): broadcast over heads
+            q = simplicial_rope(q, pos, self.order, self.rope_base)
+            keys = [simplicial_rope(k, pos, self.order, self.rope_base) for k in keys]
+        key_bias = value_bias = None
+        if self.key_bias is not None:
+            key_bias = list(self.key_bias.unbind(0))
+            value_bias = list(self.value_bias.unbind(0))
+        scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+        out = n_simplicial_attention(
+            q,
+            keys,
+            values,
+            scale=scale,
+            mask=resolved,
+            chunk_size=self.chunk_size,
+            key_bias=key_bias,
+            value_bias=value_bias,
+            logit_form=self.logit_form,
+        )  # (batch, heads, n, head_dim)
+        out = out.transpose(1, 2).reshape(batch, n, self.channels)
+        out = self.out_proj(self.dropout(out))
+        return out.squeeze(0) if squeeze else out
+
+    def extra_repr(self) -> str:
+        """Summarise the configuration for ``repr``."""
+        parts = [f"channels={self.channels}", f"heads={self.heads}", f"order={self.order}"]
+        if self.causal:
+            parts.append("causal=True")
+        if self.window is not None:
+            parts.append(f"window={self.window.windows}")
+        if self.rope:
+            parts.append("rope=True")
+        if self.logit_form != "product":
+            parts.append(f"logit_form={self.logit_form!r}")
+        if self.key_bias is not None:
+            parts.append("kv_bias=True")
+        return ", ".join(parts)
