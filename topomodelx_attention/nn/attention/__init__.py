@@ -1,5 +1,24 @@
-"""The attention core shared by every model family of the package."""
+"""The attention core shared by every model family.
 
+* :mod:`~topomodelx_attention.nn.attention.scatter`: scatter reductions and segment softmax.
+* :mod:`~topomodelx_attention.nn.attention.functional`: sparse / dense / linear (FAVOR+)
+  multi-head attention on projected, head-split tensors.
+* :mod:`~topomodelx_attention.nn.attention.multihead`: :class:`MultiHeadAttention`, the
+  projected module (Eq. 2 of the Cellular Transformer paper).
+"""
+
+from topomodelx_attention.nn.attention.functional import (
+    default_num_random_features,
+    dense_attention,
+    favor_features,
+    linear_attention,
+    merge_heads,
+    neighborhood_index,
+    orthogonal_random_matrix,
+    sparse_attention,
+    split_heads,
+)
+from topomodelx_attention.nn.attention.multihead import ATTENTION_KINDS, MultiHeadAttention
 from topomodelx_attention.nn.attention.scatter import (
     HAS_TORCH_SCATTER,
     scatter_max,
@@ -7,4 +26,20 @@ from topomodelx_attention.nn.attention.scatter import (
     segment_softmax,
 )
 
-__all__ = ["HAS_TORCH_SCATTER", "scatter_max", "scatter_sum", "segment_softmax"]
+__all__ = [
+    "ATTENTION_KINDS",
+    "HAS_TORCH_SCATTER",
+    "MultiHeadAttention",
+    "default_num_random_features",
+    "dense_attention",
+    "favor_features",
+    "linear_attention",
+    "merge_heads",
+    "neighborhood_index",
+    "orthogonal_random_matrix",
+    "scatter_max",
+    "scatter_sum",
+    "segment_softmax",
+    "sparse_attention",
+    "split_heads",
+]

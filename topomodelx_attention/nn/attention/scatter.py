@@ -55,7 +55,7 @@ def _broadcast_index(index: Tensor, src: Tensor) -> Tensor:
     return index.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
 
 
-def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
+def scatter_sum(src: Tensor, index: Tensor, dim_size: int, out: Tensor | None = None) -> Tensor:
     """Sum the rows of ``src`` into ``dim_size`` buckets given by ``index``.
 
     Parameters
@@ -66,15 +66,21 @@ def scatter_sum(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
         Bucket of each row, in ``[0, dim_size)``.
     dim_size : int
         Number of buckets.
+    out : torch.Tensor, shape = (dim_size, ...), optional
+        Accumulate into this tensor **in place** (not differentiable; for chunked kernels that
+        run without autograd) instead of allocating a zero tensor.
 
     Returns
     -------
     torch.Tensor, shape = (dim_size, ...)
-        Sums; empty buckets are zero.
+        Sums (plus the previous content of ``out``); empty buckets are zero.
     """
     if _BACKEND == "torch_scatter":
+        if out is not None:
+            return _torch_scatter.scatter_add(src, index, dim=0, out=out)
         return _torch_scatter.scatter_add(src, index, dim=0, dim_size=dim_size)
-    out = src.new_zeros((dim_size, *src.shape[1:]))
+    if out is None:
+        out = src.new_zeros((dim_size, *src.shape[1:]))
     return out.index_add_(0, index, src)
 
 

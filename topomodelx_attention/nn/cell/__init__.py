@@ -1,1 +1,23 @@
-"""Package."""
+"""Cellular Transformer (Ballester et al.): pairwise and general cellular attention."""
+
+from topomodelx_attention.nn.cell.cellular_transformer import (
+    CellEncoder,
+    CellularTransformer,
+    ReadoutMLP,
+)
+from topomodelx_attention.nn.cell.cellular_transformer_layer import (
+    Arrow,
+    CellularTransformerLayer,
+    default_tensor_diagram,
+    parse_tensor_diagram,
+)
+
+__all__ = [
+    "Arrow",
+    "CellEncoder",
+    "CellularTransformer",
+    "CellularTransformerLayer",
+    "ReadoutMLP",
+    "default_tensor_diagram",
+    "parse_tensor_diagram",
+]

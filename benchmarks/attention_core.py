@@ -1,0 +1,349 @@
+"""Benchmark of the shared attention core (sparse / dense / linear) against PyTorch attention.
+
+Measures forward + backward wall time (median of repeats, after warm-up) and the memory saved
+for backward (bytes of the distinct tensors the autograd graph keeps, measured with
+``torch.autograd.graph.saved_tensors_hooks``; on CUDA the peak allocated memory is reported
+instead). Prints Markdown tables with ratios against the baseline
+``torch.nn.MultiheadAttention`` on a padded ``(B, L_max, d)`` batch with a key-padding mask
+(the input is given already padded to the baseline, which favours it).
+
+Tables
+------
+1. A batch of 128 small molecules (20-40 tokens each, chain + ring closures, average degree
+   about 2.3): all three kinds of :class:`MultiHeadAttention` vs the padded baseline.
+2. Sparse attention vs the number of tokens (one big complex, fixed average degree).
+3. One complex of ``n`` tokens: sparse / dense / linear vs the baseline (dense kinds only up to
+   the size where the quadratic cost stays reasonable).
+
+Usage::
+
+    python benchmarks/attention_core.py            # full run (about 2 minutes on 2 CPU cores)
+    python benchmarks/attention_core.py --quick    # seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from topomodelx_attention.nn.attention import MultiHeadAttention
+
+
+# ----------------------------------------------------------------------------------------------
+# measurement
+# ----------------------------------------------------------------------------------------------
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_cases(
+    fns: dict[str, Callable[[], Tensor]], device: torch.device, repeats: int, warmup: int
+) -> dict[str, float]:
+    """Seconds of ``fn().sum().backward()`` for every case: minimum over ``repeats`` rounds.
+
+    The cases are run round-robin (one call of each per round) and the minimum is kept, so that
+    ratios stay meaningful on a machine shared with other jobs.
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn().sum().backward()
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn().sum().backward()
+            _sync(device)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float, float]:
+    """One ``fn().sum().backward()``: (seconds, MiB).
+
+    MiB is the memory saved for backward on CPU (distinct storages seen by
+    ``saved_tensors_hooks``), the peak allocated memory above the baseline on CUDA.
+    """
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        start = time.perf_counter()
+        fn().sum().backward()
+        torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        return seconds, (torch.cuda.max_memory_allocated(device) - base) / 2**20
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        if t.layout == torch.strided and t.device.type != "meta":
+            storage = t.untyped_storage()
+            seen[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
+        return t
+
+    start = time.perf_counter()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    out.sum().backward()
+    seconds = time.perf_counter() - start
+    return seconds, sum(seen.values()) / 2**20
+
+
+def memory_fwd_bwd(fn: Callable[[], Tensor], device: torch.device) -> float:
+    """MiB saved for backward (CPU) or peak allocated during forward+backward (CUDA)."""
+    return measure_once(fn, device)[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# synthetic data
+# ----------------------------------------------------------------------------------------------
+def molecule_batch(
+    num_graphs: int, low: int, high: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Batch vector and symmetric adjacency (2, nnz) of chain + ring-closure graphs."""
+    sizes = torch.randint(low, high + 1, (num_graphs,), generator=generator)
+    batch = torch.repeat_interleave(torch.arange(num_graphs), sizes)
+    ptr = torch.cumsum(sizes, 0) - sizes
+    rows, cols = [], []
+    for g in range(num_graphs):
+        n, off = int(sizes[g]), int(ptr[g])
+        chain = torch.arange(n - 1)
+        src = [chain, torch.randint(0, n - 6, (max(1, n // 8),), generator=generator)]
+        dst = [chain + 1, src[1] + 5]  # ring closures of six atoms
+        s, d = torch.cat(src) + off, torch.cat(dst) + off
+        rows += [s, d]
+        cols += [d, s]
+    index = torch.stack([torch.cat(rows), torch.cat(cols)])
+    return batch, index
+
+
+def random_graph(n: int, degree: int, generator: torch.Generator) -> Tensor:
+    """(2, nnz) index of a random graph with ``degree`` out-neighbours per node (+ self loop)."""
+    src = torch.arange(n).repeat_interleave(degree)
+    dst = torch.randint(0, n, (n * degree,), generator=generator)
+    return torch.stack([torch.cat([src, torch.arange(n)]), torch.cat([dst, torch.arange(n)])])
+
+
+def to_sparse(
+    index: Tensor, n_t: int, n_s: int, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    values = torch.ones(index.shape[1], dtype=dtype)
+    return torch.sparse_coo_tensor(index, values, (n_t, n_s)).coalesce().to(device)
+
+
+def padded(x: Tensor, batch: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
+    """(B, L_max, d) padded copy and the key-padding mask (True = padding)."""
+    counts = torch.bincount(batch, minlength=num_graphs)
+    length = int(counts.max())
+    ptr = torch.cumsum(counts, 0) - counts
+    pos = torch.arange(batch.numel(), device=x.device) - ptr[batch]
+    out = x.new_zeros(num_graphs, length, x.shape[1])
+    out[batch, pos] = x
+    pad = torch.arange(length, device=x.device)[None, :] >= counts[:, None]
+    return out, pad
+
+
+# ----------------------------------------------------------------------------------------------
+# tables
+# ----------------------------------------------------------------------------------------------
+def fmt_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    print(f"\n### {title}\n")
+    print(fmt_row(header))
+    print(fmt_row(["---"] * len(header)))
+    for row in rows:
+        print(fmt_row(row))
+
+
+def molecules_table(args: argparse.Namespace, device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(0)
+    batch, index = molecule_batch(128, 20, 40, gen)
+    n, channels, heads = batch.numel(), args.channels, args.heads
+    x = torch.randn(n, channels, generator=gen).to(device)
+    batch = batch.to(device)
+    adjacency = to_sparse(index, n, n, x.dtype, device)
+    x_pad, pad = padded(x, batch, 128)
+    baseline = nn.MultiheadAttention(channels, heads, bias=False, batch_first=True).to(device)
+
+    def run_baseline() -> Tensor:
+        xr = x_pad.detach().requires_grad_()
+        return baseline(xr, xr, xr, key_padding_mask=pad, need_weights=False)[0]
+
+    cases: list[tuple[str, Callable[[], Tensor]]] = [
+        ("nn.MultiheadAttention (padded)", run_baseline)
+    ]
+    for kind, with_n in (("sparse", True), ("dense", False), ("dense", True), ("linear", False)):
+        module = MultiHeadAttention(channels, heads=heads, kind=kind).to(device)
+
+        def run(module: MultiHeadAttention = module, with_n: bool = with_n) -> Tensor:
+            xr = x.detach().requires_grad_()
+            return module(xr, None, adjacency if with_n else None, batch, batch, num_graphs=128)
+
+        label = f"ours {kind}" + (" + θ·N bias" if kind == "dense" and with_n else "")
+        cases.append((label, run))
+    times = time_cases(dict(cases), device, args.repeats, args.warmup)
+    rows, base_t, base_m = [], None, None
+    for label, fn in cases:
+        t = times[label]
+        mem = memory_fwd_bwd(fn, device)
+        if base_t is None:
+            base_t, base_m = t, mem
+        rows.append(
+            [label, f"{t * 1e3:.2f}", f"{t / base_t:.2f}x", f"{mem:.1f}", f"{mem / base_m:.2f}x"]
+        )
+    print_table(
+        f"128 molecules ({n} tokens, {index.shape[1]} adjacency nnz, d={channels}, "
+        f"heads={heads}), forward+backward",
+        ["variant", "time (ms)", "time ratio", "memory (MiB)", "memory ratio"],
+        rows,
+    )
+
+
+def sparse_scaling_table(args: argparse.Namespace, device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(1)
+    channels, heads, degree = args.scaling_channels, args.scaling_heads, args.degree
+    module = MultiHeadAttention(channels, heads=heads, kind="sparse").to(device)
+    rows, previous = [], None
+    for n in args.sparse_sizes:
+        index = random_graph(n, degree, gen)
+        neighborhood = to_sparse(index, n, n, torch.float32, device)
+        x = torch.randn(n, channels, generator=gen).to(device)
+
+        def run(x: Tensor = x, neighborhood: Tensor = neighborhood) -> Tensor:
+            return module(x.detach().requires_grad_(), None, neighborhood)
+
+        if n <= 10**5:
+            repeats = args.repeats if n <= 10**4 else 2
+            t = time_cases({"sparse": run}, device, repeats, 1)["sparse"]
+            mem = memory_fwd_bwd(run, device)
+        else:  # a single (cold) run measures both
+            t, mem = measure_once(run, device)
+        nnz = neighborhood._nnz()
+        growth = "—" if previous is None else f"{t / previous[0]:.1f}x / {nnz / previous[1]:.1f}x"
+        previous = (t, nnz)
+        rows.append(
+            [f"{n:,}", f"{nnz:,}", f"{t * 1e3:.1f}", f"{t / nnz * 1e9:.0f}", growth, f"{mem:.1f}"]
+        )
+        del neighborhood, x
+    print_table(
+        f"Sparse kind vs number of tokens (one complex, {degree} random neighbours + self loop, "
+        f"d={channels}, heads={heads}), forward+backward",
+        [
+            "tokens",
+            "nnz",
+            "time (ms)",
+            "ns / nnz",
+            "time / nnz growth vs previous row",
+            "memory (MiB)",
+        ],
+        rows,
+    )
+
+
+def single_complex_table(args: argparse.Namespace, device: torch.device) -> None:
+    gen = torch.Generator().manual_seed(2)
+    channels, heads, degree = args.scaling_channels, args.scaling_heads, args.degree
+    modules = {
+        kind: MultiHeadAttention(channels, heads=heads, kind=kind).to(device)
+        for kind in ("sparse", "dense", "linear")
+    }
+    baseline = nn.MultiheadAttention(channels, heads, bias=False, batch_first=True).to(device)
+    rows = []
+    for n in args.single_sizes:
+        index = random_graph(n, degree, gen)
+        neighborhood = to_sparse(index, n, n, torch.float32, device)
+        x = torch.randn(n, channels, generator=gen).to(device)
+        repeats = args.repeats if n <= 10**4 else 2
+        warmup = 1 if n <= 10**4 else 0
+        results: dict[str, tuple[float, float] | None] = {}
+
+        def base(x: Tensor = x) -> Tensor:
+            xr = x.detach().requires_grad_().unsqueeze(0)
+            return baseline(xr, xr, xr, need_weights=False)[0]
+
+        fns: dict[str, Callable[[], Tensor]] = {"baseline": base}
+        for kind, module in modules.items():
+
+            def run(
+                module: MultiHeadAttention = module,
+                x: Tensor = x,
+                neighborhood: Tensor = neighborhood,
+            ) -> Tensor:
+                nb = neighborhood if module.kind == "sparse" else None
+                return module(x.detach().requires_grad_(), None, nb)
+
+            fns[kind] = run
+        for name in ("baseline", "dense"):
+            if n > args.max_dense:
+                results[name] = None
+                del fns[name]
+        times = time_cases(fns, device, repeats, warmup)
+        for name, fn in fns.items():
+            results[name] = (times[name], memory_fwd_bwd(fn, device))
+        ref = results["baseline"]
+        row = [f"{n:,}"]
+        for name in ("baseline", "sparse", "dense", "linear"):
+            res = results[name]
+            if res is None:
+                row.append("—")
+            elif ref is None or name == "baseline":
+                row.append(f"{res[0] * 1e3:.1f} ms / {res[1]:.0f} MiB")
+            else:
+                row.append(
+                    f"{res[0] * 1e3:.1f} ms / {res[1]:.0f} MiB "
+                    f"({res[0] / ref[0]:.2f}x / {res[1] / max(ref[1], 1e-9):.2f}x)"
+                )
+        rows.append(row)
+    print_table(
+        f"One complex of n tokens (d={channels}, heads={heads}; sparse: {degree} random "
+        "neighbours + self loop; linear: default random features), forward+backward; "
+        "ratios vs nn.MultiheadAttention",
+        ["tokens", "nn.MultiheadAttention", "ours sparse", "ours dense", "ours linear"],
+        rows,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--channels", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--scaling-channels", type=int, default=32)
+    parser.add_argument("--scaling-heads", type=int, default=4)
+    parser.add_argument("--degree", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.quick:
+        args.repeats, args.warmup = 3, 1
+        args.sparse_sizes = [10**2, 10**3, 10**4]
+        args.single_sizes = [10**2, 10**3]
+        args.max_dense = 10**3
+    else:
+        args.repeats, args.warmup = 10, 3
+        args.sparse_sizes = [10**2, 10**3, 10**4, 10**5, 10**6]
+        args.single_sizes = [10**2, 10**3, 4 * 10**3, 10**4, 10**5]
+        args.max_dense = 4 * 10**3
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    print(
+        f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+        f"memory = {'peak allocated' if device.type == 'cuda' else 'saved for backward'}"
+    )
+    molecules_table(args, device)
+    sparse_scaling_table(args, device)
+    single_complex_table(args, device)
+
+
+if __name__ == "__main__":
+    main()
