@@ -24,79 +24,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import torch
+from _measure import measure_once, memory_fwd_bwd, padded, print_table, time_cases
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention import MultiHeadAttention
-
-
-# ----------------------------------------------------------------------------------------------
-# measurement
-# ----------------------------------------------------------------------------------------------
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_cases(
-    fns: dict[str, Callable[[], Tensor]], device: torch.device, repeats: int, warmup: int
-) -> dict[str, float]:
-    """Seconds of ``fn().sum().backward()`` for every case: minimum over ``repeats`` rounds.
-
-    The cases are run round-robin (one call of each per round) and the minimum is kept, so that
-    ratios stay meaningful on a machine shared with other jobs.
-    """
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn().sum().backward()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            _sync(device)
-            start = time.perf_counter()
-            fn().sum().backward()
-            _sync(device)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
-def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float, float]:
-    """One ``fn().sum().backward()``: (seconds, MiB).
-
-    MiB is the memory saved for backward on CPU (distinct storages seen by
-    ``saved_tensors_hooks``), the peak allocated memory above the baseline on CUDA.
-    """
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        start = time.perf_counter()
-        fn().sum().backward()
-        torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - start
-        return seconds, (torch.cuda.max_memory_allocated(device) - base) / 2**20
-    seen: dict[tuple[int, int], int] = {}
-
-    def pack(t: Tensor) -> Tensor:
-        if t.layout == torch.strided and t.device.type != "meta":
-            storage = t.untyped_storage()
-            seen[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
-        return t
-
-    start = time.perf_counter()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    out.sum().backward()
-    seconds = time.perf_counter() - start
-    return seconds, sum(seen.values()) / 2**20
-
-
-def memory_fwd_bwd(fn: Callable[[], Tensor], device: torch.device) -> float:
-    """MiB saved for backward (CPU) or peak allocated during forward+backward (CUDA)."""
-    return measure_once(fn, device)[1]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,33 +68,6 @@ def to_sparse(
 ) -> Tensor:
     values = torch.ones(index.shape[1], dtype=dtype)
     return torch.sparse_coo_tensor(index, values, (n_t, n_s)).coalesce().to(device)
-
-
-def padded(x: Tensor, batch: Tensor, num_graphs: int) -> tuple[Tensor, Tensor]:
-    """(B, L_max, d) padded copy and the key-padding mask (True = padding)."""
-    counts = torch.bincount(batch, minlength=num_graphs)
-    length = int(counts.max())
-    ptr = torch.cumsum(counts, 0) - counts
-    pos = torch.arange(batch.numel(), device=x.device) - ptr[batch]
-    out = x.new_zeros(num_graphs, length, x.shape[1])
-    out[batch, pos] = x
-    pad = torch.arange(length, device=x.device)[None, :] >= counts[:, None]
-    return out, pad
-
-
-# ----------------------------------------------------------------------------------------------
-# tables
-# ----------------------------------------------------------------------------------------------
-def fmt_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    print(f"\n### {title}\n")
-    print(fmt_row(header))
-    print(fmt_row(["---"] * len(header)))
-    for row in rows:
-        print(fmt_row(row))
 
 
 def molecules_table(args: argparse.Namespace, device: torch.device) -> None:
