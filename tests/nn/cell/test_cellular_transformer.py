@@ -284,5 +284,5 @@ def test_composes_with_a_topomodelx_layer_and_trains_on_mutag(tmp_path):
         loss = torch.nn.functional.cross_entropy(model(batch), batch.y)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0]
