@@ -8,13 +8,16 @@
 """
 
 from topomodelx_attention.nn.attention.functional import (
+    PaddedLayout,
     default_num_random_features,
     dense_attention,
+    dense_attention_weights,
     favor_features,
     linear_attention,
     merge_heads,
     neighborhood_index,
     orthogonal_random_matrix,
+    padded_layout,
     sparse_attention,
     split_heads,
 )
@@ -30,13 +33,16 @@ __all__ = [
     "ATTENTION_KINDS",
     "HAS_TORCH_SCATTER",
     "MultiHeadAttention",
+    "PaddedLayout",
     "default_num_random_features",
     "dense_attention",
+    "dense_attention_weights",
     "favor_features",
     "linear_attention",
     "merge_heads",
     "neighborhood_index",
     "orthogonal_random_matrix",
+    "padded_layout",
     "scatter_max",
     "scatter_sum",
     "segment_softmax",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -39,13 +40,16 @@ from torch import Tensor
 from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum, segment_softmax
 
 __all__ = [
+    "PaddedLayout",
     "default_num_random_features",
     "dense_attention",
+    "dense_attention_weights",
     "favor_features",
     "linear_attention",
     "merge_heads",
     "neighborhood_index",
     "orthogonal_random_matrix",
+    "padded_layout",
     "sparse_attention",
     "split_heads",
 ]
@@ -470,6 +474,197 @@ def _to_padded(x: Tensor, flat: Tensor, num_graphs: int, length: int) -> Tensor:
     return out.view(num_graphs, length, x.shape[1], x.shape[2]).transpose(1, 2)
 
 
+@dataclass(frozen=True)
+class PaddedLayout:
+    r"""Precomputed padding of a batch of token sets into a ``(num_graphs, length)`` grid.
+
+    Build it once per forward with :func:`padded_layout` and pass it to every self-attention
+    call (:func:`dense_attention`, :func:`linear_attention`, :func:`dense_attention_weights`,
+    :class:`~topomodelx_attention.nn.attention.MultiHeadAttention`): the index arithmetic
+    (counts, positions, key-padding mask) is then done once instead of once per layer, and the
+    tokens need not be sorted by graph. Two forms:
+
+    * **packed** (``index`` given): ``n`` tokens in any order; token ``t`` sits in slot
+      ``index[t] = b * length + position``; attention pads / unpads with one
+      ``index_copy`` / ``index_select`` per tensor.
+    * **padded** (``index is None``, from :meth:`padded`): the rows *are* the
+      ``num_graphs * length`` slots, row-major; attention only reshapes (no copy). Padding
+      rows carry arbitrary finite values and are masked as keys.
+
+    Attributes
+    ----------
+    index : torch.Tensor or None, shape = (n,)
+        Flat slot of every token (long), or ``None`` for the padded form.
+    batch : torch.Tensor, shape = (n,)
+        Graph of every row (long); ``slot // length`` in the padded form.
+    counts : torch.Tensor, shape = (num_graphs,)
+        Number of real tokens of every graph.
+    num_graphs : int
+        Number of graphs ``B``.
+    length : int
+        Slots per graph ``L = max(counts)`` (at least 1).
+    key_mask : torch.Tensor or None, shape = (num_graphs, 1, 1, length)
+        Boolean mask for :func:`~torch.nn.functional.scaled_dot_product_attention` (``True`` =
+        attend); ``None`` when no slot is padding. Graphs without tokens attend to all their
+        (zero or masked) slots, which gives finite outputs instead of NaN.
+    key_valid : torch.Tensor, shape = (num_graphs, length)
+        ``True`` on the slots holding a real token.
+    """
+
+    index: Tensor | None
+    batch: Tensor
+    counts: Tensor
+    num_graphs: int
+    length: int
+    key_mask: Tensor | None
+    key_valid: Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of rows ``n`` the layout describes (``B * L`` in the padded form)."""
+        return int(self.batch.shape[0])
+
+    @property
+    def fill(self) -> float:
+        """Fraction of the ``B * L`` slots holding a real token."""
+        return float(self.counts.sum()) / max(1, self.num_graphs * self.length)
+
+    def pad(self, x: Tensor, value: float = 0.0) -> Tensor:
+        """Scatter token rows into the grid.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (n, ...)
+            One row per token of the packed form (or per slot of the padded form).
+        value : float, default = 0.0
+            Fill value of the padding slots (packed form only).
+
+        Returns
+        -------
+        torch.Tensor, shape = (num_graphs, length, ...)
+            Padded tensor (a view in the padded form).
+        """
+        if x.shape[0] != self.num_tokens:
+            raise ValueError(f"x has {x.shape[0]} rows but the layout has {self.num_tokens}")
+        rest = tuple(x.shape[1:])
+        if self.index is None:
+            return x.reshape(self.num_graphs, self.length, *rest)
+        out = x.new_full((self.num_graphs * self.length, *rest), value)
+        return out.index_copy(0, self.index, x).view(self.num_graphs, self.length, *rest)
+
+    def unpad(self, x: Tensor) -> Tensor:
+        """Gather the token rows back from the grid (inverse of :meth:`pad`).
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (num_graphs, length, ...)
+            Padded tensor.
+
+        Returns
+        -------
+        torch.Tensor, shape = (n, ...)
+            One row per token (per slot in the padded form).
+        """
+        if tuple(x.shape[:2]) != (self.num_graphs, self.length):
+            raise ValueError(
+                f"x must have shape ({self.num_graphs}, {self.length}, ...), got {tuple(x.shape)}"
+            )
+        flat = x.reshape(self.num_graphs * self.length, *x.shape[2:])
+        return flat if self.index is None else flat.index_select(0, self.index)
+
+    def padded(self) -> PaddedLayout:
+        """Return the layout of the padded rows themselves (``index=None``: ``pad`` reshapes)."""
+        if self.index is None:
+            return self
+        device = self.counts.device
+        batch = torch.arange(self.num_graphs, device=device).repeat_interleave(self.length)
+        return PaddedLayout(
+            None, batch, self.counts, self.num_graphs, self.length, self.key_mask, self.key_valid
+        )
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(n, heads, d) → (B, heads, L, d) (zeros at padded slots in the packed form)."""
+        if self.index is None:
+            return x.view(self.num_graphs, self.length, x.shape[1], x.shape[2]).transpose(1, 2)
+        return _to_padded(x, self.index, self.num_graphs, self.length)
+
+    def _unheads(self, x: Tensor) -> Tensor:
+        """(B, heads, L, d) → (n, heads, d)."""
+        flat = x.transpose(1, 2).reshape(self.num_graphs * self.length, x.shape[1], x.shape[3])
+        return flat if self.index is None else flat.index_select(0, self.index)
+
+    def _flat(self) -> Tensor:
+        """Slot of every row, materialised also in the padded form."""
+        if self.index is not None:
+            return self.index
+        return torch.arange(self.num_tokens, device=self.batch.device)
+
+
+def padded_layout(batch: Tensor, num_graphs: int | None = None) -> PaddedLayout:
+    """Compute the :class:`PaddedLayout` of tokens with graph indices ``batch``.
+
+    Tokens keep their relative order inside each graph (a stable sort), so ``batch`` need not
+    be sorted: e.g. ``torch.cat([special_tokens_batch, node_batch, edge_batch])`` puts every
+    graph's special token first in its slots.
+
+    Parameters
+    ----------
+    batch : torch.Tensor, shape = (n,)
+        Graph index of every token (long, non-negative).
+    num_graphs : int, optional
+        Number of graphs (``batch.max() + 1`` by default; graphs beyond it are empty).
+
+    Returns
+    -------
+    PaddedLayout
+        The packed layout (``index`` given), or the padded form (``index=None``) when the
+        tokens are sorted by graph and all graphs have the same size (no copy is needed).
+    """
+    if not isinstance(batch, Tensor):
+        raise TypeError(f"batch must be a (n,) long tensor, got {type(batch).__name__}")
+    batch = _check_batch(batch, batch.shape[0], "batch")
+    n = batch.shape[0]
+    top = int(batch.max()) + 1 if n > 0 else 0
+    if n > 0 and int(batch.min()) < 0:
+        raise ValueError("batch has negative graph indices")
+    if num_graphs is None:
+        num_graphs = max(top, 1)
+    elif not isinstance(num_graphs, int) or isinstance(num_graphs, bool) or num_graphs < top:
+        raise ValueError(f"num_graphs={num_graphs!r} must be an int >= batch.max() + 1 = {top}")
+    num_graphs = max(num_graphs, 1)
+    counts = torch.bincount(batch, minlength=num_graphs)
+    length = max(int(counts.max()), 1)
+    ptr = torch.cumsum(counts, 0) - counts
+    key_valid = torch.arange(length, device=batch.device).unsqueeze(0) < counts.unsqueeze(1)
+    attend = key_valid | (counts == 0).unsqueeze(1)
+    key_mask = None if bool(attend.all()) else attend.view(num_graphs, 1, 1, length)
+    unsorted = n > 1 and bool((batch[1:] < batch[:-1]).any())
+    if not unsorted and n == num_graphs * length:
+        # sorted tokens filling the grid: the slots are the rows (padded form, no copies)
+        return PaddedLayout(None, batch, counts, num_graphs, length, key_mask, key_valid)
+    if unsorted:
+        order = torch.argsort(batch, stable=True)
+        position = torch.empty_like(batch)
+        position[order] = torch.arange(n, device=batch.device) - ptr.index_select(
+            0, batch.index_select(0, order)
+        )
+    else:
+        position = torch.arange(n, device=batch.device) - ptr.index_select(0, batch)
+    return PaddedLayout(
+        batch * length + position, batch, counts, num_graphs, length, key_mask, key_valid
+    )
+
+
+def _check_layout(layout: PaddedLayout, n_target: int, n_source: int) -> None:
+    if not isinstance(layout, PaddedLayout):
+        raise TypeError(f"layout must be a PaddedLayout (padded_layout(...)), got {type(layout)!r}")
+    if not n_target == n_source == layout.num_tokens:
+        raise ValueError(
+            "a layout describes self-attention: queries and keys must both have "
+            f"layout.num_tokens={layout.num_tokens} rows, got {n_target} and {n_source}"
+        )
+
+
 def dense_attention(
     query: Tensor,
     key: Tensor,
@@ -483,6 +678,7 @@ def dense_attention(
     dropout_p: float = 0.0,
     training: bool = False,
     num_graphs: int | None = None,
+    layout: PaddedLayout | None = None,
 ) -> Tensor:
     r"""All-pairs multi-head attention in every complex, with an optional θ·N bias (Eq. 2, dense).
 
@@ -523,6 +719,11 @@ def dense_attention(
     num_graphs : int, optional
         Number of complexes ``B`` (inferred from the batch vectors otherwise; complexes beyond
         the last index are empty).
+    layout : PaddedLayout, optional
+        Precomputed padding (:func:`padded_layout`) of a **self-attention** token set
+        (``n_target = n_source = layout.num_tokens``); replaces the batch vectors and
+        ``num_graphs`` (which must then be ``None``), and the tokens need not be sorted. Use it
+        to pay the index arithmetic once for a stack of layers.
 
     Returns
     -------
@@ -532,80 +733,28 @@ def dense_attention(
     _check_qkv(query, key, value)
     _check_dropout(dropout_p)
     n_t, heads = query.shape[0], query.shape[1]
-    n_s = key.shape[0]
-    device = query.device
-    single = batch_target is None and batch_source is None and num_graphs in (None, 1)
-    batch_t, batch_s, num_b = _resolve_batches(
-        batch_target, batch_source, n_t, n_s, num_graphs, device, require_sorted=True
-    )
     out_shape = (n_t, heads, value.shape[2])
-    if n_t == 0 or n_s == 0:
+    if layout is not None:
+        _check_layout_call(layout, n_t, key.shape[0], batch_target, batch_source, num_graphs)
+        if n_t == 0:
+            return query.new_zeros(out_shape) + 0.0 * (query.sum() + key.sum() + value.sum())
+        q, k, v = layout._heads(query), layout._heads(key), layout._heads(value)
+        attn_mask = _attention_mask(query, key, None, bias, bias_scale, heads, layout=layout)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            dropout_p=dropout_p if training else 0.0,
+            scale=_scale(scale, query.shape[2]),
+        )
+        return layout._unheads(out)
+    grid = _grid(query, key, batch_target, batch_source, num_graphs)
+    if grid is None:
         # No target, or no source anywhere: the output is zero. Keep the graph connected.
         return query.new_zeros(out_shape) + 0.0 * (query.sum() + key.sum() + value.sum())
-
-    if single:
-        length_t, length_s = n_t, n_s
-        counts_s = torch.full((1,), n_s, dtype=torch.long, device=device)
-        flat_t = flat_s = None
-        q = query.transpose(0, 1).unsqueeze(0)
-        k = key.transpose(0, 1).unsqueeze(0)
-        v = value.transpose(0, 1).unsqueeze(0)
-    else:
-        _, flat_t, length_t = _padding(batch_t, num_b)
-        if batch_source is batch_target and n_s == n_t:
-            counts_s, flat_s, length_s = torch.bincount(batch_t, minlength=num_b), flat_t, length_t
-        else:
-            counts_s, flat_s, length_s = _padding(batch_s, num_b)
-        q = _to_padded(query, flat_t, num_b, length_t)
-        k = _to_padded(key, flat_s, num_b, length_s)
-        v = _to_padded(value, flat_s, num_b, length_s)
-
-    arange_s = torch.arange(length_s, device=device)
-    # A complex without sources would give a fully masked row (NaN in SDPA): let it attend to its
-    # all-zero padded keys/values instead, which yields exactly zero output and finite gradients.
-    key_valid = (arange_s.unsqueeze(0) < counts_s.unsqueeze(1)) | (counts_s == 0).unsqueeze(1)
-    needs_padding_mask = not bool(key_valid.all())
-
-    attn_mask: Tensor | None = None
-    if bias is not None:
-        index_t, index_s, values = neighborhood_index(bias, n_t, n_s, name="bias")
-        index_t = index_t.to(device)
-        index_s = index_s.to(device)
-        nnz = index_t.shape[0]
-        if values is None:
-            values = query.new_ones((nnz, 1))
-        else:
-            values = values.to(query.dtype)
-            values = values.unsqueeze(1) if values.dim() == 1 else values.flatten(1)
-        theta = None
-        if bias_scale is not None:
-            theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=device).reshape(-1)
-        widths = {values.shape[1], 1 if theta is None else theta.shape[0]}
-        if not widths <= {1, heads}:
-            raise ValueError(
-                f"bias values and bias_scale must give 1 or heads={heads} logits per entry, got "
-                f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
-                "must have shape (), (1,) or (heads,)"
-            )
-        if single:
-            row = index_t * length_s + index_s
-        else:
-            b = batch_t.index_select(0, index_t)
-            same = b == batch_s.index_select(0, index_s)  # entries across complexes are dropped
-            values = values * same.unsqueeze(1).to(values.dtype)
-            pos_t = flat_t.index_select(0, index_t) - b * length_t
-            pos_s = flat_s.index_select(0, index_s) - batch_s.index_select(0, index_s) * length_s
-            row = (b * length_t + pos_t) * length_s + pos_s
-        hv = values.shape[1]
-        dense_n = values.new_zeros((num_b * length_t * length_s, hv)).index_add(0, row, values)
-        attn_mask = dense_n.view(num_b, length_t, length_s, hv).permute(0, 3, 1, 2)
-        if theta is not None:  # θ·N, broadcast over the heads: (B, 1 or heads, Lt, Ls)
-            attn_mask = attn_mask * theta.view(1, -1, 1, 1)
-        if needs_padding_mask:
-            attn_mask = attn_mask.masked_fill(~key_valid.view(num_b, 1, 1, length_s), float("-inf"))
-    elif needs_padding_mask:
-        attn_mask = key_valid.view(num_b, 1, 1, length_s)
-
+    q, k, v = grid.heads_t(query), grid.heads_s(key), grid.heads_s(value)
+    attn_mask = _attention_mask(query, key, grid, bias, bias_scale, heads)
     out = F.scaled_dot_product_attention(
         q,
         k,
@@ -614,10 +763,262 @@ def dense_attention(
         dropout_p=dropout_p if training else 0.0,
         scale=_scale(scale, query.shape[2]),
     )  # (B, heads, Lt, d_v)
+    return grid.unheads_t(out)
+
+
+def dense_attention_weights(
+    query: Tensor,
+    key: Tensor,
+    batch_target: Tensor | None = None,
+    batch_source: Tensor | None = None,
+    *,
+    bias: Neighborhood | None = None,
+    bias_scale: Tensor | float | None = None,
+    scale: float | None = None,
+    num_graphs: int | None = None,
+    layout: PaddedLayout | None = None,
+) -> Tensor:
+    r"""Return the attention probabilities of :func:`dense_attention`, per complex, padded.
+
+    :math:`\alpha^h_{ts} = \mathrm{softmax}_s(\mathrm{scale}\,\langle q_t, k_s\rangle +
+    \theta_h N_{ts})` inside every complex, materialised as a ``(B, heads, Lt, Ls)`` tensor
+    (memory quadratic in the largest complex: meant for inspection, visualisation and for
+    supervising attention maps, e.g. the equivariant-basis experiment of TokenGT §5.1; use
+    :func:`dense_attention` to attend). Differentiable.
+
+    Parameters
+    ----------
+    query : torch.Tensor, shape = (n_target, heads, d)
+        Projected queries.
+    key : torch.Tensor, shape = (n_source, heads, d)
+        Projected keys.
+    batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
+        Sorted complex index of every token; ``None`` means one complex.
+    bias : torch.Tensor or tuple of torch.Tensor, optional
+        Neighbourhood bias ``N`` as in :func:`dense_attention`.
+    bias_scale : torch.Tensor or float, optional
+        :math:`\theta` as in :func:`dense_attention`.
+    scale : float, optional
+        Logit scale; ``1 / sqrt(d)`` by default.
+    num_graphs : int, optional
+        Number of complexes.
+    layout : PaddedLayout, optional
+        Precomputed self-attention layout (then slot ``p`` of graph ``b`` is the token ``t``
+        with ``layout.index[t] = b * L + p``).
+
+    Returns
+    -------
+    torch.Tensor, shape = (B, heads, Lt, Ls)
+        ``out[b, h, i, j]``: weight of the ``j``-th source of complex ``b`` for its ``i``-th
+        target (positions in the order of the tokens inside the complex, or the layout's
+        slots). Rows sum to one over the real sources; padded source columns, padded target
+        rows and rows of complexes without sources are zero.
+    """
+    if not isinstance(query, Tensor) or not isinstance(key, Tensor):
+        raise TypeError("query and key must be tensors")
+    _check_qkv(query, key, key)
+    n_t, heads = query.shape[0], query.shape[1]
+    if layout is not None:
+        _check_layout_call(layout, n_t, key.shape[0], batch_target, batch_source, num_graphs)
+        q, k = layout._heads(query), layout._heads(key)
+        valid_t = valid_s = layout.key_valid
+        attn_mask = _attention_mask(query, key, None, bias, bias_scale, heads, layout=layout)
+    else:
+        grid = _grid(query, key, batch_target, batch_source, num_graphs)
+        if grid is None:
+            b = _resolve_batches(
+                batch_target,
+                batch_source,
+                n_t,
+                key.shape[0],
+                num_graphs,
+                query.device,
+                require_sorted=True,
+            )[2]
+            return query.new_zeros((b, heads, 0 if n_t == 0 else 1, 0)) + 0.0 * (
+                query.sum() + key.sum()
+            )
+        q, k = grid.heads_t(query), grid.heads_s(key)
+        valid_t, valid_s = grid.valid_t, grid.valid_s
+        attn_mask = _attention_mask(query, key, grid, bias, bias_scale, heads)
+    scores = torch.matmul(q * _scale(scale, query.shape[2]), k.transpose(-2, -1))
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        scores = scores + attn_mask  # θ·N bias (its -inf entries repeat the key mask below)
+    num_b = valid_s.shape[0]
+    has_source = valid_s.any(-1)  # (B,)
+    if not bool(valid_s.all()):
+        scores = scores.masked_fill(~valid_s.view(num_b, 1, 1, -1), float("-inf"))
+        if not bool(has_source.all()):  # no source at all: finite rows, zeroed below
+            scores = scores.masked_fill(~has_source.view(num_b, 1, 1, 1), 0.0)
+    weights = torch.softmax(scores, dim=-1)
+    rows = valid_t & has_source.unsqueeze(1)  # (B, Lt)
+    if not bool(rows.all()):
+        weights = weights * rows.view(num_b, 1, -1, 1).to(weights.dtype)
+    return weights
+
+
+def _check_layout_call(
+    layout: PaddedLayout,
+    n_target: int,
+    n_source: int,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    num_graphs: int | None,
+) -> None:
+    _check_layout(layout, n_target, n_source)
+    if batch_target is not None or batch_source is not None:
+        raise ValueError("give either a layout or batch vectors, not both")
+    if num_graphs is not None and num_graphs != layout.num_graphs:
+        raise ValueError(f"num_graphs={num_graphs} but layout.num_graphs={layout.num_graphs}")
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Padding of a (possibly cross-) attention call built from sorted batch vectors."""
+
+    single: bool
+    num_b: int
+    batch_t: Tensor
+    batch_s: Tensor
+    flat_t: Tensor | None
+    flat_s: Tensor | None
+    length_t: int
+    length_s: int
+    valid_t: Tensor  # (B, Lt)
+    valid_s: Tensor  # (B, Ls)
+    key_mask: Tensor | None  # (B, 1, 1, Ls) bool
+
+    def heads_t(self, x: Tensor) -> Tensor:
+        if self.single:
+            return x.transpose(0, 1).unsqueeze(0)
+        return _to_padded(x, self.flat_t, self.num_b, self.length_t)
+
+    def heads_s(self, x: Tensor) -> Tensor:
+        if self.single:
+            return x.transpose(0, 1).unsqueeze(0)
+        return _to_padded(x, self.flat_s, self.num_b, self.length_s)
+
+    def unheads_t(self, out: Tensor) -> Tensor:
+        if self.single:
+            return out.squeeze(0).transpose(0, 1)
+        heads, d_v = out.shape[1], out.shape[3]
+        out = out.transpose(1, 2).reshape(self.num_b * self.length_t, heads, d_v)
+        return out.index_select(0, self.flat_t)
+
+
+def _grid(
+    query: Tensor,
+    key: Tensor,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    num_graphs: int | None,
+) -> _Grid | None:
+    """Pad the targets and sources (``None`` when there is nothing to attend)."""
+    n_t, n_s = query.shape[0], key.shape[0]
+    device = query.device
+    single = batch_target is None and batch_source is None and num_graphs in (None, 1)
+    batch_t, batch_s, num_b = _resolve_batches(
+        batch_target, batch_source, n_t, n_s, num_graphs, device, require_sorted=True
+    )
+    if n_t == 0 or n_s == 0:
+        return None
     if single:
-        return out.squeeze(0).transpose(0, 1)
-    out = out.transpose(1, 2).reshape(num_b * length_t, heads, value.shape[2])
-    return out.index_select(0, flat_t)
+        length_t, length_s = n_t, n_s
+        counts_t = torch.full((1,), n_t, dtype=torch.long, device=device)
+        counts_s = torch.full((1,), n_s, dtype=torch.long, device=device)
+        flat_t = flat_s = None
+    else:
+        counts_t, flat_t, length_t = _padding(batch_t, num_b)
+        if batch_source is batch_target and n_s == n_t:
+            counts_s, flat_s, length_s = counts_t, flat_t, length_t
+        else:
+            counts_s, flat_s, length_s = _padding(batch_s, num_b)
+    valid_t = torch.arange(length_t, device=device).unsqueeze(0) < counts_t.unsqueeze(1)
+    valid_s = torch.arange(length_s, device=device).unsqueeze(0) < counts_s.unsqueeze(1)
+    # A complex without sources would give a fully masked row (NaN in SDPA): let it attend to its
+    # all-zero padded keys/values instead, which yields exactly zero output and finite gradients.
+    attend = valid_s | (counts_s == 0).unsqueeze(1)
+    key_mask = None if bool(attend.all()) else attend.view(num_b, 1, 1, length_s)
+    return _Grid(
+        single,
+        num_b,
+        batch_t,
+        batch_s,
+        flat_t,
+        flat_s,
+        length_t,
+        length_s,
+        valid_t,
+        valid_s,
+        key_mask,
+    )
+
+
+def _attention_mask(
+    query: Tensor,
+    key: Tensor,
+    grid: _Grid | None,
+    bias: Neighborhood | None,
+    bias_scale: Tensor | float | None,
+    heads: int,
+    *,
+    layout: PaddedLayout | None = None,
+) -> Tensor | None:
+    """SDPA mask: the key-padding mask, plus the θ·N bias scattered into (B, 1|H, Lt, Ls)."""
+    key_mask = layout.key_mask if layout is not None else grid.key_mask
+    if bias is None:
+        return key_mask
+    n_t, n_s = query.shape[0], key.shape[0]
+    device = query.device
+    index_t, index_s, values = neighborhood_index(bias, n_t, n_s, name="bias")
+    index_t = index_t.to(device)
+    index_s = index_s.to(device)
+    nnz = index_t.shape[0]
+    if values is None:
+        values = query.new_ones((nnz, 1))
+    else:
+        values = values.to(query.dtype)
+        values = values.unsqueeze(1) if values.dim() == 1 else values.flatten(1)
+    theta = None
+    if bias_scale is not None:
+        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=device).reshape(-1)
+    widths = {values.shape[1], 1 if theta is None else theta.shape[0]}
+    if not widths <= {1, heads}:
+        raise ValueError(
+            f"bias values and bias_scale must give 1 or heads={heads} logits per entry, got "
+            f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
+            "must have shape (), (1,) or (heads,)"
+        )
+    if layout is not None:
+        num_b, length_t, length_s = layout.num_graphs, layout.length, layout.length
+        flat = layout._flat()
+        b = layout.batch.index_select(0, index_t)
+        same = b == layout.batch.index_select(0, index_s)
+        values = values * same.unsqueeze(1).to(values.dtype)
+        pos_t = flat.index_select(0, index_t) - b * length_t
+        pos_s = flat.index_select(0, index_s) - layout.batch.index_select(0, index_s) * length_s
+        row = (b * length_t + pos_t) * length_s + pos_s
+    elif grid.single:
+        num_b, length_t, length_s = 1, grid.length_t, grid.length_s
+        row = index_t * length_s + index_s
+    else:
+        num_b, length_t, length_s = grid.num_b, grid.length_t, grid.length_s
+        b = grid.batch_t.index_select(0, index_t)
+        same = b == grid.batch_s.index_select(0, index_s)  # entries across complexes are dropped
+        values = values * same.unsqueeze(1).to(values.dtype)
+        pos_t = grid.flat_t.index_select(0, index_t) - b * length_t
+        pos_s = (
+            grid.flat_s.index_select(0, index_s) - grid.batch_s.index_select(0, index_s) * length_s
+        )
+        row = (b * length_t + pos_t) * length_s + pos_s
+    hv = values.shape[1]
+    dense_n = values.new_zeros((num_b * length_t * length_s, hv)).index_add(0, row, values)
+    attn_mask = dense_n.view(num_b, length_t, length_s, hv).permute(0, 3, 1, 2)
+    if theta is not None:  # θ·N, broadcast over the heads: (B, 1 or heads, Lt, Ls)
+        attn_mask = attn_mask * theta.view(1, -1, 1, 1)
+    if key_mask is not None:
+        attn_mask = attn_mask.masked_fill(~key_mask, float("-inf"))
+    return attn_mask
 
 
 # ----------------------------------------------------------------------------------------------
@@ -768,6 +1169,7 @@ def linear_attention(
     scale: float | None = None,
     num_graphs: int | None = None,
     strategy: str = "auto",
+    layout: PaddedLayout | None = None,
 ) -> Tensor:
     r"""Kernelised (Performer / FAVOR+) multi-head attention inside every complex.
 
@@ -817,6 +1219,11 @@ def linear_attention(
         Number of complexes.
     strategy : {"auto", "scatter", "padded"}, default = "auto"
         Evaluation strategy (see above); one complex always uses two plain matrix products.
+    layout : PaddedLayout, optional
+        Precomputed padding (:func:`padded_layout`) of a **self-attention** token set; replaces
+        the batch vectors and ``num_graphs`` (which must be ``None``) and forces the
+        ``"padded"`` strategy on the layout's grid (memory ``O(B · L · heads · m)``, linear in
+        the tokens when the graphs have similar sizes). Keys in padding slots are masked.
 
     Returns
     -------
@@ -835,6 +1242,9 @@ def linear_attention(
         raise ValueError(f"strategy must be 'auto', 'scatter' or 'padded', got {strategy!r}")
     n_t, heads, _ = query.shape
     n_s, d_v = key.shape[0], value.shape[2]
+    if layout is not None:
+        _check_layout_call(layout, n_t, n_s, batch_target, batch_source, num_graphs)
+        return _linear_layout(query, key, value, projection, _scale(scale, query.shape[2]), layout)
     single = batch_target is None and batch_source is None and num_graphs in (None, 1)
     batch_t, batch_s, num_b = _resolve_batches(
         batch_target, batch_source, n_t, n_s, num_graphs, query.device, require_sorted=True
@@ -868,6 +1278,46 @@ def linear_attention(
             out = out.index_select(0, flat_t)
         else:
             out = _linear_scatter(phi_q, phi_k, value_one, batch_t, batch_s, num_b)
+    numerator, denominator = out[..., :d_v], out[..., d_v:]
+    positive = denominator > 0
+    safe = torch.where(positive, denominator, torch.ones_like(denominator))
+    return torch.where(positive, numerator / safe, torch.zeros_like(numerator))
+
+
+def _linear_layout(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    projection: Tensor,
+    scale: float,
+    layout: PaddedLayout,
+) -> Tensor:
+    """FAVOR+ on a precomputed layout: padded batched products, padding keys masked."""
+    n, heads, d_v = query.shape[0], query.shape[1], value.shape[2]
+    if n == 0:
+        return value.new_zeros((0, heads, d_v)) + 0.0 * (query.sum() + key.sum() + value.sum())
+    root = math.sqrt(scale)
+    num_b, length = layout.num_graphs, layout.length
+    phi_q = favor_features(layout._heads(query) * root, projection, True)  # (B, heads, L, m)
+    k = layout._heads(key) * root
+    projection = projection.to(dtype=k.dtype, device=k.device)
+    logits = torch.matmul(k, projection.t()) - 0.5 * (k * k).sum(-1, keepdim=True)
+    # Padding slots are masked (zero features) unless no graph has any: the slots of a graph
+    # without tokens only meet that graph's (discarded) padding queries.
+    valid = None if layout.key_mask is None else layout.key_mask.view(num_b, 1, length, 1)
+    # per-graph key stabiliser over the real keys only (it cancels in every query's ratio)
+    row_max = logits.detach().amax(-1, keepdim=True)
+    if valid is not None:
+        row_max = row_max.masked_fill(~valid, float("-inf"))
+    block_max = row_max.amax(2, keepdim=True)
+    block_max = torch.where(torch.isfinite(block_max), block_max, torch.zeros_like(block_max))
+    logits = logits - block_max
+    if valid is not None:
+        logits = logits.masked_fill(~valid, float("-inf"))
+    phi_k = torch.exp(logits) * (projection.shape[0] ** -0.5)  # zero on padding slots
+    value_one = torch.cat([value, value.new_ones((n, heads, 1))], dim=-1)
+    kv = torch.matmul(phi_k.transpose(-2, -1), layout._heads(value_one))  # (B, heads, m, d_v+1)
+    out = layout._unheads(torch.matmul(phi_q, kv))  # (n, heads, d_v+1)
     numerator, denominator = out[..., :d_v], out[..., d_v:]
     positive = denominator > 0
     safe = torch.where(positive, denominator, torch.ones_like(denominator))

@@ -17,8 +17,10 @@ from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.functional import (
     Neighborhood,
+    PaddedLayout,
     default_num_random_features,
     dense_attention,
+    dense_attention_weights,
     linear_attention,
     merge_heads,
     orthogonal_random_matrix,
@@ -312,6 +314,7 @@ class MultiHeadAttention(nn.Module):
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
         num_graphs: int | None = None,
+        layout: PaddedLayout | None = None,
     ) -> Tensor:
         r"""Attention of this module's kind on already projected, head-split tensors.
 
@@ -333,6 +336,10 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every source.
         num_graphs : int, optional
             Number of complexes.
+        layout : PaddedLayout, optional
+            Precomputed padding of a self-attention token set (dense and linear kinds; see
+            :func:`~topomodelx_attention.nn.attention.functional.padded_layout`); replaces the
+            batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
 
         Returns
         -------
@@ -367,6 +374,7 @@ class MultiHeadAttention(nn.Module):
                 dropout_p=self.dropout,
                 training=self.training,
                 num_graphs=num_graphs,
+                layout=layout,
             )
         if neighborhood is not None:
             raise ValueError(
@@ -390,6 +398,68 @@ class MultiHeadAttention(nn.Module):
             projection=projection,
             scale=self.scale,
             num_graphs=num_graphs,
+            layout=layout,
+        )
+
+    def attention_weights(
+        self,
+        x_target: Tensor,
+        x_source: Tensor | None = None,
+        neighborhood: Neighborhood | None = None,
+        batch_target: Tensor | None = None,
+        batch_source: Tensor | None = None,
+        num_graphs: int | None = None,
+        layout: PaddedLayout | None = None,
+    ) -> Tensor:
+        r"""Softmax attention probabilities per complex and head, padded (dense kind only).
+
+        The weights the ``dense`` kind uses in :meth:`forward` (without attention dropout),
+        from :func:`~topomodelx_attention.nn.attention.functional.dense_attention_weights`:
+        for inspecting or supervising attention maps. Memory is quadratic in the largest
+        complex.
+
+        Parameters
+        ----------
+        x_target : torch.Tensor, shape = (n_target, in_channels)
+            Target (query) features.
+        x_source : torch.Tensor, shape = (n_source, source_channels), optional
+            Source (key) features; ``None`` for self-attention.
+        neighborhood : torch.Tensor or tuple of torch.Tensor, optional
+            The θ·N bias, as in :meth:`forward`.
+        batch_target, batch_source : torch.Tensor, optional
+            Sorted complex index of every token.
+        num_graphs : int, optional
+            Number of complexes.
+        layout : PaddedLayout, optional
+            Precomputed self-attention layout (replaces the batch vectors).
+
+        Returns
+        -------
+        torch.Tensor, shape = (B, heads, Lt, Ls)
+            ``[b, h, i, j]``: weight of source ``j`` of complex ``b`` for its target ``i``
+            (positions inside the complex, or the layout's slots); zero on padding.
+        """
+        if self.kind != "dense":
+            raise ValueError(
+                f"attention_weights needs kind='dense' (explicit softmax), not {self.kind!r}"
+            )
+        self._check_features(x_target, self.in_channels, "x_target")
+        if x_source is None:
+            x_source = x_target
+            if batch_source is None:
+                batch_source = batch_target
+        else:
+            self._check_features(x_source, self.source_channels, "x_source")
+        return dense_attention_weights(
+            self.project_query(x_target),
+            self.project_key(x_source),
+            batch_target,
+            batch_source,
+            bias=neighborhood,
+            bias_scale=self.bias_scale if neighborhood is not None else None,
+            scale=self.scale,
+            num_graphs=num_graphs,
+            layout=layout,
         )
 
     # ------------------------------------------------------------------------------------------
@@ -409,6 +479,7 @@ class MultiHeadAttention(nn.Module):
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
         num_graphs: int | None = None,
+        layout: PaddedLayout | None = None,
     ) -> Tensor:
         """Attend from ``x_source`` to ``x_target``.
 
@@ -429,6 +500,11 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every source token.
         num_graphs : int, optional
             Number of complexes (inferred otherwise).
+        layout : PaddedLayout, optional
+            Precomputed padding of the token set for self-attention (dense and linear kinds):
+            computed once per forward by
+            :func:`~topomodelx_attention.nn.attention.functional.padded_layout` and shared by
+            a stack of layers; replaces the batch vectors (tokens need not be sorted).
 
         Returns
         -------
@@ -461,7 +537,9 @@ class MultiHeadAttention(nn.Module):
         query = self.project_query(x_target)
         key = self.project_key(x_source)
         value = self.project_value(x_source)
-        out = self.attend(query, key, value, neighborhood, batch_target, batch_source, num_graphs)
+        out = self.attend(
+            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
+        )
         return self.project_output(out)
 
     def extra_repr(self) -> str:

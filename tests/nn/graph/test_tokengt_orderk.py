@@ -1,0 +1,196 @@
+"""Order-k TokenGT on complexes: cell / clique complexes, hypergraphs, invariance, consistency."""
+
+from __future__ import annotations
+
+import pytest
+import toponetx as tnx
+import torch
+from torch_geometric.data import Batch
+
+from tests.helpers import graph_from_edges
+from topomodelx_attention.data import ComplexData, from_toponetx
+from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT
+from topomodelx_attention.transforms import (
+    CellCycleLifting,
+    LaplacianNodeId,
+    OrthogonalRandomNodeId,
+    SimplicialCliqueLifting,
+)
+
+DIM = 8
+EDGES = [
+    [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2), (3, 4)],  # two rings sharing an edge + a pendant
+    [(0, 1), (1, 2), (1, 3)],  # a tree: no 2-cell
+    [(0, 1), (1, 2), (2, 0), (1, 3), (3, 2), (2, 4)],  # triangles
+]
+
+
+def to_double(data: ComplexData) -> ComplexData:
+    data = data.clone()
+    for key in data.keys():
+        value = data[key]
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not value.is_sparse:
+            data[key] = value.double()
+    return data
+
+
+def lifted(lifting, num_nodes_extra: int = 0) -> list[ComplexData]:
+    out = []
+    for i, edges in enumerate(EDGES):
+        n = max(max(e) for e in edges) + 1 + (num_nodes_extra if i == 2 else 0)
+        graph = graph_from_edges(edges, num_nodes=n, feature_dim=3, seed=i)
+        out.append(to_double(LaplacianNodeId(DIM)(lifting(graph))))
+    return out
+
+
+def make_model(max_rank: int = 2, attention: str = "softmax", **kwargs) -> OrderKTokenGT:
+    torch.manual_seed(0)
+    defaults = dict(
+        in_channels=[3] * (max_rank + 1),
+        hidden_channels=16,
+        out_channels=2,
+        n_layers=2,
+        heads=4,
+        node_id_dim=DIM,
+        attention=attention,
+        num_random_features=32,
+        cell_readout=tuple(range(max_rank + 1)),
+    )
+    defaults.update(kwargs)
+    return OrderKTokenGT(**defaults).double().eval()
+
+
+def permute_complex(data: ComplexData, perms: list[torch.Tensor]) -> ComplexData:
+    """Relabel the cells of every rank: new cell i is old cell perm[i]."""
+    out = data.clone()
+    inverse = [torch.argsort(p) for p in perms]
+    for key in data.keys():
+        value = data[key]
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.is_sparse:
+            name, rank = key.rsplit("_", 1)
+            rank = int(rank)
+            row_rank, col_rank = (rank - 1, rank) if "incidence" in name else (rank, rank)
+            idx = value.coalesce().indices()
+            rows = inverse[row_rank][idx[0]] if row_rank >= 0 else idx[0]
+            cols = inverse[col_rank][idx[1]]
+            out[key] = torch.sparse_coo_tensor(
+                torch.stack([rows, cols]), value.coalesce().values(), value.shape
+            ).coalesce()
+        elif key.startswith("x_"):
+            out[key] = value[perms[int(key.split("_")[1])]]
+        elif key == "node_id":
+            out[key] = value[perms[0]]
+    return out
+
+
+@pytest.mark.parametrize("attention", ["softmax", "performer"])
+@pytest.mark.parametrize(
+    ("lifting", "max_rank"),
+    [(CellCycleLifting(), 2), (SimplicialCliqueLifting(complex_dim=3), 3)],
+    ids=["cell", "clique"],
+)
+def test_runs_on_lifted_complexes_batched_equals_single(lifting, max_rank, attention):
+    model = make_model(max_rank, attention)
+    items = lifted(lifting, num_nodes_extra=2)  # the last complex has isolated vertices
+    batch = Batch.from_data_list(items)
+    out = model(batch)
+    assert out.shape == (3, 2) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.cat([model(c) for c in items]), atol=1e-10, rtol=1e-8)
+    cells = model.cell_outputs(batch)
+    for r in range(max_rank + 1):
+        assert cells[r].shape == (batch.num_cells(r), 2)
+        single = torch.cat([model.cell_outputs(c)[r] for c in items])
+        torch.testing.assert_close(cells[r], single, atol=1e-10, rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("lifting", "max_rank"),
+    [(CellCycleLifting(), 2), (SimplicialCliqueLifting(complex_dim=2), 2)],
+    ids=["cell", "clique"],
+)
+def test_gradients_reach_every_parameter(lifting, max_rank):
+    model = make_model(max_rank, drop_path=0.1, eigenvector_dropout=0.1, dropout=0.1).train()
+    batch = Batch.from_data_list(lifted(lifting))
+    loss = model(batch).square().sum()
+    loss = loss + sum(o.square().sum() for o in model.cell_outputs(batch).values())
+    loss.backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None, name
+        assert torch.isfinite(parameter.grad).all(), name
+        assert parameter.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("id_pooling", ["sum", "mean"])
+def test_invariant_to_relabelling_cells_of_every_rank(id_pooling):
+    model = make_model(2, id_pooling=id_pooling)
+    data = lifted(CellCycleLifting())[0]
+    generator = torch.Generator().manual_seed(5)
+    perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
+    permuted = permute_complex(data, perms)
+    torch.testing.assert_close(model(permuted), model(data), atol=1e-10, rtol=1e-8)
+    cells, cells_perm = model.cell_outputs(data), model.cell_outputs(permuted)
+    for r in range(3):
+        torch.testing.assert_close(cells_perm[r], cells[r][perms[r]], atol=1e-10, rtol=1e-8)
+
+
+def test_runs_on_a_hypergraph():
+    complexes = []
+    for seed, cells in enumerate([[[0, 1, 2], [2, 3], [0, 3, 4, 5]], [[0, 1], [1, 2, 3]]]):
+        cc = tnx.CombinatorialComplex()
+        for cell in cells:
+            cc.add_cell(cell, rank=1)
+        cc.add_cell([0, 1, 2, 3], rank=2)
+        data = OrthogonalRandomNodeId(DIM, seed=seed)(from_toponetx(cc))
+        complexes.append(data)
+    model = OrderKTokenGT([0, 0, 0], 16, 3, n_layers=2, heads=4, node_id_dim=DIM).eval()
+    batch = Batch.from_data_list(complexes)
+    out = model(batch)
+    assert out.shape == (2, 3) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.cat([model(c) for c in complexes]), atol=1e-5, rtol=1e-5)
+    tokens = model.tokenize(complexes[0])
+    assert tokens.sizes == (6, 3, 1)
+
+
+def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
+    """On ranks 0-1, pooled identifiers are TokenGT's one-token-per-undirected-edge variant."""
+    complexes = lifted(CellCycleLifting())
+    graphs = []
+    for data, edges in zip(complexes, EDGES):
+        graph = graph_from_edges(edges, feature_dim=3)
+        graph.x = data.x_0
+        graph.node_id = data.node_id
+        graphs.append(graph)
+    order_k = make_model(1, in_channels=[3, 0], cell_readout=())
+    torch.manual_seed(1)
+    tokengt = (
+        TokenGT(3, 0, 16, 2, n_layers=2, heads=4, node_id_dim=DIM, edge_tokens="undirected")
+        .double()
+        .eval()
+    )
+    with torch.no_grad():
+        tokengt.graph_token.copy_(order_k.graph_token)
+        tokengt.encoder.load_state_dict(order_k.encoder.state_dict())
+        tokengt.readout_heads["graph"].load_state_dict(order_k.graph_head.state_dict())
+        tokengt.tokenizer.node_encoder.load_state_dict(order_k.encoders["0"].state_dict())
+        tokengt.tokenizer.id_first.weight.copy_(order_k.id_projection.weight)
+        tokengt.tokenizer.id_second.weight.zero_()
+        tokengt.tokenizer.type_embedding.weight.copy_(order_k.type_embedding.weight[:2])
+    expected = tokengt(Batch.from_data_list(graphs))
+    got = order_k(Batch.from_data_list(complexes))
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-8)
+
+
+def test_errors():
+    model = make_model(2)
+    data = lifted(CellCycleLifting())[0]
+    del data.node_id
+    with pytest.raises(ValueError, match="OrthogonalRandomNodeId"):
+        model(data)
+    with pytest.raises(TypeError, match="ComplexData"):
+        model(graph_from_edges([(0, 1)]))
+    with pytest.raises(ValueError, match="stops at rank"):
+        make_model(3)(lifted(CellCycleLifting())[0])
+    with pytest.raises(ValueError, match="id_pooling"):
+        OrderKTokenGT([3], 16, 1, id_pooling="max")
