@@ -9,6 +9,9 @@ transforms
 nn
     The shared attention core and the three model families (``cell``, ``graph``,
     ``simplicial``).
+harness
+    Benchmark harness in TopoBench's conventions (hydra configs, cached datasets, Lightning
+    training, baselines, result tables; extra ``train``).
 """
 
 __version__ = "0.1.0"

@@ -4,14 +4,24 @@ Commands
 --------
 lift
     Lift a graph data set to complexes and print per-rank cell counts and the time taken.
+train
+    Train and evaluate a model on a benchmark data set with the harness (hydra configs in
+    ``topomodelx_attention/configs``; extra ``train``), print the results table.
+bench
+    Run one of the speed benchmarks of a source checkout (``benchmarks/<name>.py``) in a
+    subprocess; ``bench --list`` lists them.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -53,6 +63,138 @@ def _cmd_lift(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    try:
+        from topomodelx_attention.harness import compose_config, run_experiment
+        from topomodelx_attention.harness.results import markdown_table
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        print(
+            f"topomodelx-attention train: error: {error}. Install the training extra: "
+            "pip install 'topomodelx-attention[train]'",
+            file=sys.stderr,
+        )
+        return 2
+    overrides = list(args.overrides)
+    if args.max_epochs is not None:
+        overrides.append(f"trainer.max_epochs={args.max_epochs}")
+    if args.seeds:
+        overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
+    for flag, key in (
+        ("data_dir", "dataset.data_dir"),
+        ("cache_dir", "paths.cache_dir"),
+        ("output_dir", "paths.output_dir"),
+        ("accelerator", "trainer.accelerator"),
+        ("devices", "trainer.devices"),
+        ("strategy", "trainer.strategy"),
+        ("num_nodes", "trainer.num_nodes"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={_quote(value)}")
+    if args.no_progress_bar:
+        overrides.append("trainer.enable_progress_bar=false")
+    try:
+        cfg = compose_config(overrides, dataset=args.dataset, model=args.model)
+        result = run_experiment(cfg)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"topomodelx-attention train: error: {error}", file=sys.stderr)
+        return 2
+    except ImportError as error:
+        print(
+            f"topomodelx-attention train: error: {error} (training needs the extra `train`, ZINC "
+            "also `chem`: pip install 'topomodelx-attention[train,chem]')",
+            file=sys.stderr,
+        )
+        return 2
+    from topomodelx_attention.harness.training import is_rank_zero
+
+    if is_rank_zero():  # DDP: only the global rank 0 reports
+        print()
+        print(markdown_table(result))
+        print()
+        print(f"results, learning curves and logs: {result.output_dir}")
+    return 0
+
+
+def _quote(value: object) -> str:
+    """Quote a value for a hydra override when it holds characters hydra would parse."""
+    text = str(value)
+    if any(c in text for c in " ,[]{}()=:'\"\\") or text == "":
+        return "'" + text.replace("'", "\\'") + "'"
+    return text
+
+
+def find_benchmarks_dir(start: str | os.PathLike | None = None) -> Path | None:
+    """Find the ``benchmarks/`` folder of a source checkout (``None`` when there is none).
+
+    Looks in the working directory and its parents (a folder holding both ``pyproject.toml``
+    and ``benchmarks/``), then next to the package (an editable install of a checkout).
+
+    Parameters
+    ----------
+    start : path-like, optional
+        Where to start (default: the working directory).
+
+    Returns
+    -------
+    pathlib.Path or None
+        The folder.
+    """
+    here = Path(start or Path.cwd()).resolve()
+    package_root = Path(__file__).resolve().parent.parent
+    for folder in (here, *here.parents, package_root):
+        candidate = folder / "benchmarks"
+        if (folder / "pyproject.toml").is_file() and candidate.is_dir():
+            return candidate
+    return None
+
+
+def list_benchmarks(folder: Path) -> dict[str, str]:
+    """Benchmark scripts of ``folder``: ``{name: first line of its docstring}`` (not imported)."""
+    out = {}
+    for script in sorted(folder.glob("*.py")):
+        if script.name.startswith("_"):
+            continue
+        try:
+            doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+        except SyntaxError:
+            doc = ""
+        out[script.stem] = doc.strip().splitlines()[0] if doc.strip() else ""
+    return out
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    folder = Path(args.benchmarks_dir) if args.benchmarks_dir else find_benchmarks_dir()
+    if folder is None or not folder.is_dir():
+        where = args.benchmarks_dir or Path.cwd()
+        print(
+            f"topomodelx-attention bench: error: no benchmarks/ folder found from {where}. The "
+            "benchmark scripts live in a source checkout of topomodelx-attention (they are not "
+            "installed with the package): clone the repository and run this command inside it, "
+            "or pass --benchmarks-dir PATH.",
+            file=sys.stderr,
+        )
+        return 2
+    scripts = list_benchmarks(folder)
+    if args.list or not args.name:
+        width = max((len(name) for name in scripts), default=0)
+        print(f"benchmarks in {folder}:")
+        for name, doc in scripts.items():
+            print(f"  {name:<{width}}  {doc}")
+        print("run one with: topomodelx-attention bench <name> [args]  (<name> --help for its options)")
+        return 0
+    name = args.name[:-3] if args.name.endswith(".py") else args.name
+    if name not in scripts:
+        print(
+            f"topomodelx-attention bench: error: unknown benchmark {args.name!r}; available: "
+            f"{sorted(scripts)}",
+            file=sys.stderr,
+        )
+        return 2
+    command = [sys.executable, str(folder / f"{name}.py"), *args.args]
+    return subprocess.run(command, cwd=folder.parent, check=False).returncode
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``topomodelx-attention`` command."""
     parser = argparse.ArgumentParser(
@@ -68,6 +210,44 @@ def build_parser() -> argparse.ArgumentParser:
     lift.add_argument("--complex-dim", type=int, default=2, help="clique: highest simplex rank")
     lift.add_argument("--root", default=None, help="data folder (default: ~/.cache/...)")
     lift.set_defaults(func=_cmd_lift)
+
+    train = sub.add_parser(
+        "train",
+        help="train and evaluate a model on a benchmark data set (results table, curves)",
+        description=(
+            "Train a model with the benchmark harness (TopoBench protocol: TU data sets 50/25/25 "
+            "random splits per seed; GCB and ZINC their fixed split), test at the best validation "
+            "epoch, print the table. Trailing KEY=VALUE arguments are hydra overrides of the "
+            "packaged configs, e.g. model.params.hidden_channels=64 optimizer.lr=5e-4."
+        ),
+    )
+    train.add_argument("--dataset", default="MUTAG", help="MUTAG (bundled), PROTEINS, GCB, ZINC")
+    train.add_argument(
+        "--model", default="cellular_transformer", help="cellular_transformer, gin, cwn, sccnn"
+    )
+    train.add_argument("--max-epochs", type=int, default=None, help="epochs per seed")
+    train.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 1..5)")
+    train.add_argument("--data-dir", default=None, help="folder of the data set's files")
+    train.add_argument("--cache-dir", default=None, help="cache of lifted complexes")
+    train.add_argument("--output-dir", default=None, help="default outputs/<dataset>/<model>/<time>")
+    train.add_argument("--accelerator", default=None, help="cpu, gpu, auto (trainer.accelerator)")
+    train.add_argument("--devices", default=None, help="devices per node (trainer.devices)")
+    train.add_argument("--strategy", default=None, help="auto, ddp, ... (trainer.strategy)")
+    train.add_argument("--num-nodes", type=int, default=None, help="nodes (trainer.num_nodes)")
+    train.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
+    train.add_argument("overrides", nargs="*", help="hydra overrides KEY=VALUE")
+    train.set_defaults(func=_cmd_train)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run a speed benchmark script of the source checkout (benchmarks/<name>.py)",
+        description="Run benchmarks/<name>.py of a source checkout in a subprocess.",
+    )
+    bench.add_argument("--list", action="store_true", help="list the benchmark scripts")
+    bench.add_argument("--benchmarks-dir", default=None, help="the checkout's benchmarks/ folder")
+    bench.add_argument("name", nargs="?", help="benchmark name (e.g. lifting)")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    bench.set_defaults(func=_cmd_bench)
     return parser
 
 

@@ -1,0 +1,59 @@
+"""Composition of the packaged hydra configs."""
+
+import pytest
+
+from topomodelx_attention.harness.config import (
+    CONFIG_DIR,
+    available,
+    compose_config,
+    dataset_choice,
+    model_choice,
+)
+
+
+def test_configs_ship_inside_the_package():
+    assert (CONFIG_DIR / "train.yaml").is_file()
+    assert set(available("dataset")) >= {"MUTAG", "PROTEINS", "GCB", "ZINC"}
+    assert set(available("model")) >= {"cellular_transformer", "gin", "cwn", "sccnn"}
+
+
+def test_defaults_and_overrides():
+    cfg = compose_config()
+    assert cfg.dataset.name == "MUTAG" and cfg.model.name == "cellular_transformer"
+    assert list(cfg.seeds) == [1, 2, 3, 4, 5]
+    assert cfg.optimizer.name == "adamw" and cfg.optimizer.eps == 1e-8
+    assert cfg.trainer.gradient_clip_val == 5.0
+    cfg = compose_config(
+        ["trainer.max_epochs=7", "seeds=[3]", "model.params.hidden_channels=16", "trainer.devices=2",
+         "trainer.strategy=ddp"],
+        dataset="gcb", model="gin",
+    )
+    assert cfg.dataset.name == "GCB" and cfg.dataset.split.type == "fixed"
+    assert cfg.model.name == "gin" and cfg.model.params.hidden_channels == 16
+    assert cfg.trainer.max_epochs == 7 and list(cfg.seeds) == [3]
+    assert cfg.trainer.devices == 2 and cfg.trainer.strategy == "ddp"
+
+
+def test_group_override_syntax_works_too():
+    cfg = compose_config(["dataset=graph/ZINC", "model=simplicial/sccnn"])
+    assert cfg.dataset.task == "regression" and cfg.dataset.monitor_metric == "mae"
+    assert cfg.model.domain == "simplicial"
+
+
+def test_short_names():
+    assert dataset_choice("mutag") == "graph/MUTAG"
+    assert model_choice("cwn") == "cell/cwn"
+    assert model_choice("graph/gin") == "graph/gin"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dataset": "CORA"}, "unknown dataset 'CORA'"),
+        ({"model": "transformer9000"}, "unknown model 'transformer9000'"),
+        ({"overrides": ["trainer.max_epochs=[oops"]}, "invalid configuration override"),
+    ],
+)
+def test_unknown_names_raise(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        compose_config(**kwargs)

@@ -1,0 +1,65 @@
+"""TopoBench-ready exports: wrapper + backbone on a TopoBench-like batch, and the YAML targets."""
+
+import importlib
+
+import pytest
+import torch
+import yaml
+from torch_geometric.data import Data
+from torch_geometric.loader import DataLoader
+
+from topomodelx_attention.data.datasets import load_tu_dataset
+from topomodelx_attention.harness.config import CONFIG_DIR
+from topomodelx_attention.harness.topobench import (
+    CellularTransformerBackbone,
+    CellularTransformerWrapper,
+)
+from topomodelx_attention.transforms import CellCycleLifting
+
+
+def _topobench_like_batch(tmp_path, hidden):
+    """A plain PyG Data (not ComplexData) holding encoded x_r, batch_r and neighbourhoods."""
+    dataset = load_tu_dataset("MUTAG", root=tmp_path)
+    complexes = CellCycleLifting().lift_many([dataset[i] for i in range(4)])
+    batch = next(iter(DataLoader(complexes, batch_size=4)))
+    keys = ["y", "batch_0", "batch_1", "batch_2", "adjacency_0", "coadjacency_1",
+            "coadjacency_2", "incidence_1", "incidence_2"]
+    plain = Data(**{key: batch[key] for key in keys})
+    torch.manual_seed(0)
+    for rank in range(3):  # what TopoBench's AllCellFeatureEncoder produces
+        plain[f"x_{rank}"] = torch.randn(batch[f"x_{rank}"].shape[0], hidden)
+    plain["incidence_1"] = -plain["incidence_1"]  # signs must not matter
+    return plain, batch
+
+
+def test_wrapper_returns_topobench_model_out(tmp_path):
+    hidden = 8
+    plain, batch = _topobench_like_batch(tmp_path, hidden)
+    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2)
+    wrapper = CellularTransformerWrapper(backbone, out_channels=hidden, num_cell_dimensions=3)
+    out = wrapper(plain)
+    assert set(out) == {"labels", "batch_0", "x_0", "x_1", "x_2"}
+    assert torch.equal(out["labels"], plain.y)
+    for rank in range(3):
+        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
+        assert torch.isfinite(out[f"x_{rank}"]).all()
+    # residual connection + LayerNorm, as TopoBench's AbstractWrapper does
+    assert torch.allclose(out["x_0"].mean(-1), torch.zeros(out["x_0"].shape[0]), atol=1e-5)
+
+
+def test_topobench_yaml_targets_point_into_the_package():
+    path = CONFIG_DIR / "topobench" / "model" / "cell" / "tma_cellular_transformer.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    for section in ("backbone", "backbone_wrapper"):
+        module, _, name = cfg[section]["_target_"].rpartition(".")
+        assert module.startswith("topomodelx_attention.")
+        assert hasattr(importlib.import_module(module), name)
+    assert cfg["backbone_wrapper"]["_partial_"] is True
+
+
+def test_backbone_rejects_batches_without_cell_batch_vectors(tmp_path):
+    plain, _ = _topobench_like_batch(tmp_path, 8)
+    del plain["batch_1"]
+    backbone = CellularTransformerBackbone(8, 8, n_layers=1, heads=2)
+    with pytest.raises(ValueError, match="batch_1"):
+        backbone(plain)

@@ -1,0 +1,57 @@
+"""Benchmark harness in TopoBench's conventions (needs the ``train`` extra).
+
+* :mod:`~.config` — the packaged hydra YAML files and :func:`compose_config`;
+* :mod:`~.datasets` — cached lifting + PE of MUTAG, PROTEINS, GCB, ZINC-12k and their splits;
+* :mod:`~.models` — the model registry (Cellular Transformer, GIN, CWN, SCCNN);
+* :mod:`~.training` — the Lightning module and :func:`run_experiment`;
+* :mod:`~.results` — result tables and learning curves;
+* :mod:`~.topobench` — wrapper and backbone for running our models inside TopoBench.
+
+Example
+-------
+>>> from topomodelx_attention.harness import compose_config, run_experiment
+>>> cfg = compose_config(["trainer.max_epochs=5", "seeds=[1]"], dataset="MUTAG", model="gin")
+>>> result = run_experiment(cfg)  # doctest: +SKIP
+"""
+
+from topomodelx_attention.harness.config import (
+    CONFIG_DIR,
+    available,
+    compose_config,
+    dataset_choice,
+    model_choice,
+)
+from topomodelx_attention.harness.datasets import (
+    ComplexDataset,
+    DatasetInfo,
+    PreparedDataset,
+    prepare_dataset,
+    random_split,
+)
+from topomodelx_attention.harness.models import MODELS, build_model, register_model
+from topomodelx_attention.harness.training import (
+    ExperimentResult,
+    GraphTaskModule,
+    SeedResult,
+    run_experiment,
+)
+
+__all__ = [
+    "CONFIG_DIR",
+    "MODELS",
+    "ComplexDataset",
+    "DatasetInfo",
+    "ExperimentResult",
+    "GraphTaskModule",
+    "PreparedDataset",
+    "SeedResult",
+    "available",
+    "build_model",
+    "compose_config",
+    "dataset_choice",
+    "model_choice",
+    "prepare_dataset",
+    "random_split",
+    "register_model",
+    "run_experiment",
+]

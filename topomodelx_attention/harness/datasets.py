@@ -1,0 +1,558 @@
+"""Benchmark data sets as lists of lifted complexes: loading, cached lifting + PE, splits.
+
+:func:`prepare_dataset` reads the graphs of a data set (TU, GCB or ZINC-12k), lifts them with
+the model's lifting (``lift_many``) and applies its positional encoding, with a progress bar;
+the result is stored under ``<cache_dir>/processed/<NAME>/<key>.pt`` where ``key`` hashes the
+data set's reading options and the lifting/PE configurations, so a second run with the same
+configuration reads the cache and different configurations never collide.
+
+Protocol (as TopoBench): TU data sets use random 50/25/25 splits drawn per seed
+(:func:`random_split`); GCB and ZINC-12k keep the split of their files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import Dataset
+from torch_geometric.data import Data
+from tqdm import tqdm
+
+from topomodelx_attention.data import ComplexData
+from topomodelx_attention.data.benchmark_graphs import SPLITS, read_gcb, read_zinc12k
+from topomodelx_attention.data.datasets import EMBEDDED_DATASETS, default_root, load_tu_dataset
+
+__all__ = [
+    "CACHE_VERSION",
+    "LOADERS",
+    "ComplexDataset",
+    "DatasetInfo",
+    "PreparedDataset",
+    "cache_key",
+    "instantiate_transform",
+    "load_graphs",
+    "prepare_dataset",
+    "process_graphs",
+    "prune_keys",
+    "random_split",
+    "resolve_cache_dir",
+]
+
+CACHE_VERSION = 1
+"""Bumped when the processed format changes (part of the cache key)."""
+
+LOADERS = ("tu", "gcb", "zinc")
+"""Data set readers known to :func:`load_graphs`."""
+
+_ALWAYS_KEPT = ("y", "shape", "num_nodes")
+
+
+class ComplexDataset(Dataset):
+    """A list of :class:`~topomodelx_attention.data.ComplexData` as a PyTorch data set.
+
+    Parameters
+    ----------
+    complexes : sequence of ComplexData
+        The complexes.
+    """
+
+    def __init__(self, complexes: Sequence[ComplexData]) -> None:
+        self.complexes = list(complexes)
+
+    def __len__(self) -> int:
+        return len(self.complexes)
+
+    def __getitem__(self, index: int) -> ComplexData:
+        return self.complexes[index]
+
+
+@dataclass
+class DatasetInfo:
+    """What models need to know about a prepared data set.
+
+    Attributes
+    ----------
+    name : str
+        Data set name.
+    task : {"classification", "regression"}
+        Learning task.
+    out_channels : int
+        Classes (classification) or targets (regression).
+    in_channels : list of int
+        Feature columns of ``x_r`` per rank.
+    categorical : list of (list of int or None)
+        Per rank: categories of integer feature columns, or ``None`` for float features.
+    pe_channels : int or None
+        Width of ``pe_r`` (``None`` without positional encoding).
+    metric : str
+        Monitored metric (``"accuracy"`` or ``"mae"``).
+    """
+
+    name: str
+    task: str
+    out_channels: int
+    in_channels: list[int]
+    categorical: list[list[int] | None]
+    pe_channels: int | None
+    metric: str
+
+    @property
+    def max_rank(self) -> int:
+        """Highest rank of the complexes."""
+        return len(self.in_channels) - 1
+
+    @property
+    def mode(self) -> str:
+        """``"max"`` when a larger monitored metric is better, else ``"min"``."""
+        return "min" if self.metric in ("mae", "mse", "rmse") else "max"
+
+
+@dataclass
+class PreparedDataset:
+    """Lifted complexes and their split protocol.
+
+    Attributes
+    ----------
+    info : DatasetInfo
+        Shapes and task.
+    complexes : list of ComplexData
+        All complexes (random splits) — or the concatenation of the fixed splits.
+    fixed_split : dict of str to numpy.ndarray or None
+        Indices of the file's own ``train``/``val``/``test`` split, or ``None`` for random splits.
+    split_props : tuple of float
+        ``(train, val)`` proportions of random splits.
+    cache_file : pathlib.Path or None
+        Where the processed complexes are cached.
+    """
+
+    info: DatasetInfo
+    complexes: list[ComplexData]
+    fixed_split: dict[str, np.ndarray] | None = None
+    split_props: tuple[float, float] = (0.5, 0.25)
+    cache_file: Path | None = None
+
+    def split(self, seed: int) -> tuple[ComplexDataset, ComplexDataset, ComplexDataset]:
+        """Return the train, validation and test sets of one seed.
+
+        Parameters
+        ----------
+        seed : int
+            Data seed of random splits (ignored by fixed splits).
+
+        Returns
+        -------
+        tuple of ComplexDataset
+            ``(train, val, test)``.
+        """
+        if self.fixed_split is not None:
+            parts = [self.fixed_split[name] for name in SPLITS]
+        else:
+            parts = random_split(len(self.complexes), seed, *self.split_props)
+        return tuple(ComplexDataset([self.complexes[int(i)] for i in idx]) for idx in parts)
+
+
+def random_split(
+    n: int, seed: int, train_prop: float = 0.5, val_prop: float = 0.25
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random train/validation/test indices (TopoBench's ``random`` split, 50/25/25 by default).
+
+    Parameters
+    ----------
+    n : int
+        Number of items.
+    seed : int
+        Seed of the permutation (the same seed gives the same split).
+    train_prop, val_prop : float
+        Proportions of the training and validation sets; the test set gets the rest.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        Disjoint, sorted index arrays ``(train, val, test)`` covering ``0..n-1``.
+    """
+    if not (0 < train_prop < 1 and 0 <= val_prop < 1 and train_prop + val_prop < 1):
+        raise ValueError(
+            f"train_prop and val_prop must be in (0, 1) with a positive remainder for the test "
+            f"set, got {train_prop}, {val_prop}"
+        )
+    permutation = np.random.default_rng(int(seed)).permutation(int(n))
+    n_train = round(train_prop * n)
+    n_val = round(val_prop * n)
+    return (
+        np.sort(permutation[:n_train]),
+        np.sort(permutation[n_train : n_train + n_val]),
+        np.sort(permutation[n_train + n_val :]),
+    )
+
+
+def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
+    """Cache folder: the given one, else ``$TOPOMODELX_ATTENTION_DATA`` or ``~/.cache/...``."""
+    return Path(cache_dir).expanduser() if cache_dir else default_root()
+
+
+def instantiate_transform(spec: Any, **extra: Any) -> Any:
+    """Build a lifting or PE from a ``{_target_: ..., **kwargs}`` config (``None`` stays ``None``).
+
+    Parameters
+    ----------
+    spec : mapping or None
+        Hydra-style spec.
+    **extra
+        Additional keyword arguments (e.g. the data set's ``lifting_kwargs``).
+
+    Returns
+    -------
+    object or None
+        The transform.
+    """
+    if spec is None:
+        return None
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    spec = OmegaConf.create(_plain(spec))
+    if "_target_" not in spec:
+        raise ValueError(f"a transform config needs a _target_ (a class path), got {_plain(spec)}")
+    try:
+        return instantiate(spec, **extra)
+    except InstantiationException as error:
+        raise ValueError(f"cannot build {spec._target_}: {error}") from error
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, DictConfig) or OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# reading graphs
+# ----------------------------------------------------------------------------------------------
+def _find_tu_raw(name: str, data_dir: Path) -> Path:
+    for candidate in (data_dir / name / "raw", data_dir / "raw", data_dir):
+        if (candidate / f"{name}_A.txt").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"TU raw files of {name} not found: expected {data_dir / name / 'raw' / f'{name}_A.txt'} "
+        f"(and {name}_graph_indicator.txt, {name}_graph_labels.txt, ...). Download {name}.zip "
+        "from https://chrsmrrs.github.io/datasets/ (TUDataset) and unpack it under data_dir, or "
+        "leave data_dir unset to let PyG download it (needs internet)."
+    )
+
+
+def _load_tu(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
+    name = str(cfg["name"])
+    root = cache_dir / "tu"
+    data_dir = cfg.get("data_dir")
+    if data_dir and name not in EMBEDDED_DATASETS:
+        source = _find_tu_raw(name, Path(data_dir).expanduser())
+        raw = root / name / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        for file in source.iterdir():
+            wanted = file.name.startswith(f"{name}_") or file.name == "README.txt"
+            if file.is_file() and wanted and not (raw / file.name).exists():
+                shutil.copyfile(file, raw / file.name)
+    try:
+        dataset = load_tu_dataset(name, root=root)
+    except Exception as error:  # PyG's download: URLError, HTTPError, ... when offline
+        if (root / name / "raw" / f"{name}_A.txt").exists():
+            raise
+        raise FileNotFoundError(
+            f"TU data set {name} is not in the cache ({root / name / 'raw'}) and could not be "
+            f"downloaded ({type(error).__name__}: {error}). Pass data_dir=<folder with "
+            f"{name}/raw/{name}_A.txt ...> (command line: --data-dir DIR)."
+        ) from error
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> list[Data] | dict[str, list[Data]]:
+    """Read the graphs of a data set config (``dataset/graph/<NAME>.yaml``).
+
+    Parameters
+    ----------
+    cfg : mapping
+        The ``dataset`` config: ``name``, ``loader`` (``tu``/``gcb``/``zinc``), ``data_dir``,
+        ``file`` (GCB), ``target`` (ZINC), ``max_graphs``, ``subset``.
+    cache_dir : path-like, optional
+        Cache folder (TU raw files are copied there).
+
+    Returns
+    -------
+    list of Data or dict of str to list of Data
+        All graphs (random splits), or ``{"train", "val", "test"}`` (fixed splits).
+    """
+    cfg = _plain(cfg)
+    loader = cfg.get("loader")
+    if loader not in LOADERS:
+        raise ValueError(f"dataset.loader must be one of {LOADERS}, got {loader!r}")
+    cache = resolve_cache_dir(cache_dir)
+    data_dir = cfg.get("data_dir")
+    if loader == "tu":
+        graphs: list[Data] | dict[str, list[Data]] = _load_tu(cfg, cache)
+    elif data_dir is None:
+        needed = cfg.get("file", "hard_small.npz") if loader == "gcb" else (
+            "smiles_score.csv and indexes_train_val_test.csv"
+        )
+        raise FileNotFoundError(
+            f"data set {cfg['name']} is not bundled: set dataset.data_dir (command line: "
+            f"--data-dir DIR) to the folder holding {needed} (benchmarks/README.md says where to "
+            "get it)"
+        )
+    elif loader == "gcb":
+        graphs = read_gcb(Path(data_dir).expanduser() / cfg.get("file", "hard_small.npz"))
+    else:
+        graphs = read_zinc12k(Path(data_dir).expanduser(), cfg.get("subset"), cfg.get("target", "score"))
+    max_graphs = cfg.get("max_graphs")
+    if max_graphs is not None:
+        if isinstance(graphs, dict):
+            graphs = {k: v[: int(max_graphs)] for k, v in graphs.items()}
+        else:
+            graphs = graphs[: int(max_graphs)]
+    subset = cfg.get("subset")
+    if subset and isinstance(graphs, dict):
+        graphs = {k: v if subset.get(k) is None else v[: int(subset[k])] for k, v in graphs.items()}
+    return graphs
+
+
+# ----------------------------------------------------------------------------------------------
+# lifting + PE with a cache
+# ----------------------------------------------------------------------------------------------
+def process_graphs(
+    graphs: Sequence[Data], lifting: Any, pe: Any = None, desc: str = "lifting", chunk_size: int = 256
+) -> list[ComplexData]:
+    """Lift graphs (``lifting.lift_many`` in chunks) and apply a PE, with a progress bar.
+
+    Parameters
+    ----------
+    graphs : sequence of torch_geometric.data.Data
+        Input graphs.
+    lifting : transform
+        A lifting with ``lift_many`` (or a plain per-graph transform).
+    pe : transform, optional
+        Positional encoding applied to every complex.
+    desc : str, default="lifting"
+        Progress bar label.
+    chunk_size : int, default=256
+        Graphs per ``lift_many`` call.
+
+    Returns
+    -------
+    list of ComplexData
+        One complex per graph.
+    """
+    out: list[ComplexData] = []
+    total = len(graphs) * (2 if pe is not None else 1)
+    with tqdm(total=total, desc=desc, unit="graph", leave=False) as bar:
+        for start in range(0, len(graphs), chunk_size):
+            chunk = list(graphs[start : start + chunk_size])
+            lifted = lifting.lift_many(chunk) if hasattr(lifting, "lift_many") else [lifting(g) for g in chunk]
+            out.extend(lifted)
+            bar.update(len(chunk))
+        if pe is not None:
+            bar.set_description(f"{desc}: {pe!r}")
+            for i, complex_ in enumerate(out):
+                out[i] = pe(complex_)
+                bar.update(1)
+    return out
+
+
+def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lifting: Any = None, pe: Any = None) -> str:
+    """Hash of everything that determines the processed complexes.
+
+    Parameters
+    ----------
+    dataset_cfg : mapping
+        ``dataset`` config (reading options: name, loader, file, target, subset, max_graphs,
+        lifting_kwargs).
+    lifting_cfg, pe_cfg : mapping or None
+        Lifting and PE configs.
+    lifting, pe : object, optional
+        The instantiated transforms (their ``repr`` is hashed too).
+
+    Returns
+    -------
+    str
+        Hex digest (first 16 characters).
+    """
+    dataset_cfg = _plain(dataset_cfg)
+    reading = {
+        key: dataset_cfg.get(key)
+        for key in ("name", "loader", "file", "target", "subset", "max_graphs", "lifting_kwargs")
+    }
+    payload = {
+        "version": CACHE_VERSION,
+        "dataset": reading,
+        "lifting": _plain(lifting_cfg),
+        "pe": _plain(pe_cfg),
+        "lifting_repr": repr(lifting) if lifting is not None else None,
+        "pe_repr": repr(pe) if pe is not None else None,
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(handle)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: Any) -> DatasetInfo:
+    if not complexes:
+        raise ValueError(f"data set {cfg['name']} has no graphs")
+    first = complexes[0]
+    max_rank = first.max_rank
+    in_channels = []
+    for rank in range(max_rank + 1):
+        key = f"x_{rank}"
+        if key not in first:
+            raise ValueError(f"the lifted complexes have no {key}: the lifting must lift features")
+        in_channels.append(int(first[key].shape[1]))
+    categorical = list(cfg.get("categorical") or [])
+    categorical = (categorical + [None] * (max_rank + 1))[: max_rank + 1]
+    for rank, cards in enumerate(categorical):
+        is_integer = not first[f"x_{rank}"].is_floating_point()
+        if is_integer and cards is None:
+            raise ValueError(
+                f"x_{rank} of {cfg['name']} holds integer codes: set dataset.categorical[{rank}] "
+                "to the number of categories of each column"
+            )
+        if not is_integer:
+            categorical[rank] = None
+    task = cfg.get("task", "classification")
+    if task not in ("classification", "regression"):
+        raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
+    metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
+    if metric not in ("accuracy", "mae"):
+        raise ValueError(f"dataset.monitor_metric must be 'accuracy' or 'mae', got {metric!r}")
+    pe_channels = None
+    if pe is not None:
+        pe_channels = getattr(pe, "dim", None)
+        if pe_channels is None:
+            if "pe_0" not in first:
+                raise ValueError(f"the positional encoding {pe!r} wrote no pe_0")
+            pe_channels = first["pe_0"].shape[1]
+    return DatasetInfo(
+        name=str(cfg["name"]),
+        task=task,
+        out_channels=int(cfg.get("num_classes", 1)),
+        in_channels=in_channels,
+        categorical=[None if c is None else [int(v) for v in c] for c in categorical],
+        pe_channels=None if pe_channels is None else int(pe_channels),
+        metric=metric,
+    )
+
+
+def prepare_dataset(
+    dataset_cfg: Mapping[str, Any],
+    lifting_cfg: Any,
+    pe_cfg: Any = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+) -> PreparedDataset:
+    """Read, lift and encode a data set, or load it from the cache.
+
+    Parameters
+    ----------
+    dataset_cfg : mapping
+        ``dataset`` config.
+    lifting_cfg : mapping
+        Lifting spec (``_target_`` and arguments); the data set's ``lifting_kwargs`` are added.
+    pe_cfg : mapping, optional
+        Positional encoding spec.
+    cache_dir : path-like, optional
+        Cache folder (see :func:`resolve_cache_dir`).
+    use_cache : bool, default=True
+        Read and write ``<cache_dir>/processed/<NAME>/<key>.pt``.
+
+    Returns
+    -------
+    PreparedDataset
+        Complexes, info and split protocol.
+    """
+    dataset_cfg = _plain(dataset_cfg)
+    lifting = instantiate_transform(lifting_cfg, **(dataset_cfg.get("lifting_kwargs") or {}))
+    if lifting is None:
+        raise ValueError("model.lifting is required (a graph → complex lifting)")
+    pe = instantiate_transform(pe_cfg)
+    cache = resolve_cache_dir(cache_dir)
+    key = cache_key(dataset_cfg, lifting_cfg, pe_cfg, lifting, pe)
+    cache_file = cache / "processed" / str(dataset_cfg["name"]) / f"{key}.pt"
+    split_cfg = dataset_cfg.get("split") or {}
+    payload = None
+    if use_cache and cache_file.is_file():
+        payload = torch.load(cache_file, weights_only=False)
+    if payload is None:
+        payload = _process(dataset_cfg, lifting, pe, cache)
+        if use_cache:
+            _save_atomic(payload, cache_file)
+            description = {
+                "dataset": dataset_cfg, "lifting": _plain(lifting_cfg), "pe": _plain(pe_cfg),
+                "lifting_repr": repr(lifting), "pe_repr": repr(pe),
+            }
+            cache_file.with_suffix(".json").write_text(json.dumps(description, indent=2, default=str))
+    complexes = payload["complexes"]
+    fixed = payload.get("split")
+    if fixed is None and split_cfg.get("type", "random") == "fixed":
+        raise ValueError(f"dataset.split.type=fixed but {dataset_cfg['name']} has no split of its own")
+    if fixed is not None and split_cfg.get("type", "fixed") == "random":
+        fixed = None  # a random split over the union of the file's splits
+    info = _infer_info(dataset_cfg, complexes, pe)
+    return PreparedDataset(
+        info=info,
+        complexes=complexes,
+        fixed_split=None if fixed is None else {k: np.asarray(v) for k, v in fixed.items()},
+        split_props=(float(split_cfg.get("train_prop", 0.5)), float(split_cfg.get("val_prop", 0.25))),
+        cache_file=cache_file if use_cache else None,
+    )
+
+
+def _process(dataset_cfg: Mapping[str, Any], lifting: Any, pe: Any, cache: Path) -> dict[str, Any]:
+    """Read and lift (no cache). Returns ``{"complexes": [...], "split": {...} or None}``."""
+    graphs = load_graphs(dataset_cfg, cache)
+    name = str(dataset_cfg["name"])
+    if isinstance(graphs, dict):
+        complexes, split, offset = [], {}, 0
+        for part in SPLITS:
+            lifted = process_graphs(graphs[part], lifting, pe, desc=f"{name} {part}")
+            split[part] = np.arange(offset, offset + len(lifted))
+            offset += len(lifted)
+            complexes.extend(lifted)
+        return {"complexes": complexes, "split": split}
+    return {"complexes": process_graphs(graphs, lifting, pe, desc=name), "split": None}
+
+
+def prune_keys(complexes: Iterable[ComplexData], keep: Iterable[str]) -> None:
+    """Delete, in place, every key a model does not read (batching gets much faster).
+
+    ``y``, ``shape`` and ``num_nodes`` are always kept.
+
+    Parameters
+    ----------
+    complexes : iterable of ComplexData
+        Complexes to prune.
+    keep : iterable of str
+        Keys to keep.
+    """
+    keep = set(keep) | set(_ALWAYS_KEPT)
+    for complex_ in complexes:
+        for key in list(complex_.keys()):
+            if key not in keep:
+                del complex_[key]
