@@ -27,17 +27,16 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.harness.datasets import DatasetInfo
+from topomodelx_attention.nn.common import FeatureEncoder, ReadoutMLP
 
 __all__ = [
     "MODELS",
     "CWNBaseline",
-    "FeatureEncoder",
     "GINBaseline",
     "ModelSpec",
     "SCCNNBaseline",
     "build_model",
     "get_spec",
-    "readout_mlp",
     "register_model",
 ]
 
@@ -152,82 +151,6 @@ def num_complexes(batch: Any) -> int:
     return 1
 
 
-class FeatureEncoder(nn.Module):
-    """Embed the features of one rank: a linear map, or summed embeddings of categorical codes.
-
-    Parameters
-    ----------
-    in_channels : int
-        Feature columns.
-    out_channels : int
-        Output width.
-    cardinalities : sequence of int, optional
-        Categories per column (then the input is a long tensor of codes).
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, cardinalities: Sequence[int] | None = None) -> None:
-        super().__init__()
-        self.cardinalities = None if cardinalities is None else [int(c) for c in cardinalities]
-        if self.cardinalities is not None:
-            if len(self.cardinalities) != int(in_channels):
-                raise ValueError(f"{len(self.cardinalities)} cardinalities for {in_channels} columns")
-            self.embeddings = nn.ModuleList(nn.Embedding(c, out_channels) for c in self.cardinalities)
-            self.linear = None
-        else:
-            self.embeddings = None
-            self.linear = nn.Linear(int(in_channels), out_channels)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """Encode.
-
-        Parameters
-        ----------
-        x : torch.Tensor, shape = (n, in_channels)
-            Float features or long codes.
-
-        Returns
-        -------
-        torch.Tensor, shape = (n, out_channels)
-            Embedded features.
-        """
-        if self.embeddings is None:
-            if not x.is_floating_point():
-                raise TypeError("integer features need cardinalities (dataset.categorical)")
-            return self.linear(x)
-        if x.is_floating_point():
-            raise TypeError("categorical features must be long codes")
-        return sum(table(x[:, j]) for j, table in enumerate(self.embeddings))
-
-
-def readout_mlp(in_channels: int, out_channels: int, hidden_layers: int = 1, dropout: float = 0.0) -> nn.Sequential:
-    """MLP whose hidden widths halve (the Cellular Transformer's readout, used by every model).
-
-    Parameters
-    ----------
-    in_channels : int
-        Input width.
-    out_channels : int
-        Output width.
-    hidden_layers : int, default=1
-        Hidden layers.
-    dropout : float, default=0.0
-        Dropout after each hidden activation.
-
-    Returns
-    -------
-    torch.nn.Sequential
-        The MLP.
-    """
-    layers: list[nn.Module] = []
-    width = int(in_channels)
-    for _ in range(int(hidden_layers)):
-        nxt = max(width // 2, 1)
-        layers += [nn.Linear(width, nxt), nn.ReLU(), nn.Dropout(dropout)]
-        width = nxt
-    layers.append(nn.Linear(width, out_channels))
-    return nn.Sequential(*layers)
-
-
 def _pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
     out = x.new_zeros((size, x.shape[1])).index_add_(0, index, x)
     if how == "mean":
@@ -310,7 +233,7 @@ class GINBaseline(nn.Module):
         self.pooling = pooling
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
         self.gin = GIN(hidden_channels, hidden_channels, int(n_layers), dropout=dropout)
-        self.readout = readout_mlp(hidden_channels, info.out_channels, readout_layers, dropout)
+        self.readout = ReadoutMLP(hidden_channels, info.out_channels, readout_layers, dropout)
 
     def forward(self, batch: Any) -> Tensor:
         """Predict.
@@ -377,7 +300,7 @@ class CWNBaseline(nn.Module):
         self.encoders = _encoders(info, h, range(3))
         self.cwn = CWN(h, h, h, h, int(n_layers))
         self.dropout = nn.Dropout(dropout)
-        self.readout = readout_mlp(h, info.out_channels, readout_layers, dropout)
+        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
 
     def forward(self, batch: Any) -> Tensor:
         """Predict.
@@ -467,7 +390,7 @@ class SCCNNBaseline(nn.Module):
         self.encoders = _encoders(info, h, range(3))
         self.sccnn = SCCNN((h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(n_layers))
         self.dropout = nn.Dropout(dropout)
-        self.readout = readout_mlp(h, info.out_channels, readout_layers, dropout)
+        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
 
     def forward(self, batch: Any) -> Tensor:
         """Predict.

@@ -1,10 +1,6 @@
 """Cellular Transformer (Ballester et al.): pairwise and general cellular attention."""
 
-from topomodelx_attention.nn.cell.cellular_transformer import (
-    CellEncoder,
-    CellularTransformer,
-    ReadoutMLP,
-)
+from topomodelx_attention.nn.cell.cellular_transformer import CellEncoder, CellularTransformer
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
     CellularTransformerLayer,
@@ -17,7 +13,6 @@ __all__ = [
     "CellEncoder",
     "CellularTransformer",
     "CellularTransformerLayer",
-    "ReadoutMLP",
     "default_tensor_diagram",
     "parse_tensor_diagram",
 ]

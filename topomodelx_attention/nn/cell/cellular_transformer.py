@@ -14,8 +14,9 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellularTransformerLayer,
     parse_tensor_diagram,
 )
+from topomodelx_attention.nn.common import FeatureEncoder, ReadoutMLP
 
-__all__ = ["CellEncoder", "CellularTransformer", "ReadoutMLP"]
+__all__ = ["CellEncoder", "CellularTransformer"]
 
 PE_COMBINATIONS = ("concat", "sum")
 POOLINGS = ("sum", "mean")
@@ -24,8 +25,8 @@ POOLINGS = ("sum", "mean")
 class CellEncoder(nn.Module):
     """Embed the features of one rank and combine them with its positional encoding (Eq. 4).
 
-    Continuous features go through a linear map, categorical ones (long tensors, one column per
-    categorical variable) through one embedding table per column, summed. With a positional
+    Features go through a :class:`~topomodelx_attention.nn.common.FeatureEncoder` (linear map,
+    or summed embeddings of categorical codes). With a positional
     encoding ``E``: ``ConcatPE = Concat(X, E) θ + b`` or ``SumPE = X θ_x + b_x + E θ_pe + b_pe``.
 
     Parameters
@@ -51,61 +52,17 @@ class CellEncoder(nn.Module):
         pe_combination: str = "concat",
     ) -> None:
         super().__init__()
-        if int(in_channels) < 1 or int(out_channels) < 1:
-            raise ValueError(f"in_channels and out_channels must be positive, got {in_channels}, {out_channels}")
         if pe_combination not in PE_COMBINATIONS:
             raise ValueError(f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}")
         self.in_channels = int(in_channels)
         self.out_channels = int(out_channels)
         self.pe_channels = None if pe_channels is None else int(pe_channels)
         self.pe_combination = pe_combination
-        self.cardinalities = None if cardinalities is None else [int(c) for c in cardinalities]
-        if self.cardinalities is not None:
-            if len(self.cardinalities) != self.in_channels:
-                raise ValueError(
-                    f"{len(self.cardinalities)} cardinalities for {self.in_channels} categorical columns"
-                )
-            self.embeddings = nn.ModuleList(nn.Embedding(c, out_channels) for c in self.cardinalities)
-            self.linear = None
-        else:
-            self.embeddings = None
-            self.linear = nn.Linear(in_channels, out_channels)
+        self.features = FeatureEncoder(in_channels, out_channels, cardinalities, "cell features")
         self.pe_linear = None
         if self.pe_channels is not None:
             width = out_channels + self.pe_channels if pe_combination == "concat" else self.pe_channels
             self.pe_linear = nn.Linear(width, out_channels)
-
-    def embed(self, x: Tensor) -> Tensor:
-        """Embed the raw features (before the PE).
-
-        Parameters
-        ----------
-        x : torch.Tensor, shape = (n, in_channels)
-            Float features, or long codes for categorical features.
-
-        Returns
-        -------
-        torch.Tensor, shape = (n, out_channels)
-            Embedded features.
-        """
-        if x.dim() != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected features of shape (n, {self.in_channels}), got {tuple(x.shape)}")
-        if self.embeddings is not None:
-            if x.is_floating_point():
-                raise TypeError("categorical features must be integer codes (long tensor)")
-            out = []
-            for j, table in enumerate(self.embeddings):
-                col = x[:, j]
-                if col.numel() and (int(col.min()) < 0 or int(col.max()) >= table.num_embeddings):
-                    raise ValueError(f"categorical column {j} has codes outside [0, {table.num_embeddings})")
-                out.append(table(col))
-            return torch.stack(out).sum(0)
-        if not x.is_floating_point():
-            raise TypeError(
-                "integer features need `cardinalities` (categorical embedding); got no cardinalities "
-                "for this rank — pass categorical=[...] to the model or cast the features to float"
-            )
-        return self.linear(x)
 
     def forward(self, x: Tensor, pe: Tensor | None = None) -> Tensor:
         """Embed features and combine the positional encoding.
@@ -122,7 +79,7 @@ class CellEncoder(nn.Module):
         torch.Tensor, shape = (n, out_channels)
             ``X^1`` of the first layer.
         """
-        h = self.embed(x)
+        h = self.features(x)
         if self.pe_linear is None:
             if pe is not None:
                 raise ValueError("the data carries a positional encoding but the model has pe_channels=None")
@@ -135,32 +92,6 @@ class CellEncoder(nn.Module):
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
         return h + self.pe_linear(pe)
-
-
-class ReadoutMLP(nn.Sequential):
-    """Fully connected readout whose hidden widths halve (Appendix A, "Training details").
-
-    Parameters
-    ----------
-    in_channels : int
-        Input width (the transformer width).
-    out_channels : int
-        Output width.
-    hidden_layers : int, default=1
-        Number of hidden layers (Table 3: 1–3); widths ``in/2, in/4, ...``.
-    dropout : float, default=0.0
-        Dropout after each hidden activation.
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, hidden_layers: int = 1, dropout: float = 0.0) -> None:
-        layers: list[nn.Module] = []
-        width = int(in_channels)
-        for _ in range(int(hidden_layers)):
-            nxt = max(width // 2, 1)
-            layers += [nn.Linear(width, nxt), nn.ReLU(), nn.Dropout(dropout)]
-            width = nxt
-        layers.append(nn.Linear(width, out_channels))
-        super().__init__(*layers)
 
 
 class CellularTransformer(nn.Module):

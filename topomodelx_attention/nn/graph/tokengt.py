@@ -59,6 +59,7 @@ from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout, scatter_sum
+from topomodelx_attention.nn.common import FeatureEncoder
 from topomodelx_attention.nn.graph.tokengt_layer import ATTENTIONS, TokenGTEncoder
 
 __all__ = [
@@ -155,58 +156,6 @@ def _non_negative_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return value
-
-
-# ----------------------------------------------------------------------------------------------
-# feature encoder
-# ----------------------------------------------------------------------------------------------
-class _FeatureEncoder(nn.Module):
-    """``W_x X``: a linear map of float features or a sum of embeddings of categorical codes."""
-
-    def __init__(
-        self, in_channels: int, out_channels: int, cardinalities: Sequence[int] | None, name: str
-    ) -> None:
-        super().__init__()
-        self.in_channels = in_channels
-        self.name = name
-        if cardinalities is not None:
-            cardinalities = [int(c) for c in cardinalities]
-            if len(cardinalities) != in_channels or any(c < 1 for c in cardinalities):
-                raise ValueError(
-                    f"{name}: give one positive cardinality per categorical column "
-                    f"({in_channels}), got {cardinalities}"
-                )
-            self.embeddings = nn.ModuleList(nn.Embedding(c, out_channels) for c in cardinalities)
-            self.linear = None
-        else:
-            self.embeddings = None
-            self.linear = nn.Linear(in_channels, out_channels)
-
-    def forward(self, x: Tensor, dtype: torch.dtype) -> Tensor:
-        if x.dim() == 1:
-            x = x.unsqueeze(-1)
-        if x.dim() != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"{self.name} must have shape (n, {self.in_channels}), got {tuple(x.shape)}"
-            )
-        if self.embeddings is None:
-            if not x.is_floating_point():
-                raise TypeError(
-                    f"{self.name} are integer codes: give their cardinalities to the model "
-                    "(categorical embedding) or cast them to float"
-                )
-            return self.linear(x.to(dtype))
-        if x.is_floating_point():
-            raise TypeError(f"{self.name} must be integer codes for categorical embeddings")
-        out = None
-        for j, table in enumerate(self.embeddings):
-            column = x[:, j]
-            if column.numel() and (int(column.min()) < 0 or int(column.max()) >= len(table.weight)):
-                raise ValueError(
-                    f"{self.name} column {j} has codes outside [0, {len(table.weight)})"
-                )
-            out = table(column) if out is None else out + table(column)
-        return out.to(dtype)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,12 +269,12 @@ class TokenGTTokenizer(nn.Module):
         self.hidden_channels = hidden_channels
         self.edge_tokens = edge_tokens
         self.node_encoder = (
-            _FeatureEncoder(in_channels, hidden_channels, node_cardinalities, "node features x")
+            FeatureEncoder(in_channels, hidden_channels, node_cardinalities, "node features x")
             if in_channels > 0
             else None
         )
         self.edge_encoder = (
-            _FeatureEncoder(edge_channels, hidden_channels, edge_cardinalities, "edge_attr")
+            FeatureEncoder(edge_channels, hidden_channels, edge_cardinalities, "edge_attr")
             if edge_channels > 0
             else None
         )
@@ -979,7 +928,7 @@ class OrderKTokenGT(_TokenModel):
         self.id_pooling = id_pooling
         self.encoders = nn.ModuleDict(
             {
-                str(r): _FeatureEncoder(c, hidden_channels, cards, f"x_{r}")
+                str(r): FeatureEncoder(c, hidden_channels, cards, f"x_{r}")
                 for r, (c, cards) in enumerate(zip(in_channels, categorical))
                 if c > 0
             }

@@ -1,0 +1,121 @@
+"""Input encoders and readout heads shared by every model family and the harness baselines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["FeatureEncoder", "ReadoutMLP"]
+
+
+class FeatureEncoder(nn.Module):
+    """Embed one set of features: a linear map, or summed embeddings of categorical codes.
+
+    Continuous features (float) go through ``nn.Linear``; categorical features (a long tensor,
+    one column per categorical variable) through one ``nn.Embedding`` table per column, summed.
+
+    Parameters
+    ----------
+    in_channels : int
+        Feature columns.
+    out_channels : int
+        Output width.
+    cardinalities : sequence of int, optional
+        Categories per column; then the input must hold integer codes in ``[0, cardinality)``.
+    name : str, default="features"
+        Name used in error messages (e.g. ``"x_1"``).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        cardinalities: Sequence[int] | None = None,
+        name: str = "features",
+    ) -> None:
+        super().__init__()
+        if int(in_channels) < 1 or int(out_channels) < 1:
+            raise ValueError(
+                f"{name}: in_channels and out_channels must be positive, got {in_channels}, {out_channels}"
+            )
+        self.in_channels = int(in_channels)
+        self.out_channels = int(out_channels)
+        self.name = name
+        self.cardinalities = None if cardinalities is None else [int(c) for c in cardinalities]
+        if self.cardinalities is not None:
+            if len(self.cardinalities) != self.in_channels or any(c < 1 for c in self.cardinalities):
+                raise ValueError(
+                    f"{name}: give one positive cardinality per categorical column "
+                    f"({self.in_channels}), got {self.cardinalities}"
+                )
+            self.embeddings = nn.ModuleList(nn.Embedding(c, out_channels) for c in self.cardinalities)
+            self.linear = None
+        else:
+            self.embeddings = None
+            self.linear = nn.Linear(self.in_channels, out_channels)
+
+    def forward(self, x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+        """Encode.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (n, in_channels) or (n,)
+            Float features, or long codes for categorical features.
+        dtype : torch.dtype, optional
+            Floating dtype of the result (default: the module's parameters' dtype).
+
+        Returns
+        -------
+        torch.Tensor, shape = (n, out_channels)
+            Embedded features.
+        """
+        if x.dim() == 1:
+            x = x.unsqueeze(-1)
+        if x.dim() != 2 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{self.name} must have shape (n, {self.in_channels}), got {tuple(x.shape)}")
+        if self.embeddings is None:
+            if not x.is_floating_point():
+                raise TypeError(
+                    f"{self.name} are integer codes: give their cardinalities to the model "
+                    "(categorical embedding) or cast them to float"
+                )
+            out = self.linear(x.to(self.linear.weight.dtype))
+        else:
+            if x.is_floating_point():
+                raise TypeError(f"{self.name} must be integer codes for categorical embeddings")
+            columns = []
+            for j, table in enumerate(self.embeddings):
+                column = x[:, j]
+                if column.numel() and (int(column.min()) < 0 or int(column.max()) >= table.num_embeddings):
+                    raise ValueError(f"{self.name} column {j} has codes outside [0, {table.num_embeddings})")
+                columns.append(table(column))
+            out = torch.stack(columns).sum(0)
+        return out if dtype is None else out.to(dtype)
+
+
+class ReadoutMLP(nn.Sequential):
+    """Fully connected readout whose hidden widths halve (CT paper, Appendix A).
+
+    Parameters
+    ----------
+    in_channels : int
+        Input width (the model width).
+    out_channels : int
+        Output width.
+    hidden_layers : int, default=1
+        Number of hidden layers; widths ``in/2, in/4, ...``.
+    dropout : float, default=0.0
+        Dropout after each hidden activation.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, hidden_layers: int = 1, dropout: float = 0.0) -> None:
+        layers: list[nn.Module] = []
+        width = int(in_channels)
+        for _ in range(int(hidden_layers)):
+            nxt = max(width // 2, 1)
+            layers += [nn.Linear(width, nxt), nn.ReLU(), nn.Dropout(dropout)]
+            width = nxt
+        layers.append(nn.Linear(width, out_channels))
+        super().__init__(*layers)
