@@ -34,7 +34,6 @@ def test_train_command_writes_results(tmp_path, capsys, model):
     ("args", "message"),
     [
         (["--dataset", "CORA"], "unknown dataset 'CORA'"),
-        (["--model", "tokengt"], "unknown model"),
         (["--model", "nope"], "unknown model 'nope'"),
         (["--dataset", "GCB"], "dataset.data_dir"),
         (["--dataset", "ZINC", "--data-dir", "/nonexistent/zinc"], "smiles_score.csv"),

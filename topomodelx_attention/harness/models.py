@@ -13,7 +13,7 @@ name                         domain       model
 ``sccnn``                    simplicial   :class:`SCCNNBaseline` (TopoModelX ``SCCNN``)
 ===========================  ===========  ======================================================
 
-New models (TokenGT: ``tokengt``) register a builder with :func:`register_model` and ship a
+New models register a builder with :func:`register_model` and ship a
 ``configs/model/<domain>/<name>.yaml``.
 """
 
@@ -69,7 +69,7 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {}
 """Registered models, by name."""
 
-_PLANNED = {"tokengt": "TokenGT (nn/graph) is not registered yet"}
+_PLANNED: dict[str, str] = {}
 
 
 def register_model(
@@ -426,3 +426,58 @@ class SCCNNBaseline(nn.Module):
 def build_sccnn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """SCCNN baseline (``params``: :class:`SCCNNBaseline` arguments)."""
     return SCCNNBaseline(info, **params)
+
+
+# ----------------------------------------------------------------------------------------------
+# TokenGT (order-k tokens: nodes + edges on the 1-skeleton, every cell on a cell complex)
+# ----------------------------------------------------------------------------------------------
+def _tokengt_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
+    return _rank_keys(info.max_rank, "x", "batch", "incidence") | {"node_id"}
+
+
+def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+    """Order-k TokenGT; its node identifiers come from ``model.pe`` (``LaplacianNodeId``/``OrthogonalRandomNodeId``).
+
+    On the 1-skeleton (``tokengt``) this is TokenGT with one token per node and per undirected
+    edge (paper A.5); on a cell complex (``tokengt_cell``) every cell is a token.
+    """
+    from topomodelx_attention.nn.graph import OrderKTokenGT
+
+    if info.pe_channels is None:
+        raise ValueError(
+            "TokenGT needs node identifiers: set model.pe to LaplacianNodeId or OrthogonalRandomNodeId"
+        )
+    return OrderKTokenGT(
+        in_channels=info.in_channels,
+        out_channels=info.out_channels,
+        categorical=info.categorical,
+        node_id_dim=info.pe_channels,
+        **params,
+    )
+
+
+register_model("tokengt", "graph", _tokengt_keys)(build_tokengt)
+register_model("tokengt_cell", "cell", _tokengt_keys)(build_tokengt)
+
+
+# ----------------------------------------------------------------------------------------------
+# N-simplicial transformer (vertex tokens attending to the simplices of the clique complex)
+# ----------------------------------------------------------------------------------------------
+@register_model(
+    "n_simplicial",
+    "simplicial",
+    lambda model, info: {"x_0", "batch_0"} | {f"incidence_{r}" for r in range(1, info.max_rank + 1)},
+)
+def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+    """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples."""
+    from topomodelx_attention.nn.simplicial import NSimplicialTransformer
+
+    params = dict(params)
+    categories = info.categorical[0]
+    return NSimplicialTransformer(
+        in_channels=info.in_channels[0],
+        out_channels=info.out_channels,
+        num_categories=None if categories is None else max(categories),
+        **params,
+    )
+
