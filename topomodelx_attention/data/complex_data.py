@@ -212,6 +212,12 @@ class ComplexData(Data):
             raise ValueError("this ComplexData has no batch_r keys; build it with from_boundaries")
         return max(ranks)
 
+    @property
+    def num_complexes(self) -> int:
+        """Number of complexes: rows of ``shape`` (1 for a single complex)."""
+        shape = self.get("shape", None)
+        return int(shape.shape[0]) if isinstance(shape, Tensor) and shape.dim() == 2 else 1
+
     def num_cells(self, rank: int) -> int:
         """Return the number of cells of ``rank`` (all complexes of a batch together).
 

@@ -143,14 +143,6 @@ def build_model(name: str, params: Mapping[str, Any] | None, info: DatasetInfo) 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
 # ----------------------------------------------------------------------------------------------
-def num_complexes(batch: Any) -> int:
-    """Count the complexes of a batch (``shape`` has one row per complex; 1 when unbatched)."""
-    shape = getattr(batch, "shape", None)
-    if isinstance(shape, Tensor) and shape.dim() == 2:
-        return int(shape.shape[0])
-    return 1
-
-
 def _pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
     out = x.new_zeros((size, x.shape[1])).index_add_(0, index, x)
     if how == "mean":
@@ -249,7 +241,7 @@ class GINBaseline(nn.Module):
             Predictions.
         """
         h = self.gin(self.encoder(batch.x_0), batch.edge_index)
-        return self.readout(_pool(h, batch.batch_0, num_complexes(batch), self.pooling))
+        return self.readout(_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
 
 
 @register_model("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
@@ -322,7 +314,7 @@ class CWNBaseline(nn.Module):
             incidence_2=batch.incidence_2,
             incidence_1_t=batch.incidence_1.t().coalesce(),
         )
-        size = num_complexes(batch)
+        size = batch.num_complexes
         pooled = sum(_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
 
@@ -411,7 +403,7 @@ class SCCNNBaseline(nn.Module):
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
         out = self.sccnn(x, laplacians, incidences)
-        size = num_complexes(batch)
+        size = batch.num_complexes
         pooled = sum(_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
 

@@ -34,7 +34,7 @@ from topomodelx_attention.harness.datasets import (
     prepare_dataset,
     prune_keys,
 )
-from topomodelx_attention.harness.models import build_model, get_spec, num_complexes
+from topomodelx_attention.harness.models import build_model, get_spec
 
 __all__ = [
     "ExperimentResult",
@@ -138,7 +138,7 @@ class GraphTaskModule(L.LightningModule):
         loss, prediction, target = self._loss_and_prediction(batch)
         metric = self.metrics[f"{stage}_metric"]
         metric.update(prediction.detach(), target)
-        size = num_complexes(batch)
+        size = batch.num_complexes
         self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, batch_size=size, sync_dist=True,
                  prog_bar=stage == "train")
         self.log(f"{stage}/{self.info.metric}", metric, on_step=False, on_epoch=True, batch_size=size,

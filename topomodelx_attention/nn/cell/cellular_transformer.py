@@ -255,16 +255,10 @@ class CellularTransformer(nn.Module):
             name, rank = arrow.neighborhood.rsplit("_", 1)
             neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
         batch = [data[f"batch_{r}"] for r in ranks]
-        num = self.num_complexes(data)
+        num = data.num_complexes
         for layer in self.layers:
             h = layer(h, neighborhoods, batch, num)
         return [norm(hr) for norm, hr in zip(self.final_norms, h)]
-
-    @staticmethod
-    def num_complexes(data: ComplexData) -> int:
-        """Return the number of complexes in ``data`` (1 for an unbatched complex)."""
-        shape = data.shape
-        return int(shape.shape[0]) if isinstance(shape, Tensor) and shape.dim() == 2 else 1
 
     def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
         """Per-cell predictions of the readout ranks (node- or cell-level tasks).
@@ -299,7 +293,7 @@ class CellularTransformer(nn.Module):
             Predictions.
         """
         outputs = self.cell_outputs(data)
-        num = self.num_complexes(data)
+        num = data.num_complexes
         pooled = 0
         for rank, out in outputs.items():
             index = data[f"batch_{rank}"]

@@ -962,12 +962,6 @@ class OrderKTokenGT(_TokenModel):
             {str(r): nn.Linear(hidden_channels, out_channels) for r in self.cell_readout}
         )
 
-    @staticmethod
-    def num_complexes(data: ComplexData) -> int:
-        """Return the number of complexes in ``data`` (1 for an unbatched complex)."""
-        shape = data.get("shape", None)
-        return int(shape.shape[0]) if isinstance(shape, Tensor) and shape.dim() == 2 else 1
-
     def _pooled_ids(self, data: ComplexData, node_id: Tensor, rank: int) -> Tensor:
         if rank == 0:
             return node_id
@@ -1004,7 +998,7 @@ class OrderKTokenGT(_TokenModel):
                 f"the model handles ranks 0..{self.max_rank} but the data stops at rank "
                 f"{data.max_rank}; build the model with len(in_channels) = {data.max_rank + 1}"
             )
-        num_graphs = self.num_complexes(data)
+        num_graphs = data.num_complexes
         dtype = self.graph_token.dtype
         device = self.graph_token.device
         n0 = data.num_cells(0)
