@@ -208,6 +208,19 @@ def test_lift_many_equals_lifting_each_graph(square_with_diagonal, triangle, pat
                 assert torch.equal(torch.as_tensor(x), torch.as_tensor(y)), key
 
 
+def test_lift_many_errors_name_the_graph(triangle, path_graph):
+    bad = Data(x=torch.randn(2, 2), edge_index=torch.tensor([[0, 2], [2, 0]]))  # vertex 2 of 2
+    with pytest.raises(ValueError, match=r"graph 1 of the list: .*vertex 2"):
+        CellCycleLifting().lift_many([triangle, bad, path_graph])
+    looped = Data(x=torch.randn(2, 2), edge_index=torch.tensor([[0, 1, 1], [1, 0, 1]]))
+    with pytest.raises(ValueError, match=r"graph 2 of the list: .*self-loop"):
+        CellCycleLifting().lift_many([triangle, path_graph, looped])
+    with_attr = triangle.clone()
+    with_attr.edge_attr = torch.ones(with_attr.edge_index.size(1), 1)
+    with pytest.raises(ValueError, match="edge_attr and others not"):
+        CellCycleLifting().lift_many([with_attr, path_graph])
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
 

@@ -240,25 +240,7 @@ class _GraphLifting(BaseTransform):
         return out
 
     def _lift_chunk(self, graphs: list[Data]) -> list[ComplexData]:
-        validated = [undirected_graph(g, self.self_loops) for g in graphs]
-        sizes = np.array([g.num_nodes for g in validated], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        node_batch = np.repeat(np.arange(len(graphs)), sizes)
-        edges = np.concatenate(
-            [g.edges + off for g, off in zip(validated, offsets)] or [np.zeros((0, 2), np.int64)]
-        ).reshape(-1, 2)
-
-        def stacked(name: str):
-            values = [getattr(g, name) for g in validated]
-            if all(v is None for v in values):
-                return None
-            if any(v is None for v in values):
-                raise ValueError(f"some graphs have {name} and others not: they cannot be lifted together")
-            return torch.cat(values)
-
-        union = UndirectedGraph(
-            int(sizes.sum()), edges, stacked("edge_attr"), stacked("x"), torch.zeros((2, 0), dtype=torch.long)
-        )
+        union, node_batch = self._validated_union(graphs)
         batch = lift_graph(
             union,
             self.boundaries(union, node_batch),
@@ -269,13 +251,67 @@ class _GraphLifting(BaseTransform):
             node_batch=node_batch,
         )
         complexes = batch.to_complex_list()
-        for complex_, source, graph in zip(complexes, graphs, validated):
+        if self.keep_edge_index:
+            sizes = np.bincount(node_batch, minlength=len(graphs))
+            offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+            edge_graph = torch.from_numpy(node_batch)[union.edge_index[0]]
+            counts = torch.bincount(edge_graph, minlength=len(graphs)).tolist()
+            local = union.edge_index - offsets[edge_graph]
+            for complex_, edge_index in zip(complexes, torch.split(local, counts, dim=1)):
+                complex_.edge_index = edge_index
+        for complex_, source in zip(complexes, graphs):
             for key in source.keys():
                 if key not in _GRAPH_KEYS:
                     complex_[key] = source[key]
-            if self.keep_edge_index:
-                complex_.edge_index = graph.edge_index
         return complexes
+
+    def _validated_union(self, graphs: list[Data]) -> tuple[UndirectedGraph, np.ndarray]:
+        """Validate the disjoint union of ``graphs`` in one vectorised pass.
+
+        When the union is invalid, the graphs are validated one by one so that the error
+        names the offending graph and its own vertex ids.
+        """
+
+        def first_error(error: Exception) -> Exception:
+            for i, graph in enumerate(graphs):
+                try:
+                    undirected_graph(graph, self.self_loops)
+                except (ValueError, TypeError) as own:
+                    return type(own)(f"graph {i} of the list: {own}")
+            return error
+
+        try:
+            sizes, edge_index, features = [], [], {"x": [], "edge_attr": []}
+            for graph in graphs:
+                if "x" in graph and graph.x is not None:
+                    sizes.append(int(graph.x.size(0)))
+                elif "num_nodes" in graph:
+                    sizes.append(int(graph.num_nodes))
+                else:
+                    raise ValueError("the graph has neither x nor num_nodes")
+                edge_index.append(graph.get("edge_index", torch.zeros((2, 0), dtype=torch.long)))
+                for name, values in features.items():
+                    values.append(graph.get(name, None))
+            counts = torch.tensor([e.size(1) if e.dim() == 2 else 0 for e in edge_index])
+            offsets = torch.cumsum(torch.tensor([0, *sizes[:-1]]), 0)
+            edge_graph = torch.repeat_interleave(torch.arange(len(graphs)), counts)
+            merged = torch.cat(edge_index, dim=1)
+            if merged.is_floating_point() or merged.dtype == torch.bool:
+                raise TypeError("edge_index must hold integers")
+            local_max = torch.tensor(sizes)[edge_graph]
+            if bool(((merged < 0) | (merged >= local_max)).any()):
+                raise ValueError("an edge refers to a vertex outside its graph")
+            union = Data(edge_index=merged + offsets[edge_graph], num_nodes=int(sum(sizes)))
+            for name, values in features.items():
+                present = [v is not None for v in values]
+                if any(present) and not all(present):
+                    raise ValueError(f"some graphs have {name} and others not: they cannot be lifted together")
+                if all(present) and values:
+                    union[name] = torch.cat(values)
+            validated = undirected_graph(union, self.self_loops)
+        except (ValueError, TypeError, RuntimeError) as error:
+            raise first_error(error) from error
+        return validated, np.repeat(np.arange(len(graphs)), sizes)
 
 
 class CellCycleLifting(_GraphLifting):
