@@ -45,3 +45,42 @@ def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.Simp
     graph = nx.gnp_random_graph(n, p, seed=seed)
     simplices = [c for c in nx.enumerate_all_cliques(graph) if len(c) <= 4]
     return tnx.SimplicialComplex(simplices)
+
+
+def to_double(data):
+    """Copy of a ComplexData with every floating tensor in float64."""
+    data = data.clone()
+    for key in data.keys():
+        value = data[key]
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            data[key] = value.double()
+    return data
+
+
+def permute_complex(data, perms: list[torch.Tensor]):
+    """Relabel the cells of every rank consistently: new cell i of rank r is old cell perms[r][i].
+
+    Permutes ``x_r``, ``pe_r``, ``node_id`` (rank 0) and every sparse neighbourhood (rows and
+    columns by the permutation of their rank).
+    """
+    out = data.clone()
+    inverse = [torch.argsort(p) for p in perms]
+    for key in data.keys():
+        value = data[key]
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.is_sparse:
+            name, rank = key.rsplit("_", 1)
+            rank = int(rank)
+            row_rank, col_rank = (rank - 1, rank) if "incidence" in name else (rank, rank)
+            value = value.coalesce()
+            idx = value.indices()
+            rows = inverse[row_rank][idx[0]] if row_rank >= 0 else idx[0]
+            cols = inverse[col_rank][idx[1]]
+            out[key] = torch.sparse_coo_tensor(torch.stack([rows, cols]), value.values(), value.shape).coalesce()
+        elif key.startswith(("x_", "pe_")):
+            out[key] = value[perms[int(key.split("_")[1])]]
+        elif key == "node_id":
+            out[key] = value[perms[0]]
+    return out
+

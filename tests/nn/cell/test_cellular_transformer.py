@@ -5,8 +5,7 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import graph_from_edges
-from topomodelx_attention.data import ComplexData
+from tests.helpers import graph_from_edges, permute_complex, to_double
 from topomodelx_attention.nn.cell import (
     Arrow,
     CellularTransformer,
@@ -52,34 +51,8 @@ def make_model(attention, kind, **kwargs):
     return CellularTransformer(**defaults).double().eval()
 
 
-def to_double(data: ComplexData) -> ComplexData:
-    data = data.clone()
-    for key in data.keys():
-        value = data[key]
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            data[key] = value.double()
-    return data
 
 
-def permute_complex(data: ComplexData, perms: list[torch.Tensor]) -> ComplexData:
-    """Relabel the cells of every rank: new cell i is old cell perm[i]."""
-    out = data.clone()
-    inverse = [torch.argsort(p) for p in perms]
-    for key in data.keys():
-        value = data[key]
-        if not isinstance(value, torch.Tensor):
-            continue
-        if value.is_sparse:
-            name, rank = key.rsplit("_", 1)
-            rank = int(rank)
-            row_rank, col_rank = (rank - 1, rank) if "incidence" in name else (rank, rank)
-            idx = value.coalesce().indices()
-            rows = inverse[row_rank][idx[0]] if row_rank >= 0 else idx[0]
-            cols = inverse[col_rank][idx[1]]
-            out[key] = torch.sparse_coo_tensor(torch.stack([rows, cols]), value.coalesce().values(), value.shape).coalesce()
-        elif key.startswith(("x_", "pe_")):
-            out[key] = value[perms[int(key.split("_")[1])]]
-    return out
 
 
 @pytest.mark.parametrize(("attention", "kind"), COMBOS)

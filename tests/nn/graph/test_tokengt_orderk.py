@@ -7,7 +7,7 @@ import toponetx as tnx
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import graph_from_edges
+from tests.helpers import graph_from_edges, permute_complex, to_double
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT
 from topomodelx_attention.transforms import (
@@ -25,13 +25,6 @@ EDGES = [
 ]
 
 
-def to_double(data: ComplexData) -> ComplexData:
-    data = data.clone()
-    for key in data.keys():
-        value = data[key]
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not value.is_sparse:
-            data[key] = value.double()
-    return data
 
 
 def lifted(lifting, num_nodes_extra: int = 0) -> list[ComplexData]:
@@ -60,29 +53,6 @@ def make_model(max_rank: int = 2, attention: str = "softmax", **kwargs) -> Order
     return OrderKTokenGT(**defaults).double().eval()
 
 
-def permute_complex(data: ComplexData, perms: list[torch.Tensor]) -> ComplexData:
-    """Relabel the cells of every rank: new cell i is old cell perm[i]."""
-    out = data.clone()
-    inverse = [torch.argsort(p) for p in perms]
-    for key in data.keys():
-        value = data[key]
-        if not isinstance(value, torch.Tensor):
-            continue
-        if value.is_sparse:
-            name, rank = key.rsplit("_", 1)
-            rank = int(rank)
-            row_rank, col_rank = (rank - 1, rank) if "incidence" in name else (rank, rank)
-            idx = value.coalesce().indices()
-            rows = inverse[row_rank][idx[0]] if row_rank >= 0 else idx[0]
-            cols = inverse[col_rank][idx[1]]
-            out[key] = torch.sparse_coo_tensor(
-                torch.stack([rows, cols]), value.coalesce().values(), value.shape
-            ).coalesce()
-        elif key.startswith("x_"):
-            out[key] = value[perms[int(key.split("_")[1])]]
-        elif key == "node_id":
-            out[key] = value[perms[0]]
-    return out
 
 
 @pytest.mark.parametrize("attention", ["softmax", "performer"])
