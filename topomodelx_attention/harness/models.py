@@ -23,11 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.harness.datasets import DatasetInfo
-from topomodelx_attention.nn.common import FeatureEncoder, ReadoutMLP
+from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
 
 __all__ = [
     "MODELS",
@@ -143,14 +142,6 @@ def build_model(name: str, params: Mapping[str, Any] | None, info: DatasetInfo) 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
 # ----------------------------------------------------------------------------------------------
-def _pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
-    out = x.new_zeros((size, x.shape[1])).index_add_(0, index, x)
-    if how == "mean":
-        counts = torch.bincount(index, minlength=size).clamp_min(1).to(x.dtype)
-        out = out / counts.unsqueeze(-1)
-    return out
-
-
 def _encoders(info: DatasetInfo, hidden: int, ranks: Sequence[int]) -> nn.ModuleList:
     return nn.ModuleList(FeatureEncoder(info.in_channels[r], hidden, info.categorical[r]) for r in ranks)
 
@@ -220,7 +211,7 @@ class GINBaseline(nn.Module):
         super().__init__()
         from torch_geometric.nn import GIN
 
-        if pooling not in ("sum", "mean"):
+        if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
         self.pooling = pooling
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
@@ -241,7 +232,7 @@ class GINBaseline(nn.Module):
             Predictions.
         """
         h = self.gin(self.encoder(batch.x_0), batch.edge_index)
-        return self.readout(_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
+        return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
 
 
 @register_model("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
@@ -315,7 +306,7 @@ class CWNBaseline(nn.Module):
             incidence_1_t=batch.incidence_1.t().coalesce(),
         )
         size = batch.num_complexes
-        pooled = sum(_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
+        pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
 
 
@@ -404,7 +395,7 @@ class SCCNNBaseline(nn.Module):
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
         out = self.sccnn(x, laplacians, incidences)
         size = batch.num_complexes
-        pooled = sum(_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
+        pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
 
 

@@ -7,7 +7,39 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["FeatureEncoder", "ReadoutMLP"]
+from topomodelx_attention.nn.attention.scatter import scatter_sum
+
+__all__ = ["POOLINGS", "FeatureEncoder", "ReadoutMLP", "segment_pool"]
+
+POOLINGS = ("sum", "mean")
+
+
+def segment_pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
+    """Sum or average the rows of ``x`` per segment (global pooling per complex, cell pooling).
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape = (n, channels)
+        Rows to pool.
+    index : torch.Tensor, shape = (n,)
+        Segment of every row, in ``[0, size)``.
+    size : int
+        Number of segments.
+    how : {"sum", "mean"}, default="sum"
+        Reduction; empty segments give zeros in both cases.
+
+    Returns
+    -------
+    torch.Tensor, shape = (size, channels)
+        Pooled rows.
+    """
+    if how not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")
+    out = scatter_sum(x, index, size)
+    if how == "mean":
+        counts = torch.bincount(index, minlength=size).clamp_min(1).to(out.dtype)
+        out = out / counts.unsqueeze(-1)
+    return out
 
 
 class FeatureEncoder(nn.Module):

@@ -8,18 +8,16 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
     CellularTransformerLayer,
     parse_tensor_diagram,
 )
-from topomodelx_attention.nn.common import FeatureEncoder, ReadoutMLP
+from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
 
 __all__ = ["CellEncoder", "CellularTransformer"]
 
 PE_COMBINATIONS = ("concat", "sum")
-POOLINGS = ("sum", "mean")
 
 
 class CellEncoder(nn.Module):
@@ -296,10 +294,5 @@ class CellularTransformer(nn.Module):
         num = data.num_complexes
         pooled = 0
         for rank, out in outputs.items():
-            index = data[f"batch_{rank}"]
-            summed = scatter_sum(out, index, num)
-            if self.pooling == "mean":
-                counts = torch.bincount(index, minlength=num).clamp_min(1).to(out.dtype)
-                summed = summed / counts.unsqueeze(-1)
-            pooled = pooled + summed
+            pooled = pooled + segment_pool(out, data[f"batch_{rank}"], num, self.pooling)
         return pooled

@@ -59,7 +59,7 @@ from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout, scatter_sum
-from topomodelx_attention.nn.common import FeatureEncoder
+from topomodelx_attention.nn.common import FeatureEncoder, segment_pool
 from topomodelx_attention.nn.graph.tokengt_layer import ATTENTIONS, TokenGTEncoder
 
 __all__ = [
@@ -967,11 +967,7 @@ class OrderKTokenGT(_TokenModel):
             return node_id
         n_r = data.num_cells(rank)
         index = data.vertex_cells(rank).coalesce().indices().to(node_id.device)
-        pooled = scatter_sum(node_id.index_select(0, index[0]), index[1], n_r)
-        if self.id_pooling == "mean":
-            counts = torch.bincount(index[1], minlength=n_r).clamp_min(1).to(node_id.dtype)
-            pooled = pooled / counts.unsqueeze(-1)
-        return pooled
+        return segment_pool(node_id.index_select(0, index[0]), index[1], n_r, self.id_pooling)
 
     def tokenize(self, data: ComplexData) -> TokenBatch:
         """Embed the ``[graph]`` token and one token per cell of every rank.
