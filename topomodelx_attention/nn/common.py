@@ -2,16 +2,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.scatter import scatter_sum
 
-__all__ = ["POOLINGS", "FeatureEncoder", "ReadoutMLP", "segment_pool"]
+__all__ = [
+    "MAX_ABS_INPUT",
+    "POOLINGS",
+    "FeatureEncoder",
+    "ReadoutMLP",
+    "check_inputs",
+    "segment_pool",
+]
 
 POOLINGS = ("sum", "mean")
+
+#: Largest absolute input value a model accepts: beyond it float32 products (Q·Kᵀ, x²) overflow.
+MAX_ABS_INPUT: float = 1e15
+
+
+def check_inputs(tensors: Mapping[str, Tensor | None], max_abs: float = MAX_ABS_INPUT) -> None:
+    """Reject non-finite or overflowing floating-point model inputs (one vectorised pass each).
+
+    Every model calls this once at the start of ``forward`` (constructor flag ``check_inputs``,
+    default ``True``) so that NaN/Inf or huge values never flow silently into attention
+    scores, where they would give NaN outputs or NaN gradients. Skipped while
+    ``torch.compile`` traces (the check is a data-dependent branch).
+
+    Parameters
+    ----------
+    tensors : Mapping[str, torch.Tensor or None]
+        Inputs by name (e.g. ``{"x_0": x_0, "pe_0": pe_0}``); ``None`` and integer tensors
+        (categorical codes) are skipped.
+    max_abs : float, default=MAX_ABS_INPUT
+        Largest accepted absolute value.
+
+    Raises
+    ------
+    ValueError
+        Naming the key, the first bad row and the offending value.
+    """
+    if torch.compiler.is_compiling():  # data-dependent branch: checked in eager mode only
+        return
+    for name, x in tensors.items():
+        if x is None or not isinstance(x, Tensor) or not x.is_floating_point() or x.numel() == 0:
+            continue
+        rows = x.reshape(x.shape[0], -1) if x.dim() > 0 else x.reshape(1, 1)
+        bad = ~torch.isfinite(rows) | (rows.abs() > max_abs)
+        if bool(bad.any()):
+            row = int(bad.any(dim=1).nonzero()[0, 0])
+            value = rows[row][bad[row]][0]
+            raise ValueError(
+                f"{name}: row {row} holds {float(value)!r}; model inputs must be finite with "
+                f"|value| <= {max_abs:g} (clean or rescale the features, or pass "
+                "check_inputs=False to skip this check)"
+            )
 
 
 def segment_pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
