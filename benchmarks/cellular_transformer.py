@@ -119,7 +119,8 @@ def scaling_table(args, device, dtype) -> None:
                 continue
             torch.manual_seed(0)
             layer = CellularTransformerLayer(
-                args.channels, args.heads, 2, attention, kind, num_random_features=args.features
+                args.channels, heads=args.heads, max_rank=2, attention=attention, kind=kind,
+                num_random_features=args.features,
             ).to(device, dtype)
             seconds, mib = measure_once(lambda layer=layer: torch.cat(layer(x, neighborhoods, batch, 1)), device)
             if cells <= 20_000:  # repeat small sizes for stable numbers
@@ -163,7 +164,8 @@ def encoder_table(args, complexes, device, dtype) -> None:
     for attention, kind in [("general", "sparse"), ("pairwise", "sparse"), ("general", "dense"), ("pairwise", "mixed")]:
         torch.manual_seed(0)
         layers = nn.ModuleList(
-            CellularTransformerLayer(args.channels, args.heads, 2, attention, kind) for _ in range(args.layers)
+            CellularTransformerLayer(args.channels, heads=args.heads, max_rank=2, attention=attention, kind=kind)
+            for _ in range(args.layers)
         ).to(device, dtype)
 
         def run(layers=layers):
@@ -203,9 +205,9 @@ def topomodelx_table(args, complexes, device, dtype) -> None:
         neighborhoods = {k: batch[k].to(dtype) for k in keys}
         cell_batch = [batch[f"batch_{r}"] for r in range(3)]
         torch.manual_seed(0)
-        ct = CellularTransformerLayer(args.channels, args.heads, 2, "pairwise", "sparse").to(device, dtype)
+        ct = CellularTransformerLayer(args.channels, heads=args.heads, max_rank=2).to(device, dtype)
         ct_edges = CellularTransformerLayer(
-            args.channels, args.heads, 2, "pairwise", "sparse", tensor_diagram=["1->1:coadjacency_1"]
+            args.channels, heads=args.heads, max_rank=2, tensor_diagram=["1->1:coadjacency_1"]
         ).to(device, dtype)
         can = CANLayer(args.channels, args.channels // args.heads, heads=args.heads).to(device, dtype)
         san_layer = SANLayer(args.channels, args.channels).to(device, dtype)

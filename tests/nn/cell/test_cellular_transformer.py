@@ -188,7 +188,7 @@ def test_bad_configuration_and_data():
     with pytest.raises(ValueError, match="kind"):
         CellularTransformer([3, 3, 3], 8, 2, kind="local")
     with pytest.raises(ValueError, match="mixed"):
-        CellularTransformerLayer(8, 2, attention="general", kind="mixed")
+        CellularTransformerLayer(8, heads=2, attention="general", kind="mixed")
     with pytest.raises(ValueError, match="appears twice"):
         parse_tensor_diagram(["0->0:adjacency_0", (0, 0, "adjacency_0")], 2)
     with pytest.raises(ValueError, match=r"\(n_1, n_0\)"):

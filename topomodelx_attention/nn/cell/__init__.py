@@ -1,18 +1,27 @@
 """Cellular Transformer (Ballester et al.): pairwise and general cellular attention."""
 
-from topomodelx_attention.nn.cell.cellular_transformer import CellEncoder, CellularTransformer
+from topomodelx_attention.nn.cell.cellular_transformer import (
+    CellEncoder,
+    CellularTransformer,
+    vertex_membership,
+)
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
+    ArrowNeighborhoods,
     CellularTransformerLayer,
     default_tensor_diagram,
     parse_tensor_diagram,
+    to_coalesced_coo,
 )
 
 __all__ = [
     "Arrow",
+    "ArrowNeighborhoods",
     "CellEncoder",
     "CellularTransformer",
     "CellularTransformerLayer",
     "default_tensor_diagram",
     "parse_tensor_diagram",
+    "to_coalesced_coo",
+    "vertex_membership",
 ]

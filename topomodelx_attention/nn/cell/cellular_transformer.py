@@ -12,12 +12,23 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
     CellularTransformerLayer,
     parse_tensor_diagram,
+    to_coalesced_coo,
 )
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
+from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
 
-__all__ = ["CellEncoder", "CellularTransformer"]
+__all__ = ["CELL_EMBEDDINGS", "OUTPUTS", "PE_COMBINATIONS", "PE_PROJECTIONS", "CellEncoder", "CellularTransformer"]
 
 PE_COMBINATIONS = ("concat", "sum")
+PE_PROJECTIONS = ("per_rank", "shared")
+CELL_EMBEDDINGS = ("own", "vertex_sum")
+OUTPUTS = ("complex", "cells")
+
+
+def _pe_projection(hidden_channels: int, pe_channels: int, pe_combination: str) -> nn.Linear:
+    """``θ_pe, b_pe`` of Eq. 4: ``(d^h + d_pe) → d^h`` (ConcatPE) or ``d_pe → d^h`` (SumPE)."""
+    width = hidden_channels + pe_channels if pe_combination == "concat" else pe_channels
+    return nn.Linear(width, hidden_channels)
 
 
 class CellEncoder(nn.Module):
@@ -29,8 +40,9 @@ class CellEncoder(nn.Module):
 
     Parameters
     ----------
-    in_channels : int
-        Feature columns of the rank.
+    in_channels : int or None
+        Feature columns of the rank; ``None`` for a rank without its own features, whose
+        embedded signals are given to :meth:`combine` (the paper's 2-cells, Appendix A).
     out_channels : int
         Hidden width.
     cardinalities : sequence of int, optional
@@ -39,28 +51,35 @@ class CellEncoder(nn.Module):
         Width of ``pe_r`` (``None``: no positional encoding).
     pe_combination : {"concat", "sum"}, default="concat"
         ConcatPE (the paper's choice) or SumPE.
+    pe_linear : torch.nn.Linear, optional
+        The PE projection ``θ_pe, b_pe`` to use, e.g. one shared by every rank (Eq. 4);
+        default: a projection of this encoder's own.
     """
 
     def __init__(
         self,
-        in_channels: int,
+        in_channels: int | None,
         out_channels: int,
         cardinalities: Sequence[int] | None = None,
         pe_channels: int | None = None,
         pe_combination: str = "concat",
+        pe_linear: nn.Linear | None = None,
     ) -> None:
         super().__init__()
         if pe_combination not in PE_COMBINATIONS:
             raise ValueError(f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}")
-        self.in_channels = int(in_channels)
+        self.in_channels = None if in_channels is None else int(in_channels)
         self.out_channels = int(out_channels)
         self.pe_channels = None if pe_channels is None else int(pe_channels)
         self.pe_combination = pe_combination
-        self.features = FeatureEncoder(in_channels, out_channels, cardinalities, "cell features")
+        self.features = (
+            None if in_channels is None else FeatureEncoder(in_channels, out_channels, cardinalities, "cell features")
+        )
         self.pe_linear = None
         if self.pe_channels is not None:
-            width = out_channels + self.pe_channels if pe_combination == "concat" else self.pe_channels
-            self.pe_linear = nn.Linear(width, out_channels)
+            self.pe_linear = (
+                _pe_projection(self.out_channels, self.pe_channels, pe_combination) if pe_linear is None else pe_linear
+            )
 
     def forward(self, x: Tensor, pe: Tensor | None = None) -> Tensor:
         """Embed features and combine the positional encoding.
@@ -77,23 +96,72 @@ class CellEncoder(nn.Module):
         torch.Tensor, shape = (n, out_channels)
             ``X^1`` of the first layer.
         """
-        h = self.features(x)
+        if self.features is None:
+            raise ValueError("this CellEncoder has no features of its own (in_channels=None); call combine()")
+        return self.combine(self.features(x), pe)
+
+    def combine(self, h: Tensor, pe: Tensor | None = None) -> Tensor:
+        """Combine embedded signals with the positional encoding (``P_k`` of Eq. 4).
+
+        Parameters
+        ----------
+        h : torch.Tensor, shape = (n, out_channels)
+            Embedded signals ``X_k`` of the rank.
+        pe : torch.Tensor, shape = (n, pe_channels), optional
+            Positional encoding ``E_k`` (required iff ``pe_channels`` was given).
+
+        Returns
+        -------
+        torch.Tensor, shape = (n, out_channels)
+            ``ConcatPE(X_k, E_k)`` or ``SumPE(X_k, E_k)`` (``X_k`` itself without PE).
+        """
         if self.pe_linear is None:
             if pe is not None:
                 raise ValueError("the data carries a positional encoding but the model has pe_channels=None")
             return h
         if pe is None:
             raise ValueError("the model expects positional encodings pe_r; apply a PE transform to the data")
-        if pe.shape != (x.shape[0], self.pe_channels):
-            raise ValueError(f"pe must have shape ({x.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}")
+        if pe.shape != (h.shape[0], self.pe_channels):
+            raise ValueError(f"pe must have shape ({h.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}")
         pe = pe.to(h.dtype)
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
         return h + self.pe_linear(pe)
 
 
+def vertex_membership(data: ComplexData, rank: int) -> Tensor:
+    """Which vertices lie on each cell of ``rank``, from the unsigned incidence chain.
+
+    The pattern of ``incidence_1 · incidence_2 ⋯ incidence_rank`` (sparse products on the
+    data's device; the same matrix as :meth:`ComplexData.vertex_cells`, which goes through SciPy).
+
+    Parameters
+    ----------
+    data : ComplexData
+        A complex or a batch (the result is block-diagonal).
+    rank : int
+        Cell rank, at least 1.
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_0, n_rank)
+        Coalesced 0/1 sparse COO matrix.
+    """
+    product = to_coalesced_coo(data.neighborhood("incidence", 1), "incidence_1")
+    for r in range(2, rank + 1):
+        product = torch.sparse.mm(product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}"))
+        product = product.coalesce()
+    index = product.indices()[:, product.values() != 0]
+    ones = torch.ones(index.shape[1], dtype=product.dtype, device=index.device)
+    return torch.sparse_coo_tensor(index, ones, product.shape).coalesce()
+
+
 class CellularTransformer(nn.Module):
     """Cellular Transformer ``R ∘ CT_L ∘ … ∘ CT_1 ∘ P`` (§4.1) for complexes of any dimension.
+
+    Every option after the three widths is keyword-only. Defaults are this package's choices;
+    the paper-exact form of each is given (Table 3 settings: the packaged configs
+    ``model=cell/cellular_transformer_paper_{gcb,zinc,molhiv}``).
 
     Parameters
     ----------
@@ -104,7 +172,7 @@ class CellularTransformer(nn.Module):
     out_channels : int
         Output width (classes or regression targets).
     n_layers : int, default=2
-        Number of Cellular Transformer layers.
+        Number of Cellular Transformer layers (the paper: 12).
     heads : int, default=4
         Attention heads.
     attention : {"pairwise", "general"}, default="pairwise"
@@ -120,12 +188,21 @@ class CellularTransformer(nn.Module):
         Width of the positional encodings ``pe_r`` the data carries (``None``: no PE).
     pe_combination : {"concat", "sum"}, default="concat"
         ConcatPE (paper) or SumPE (Eq. 4).
+    pe_projection : {"per_rank", "shared"}, default="per_rank"
+        One PE projection ``θ_pe, b_pe`` per rank, or one shared by every rank, as Eq. 4
+        writes ``θ_in,pe`` (no rank index) for SumPE and ConcatPE.
+    cell_embedding : {"own", "vertex_sum"}, default="own"
+        Signals of the cells of rank >= 2. ``"own"``: their own features ``x_r`` embedded.
+        ``"vertex_sum"``: the sum of the *embedded* signals of their vertices (Appendix A,
+        "Signals on cells"): ``X_r = M_rᵀ · Embed_0(x_0)`` with ``M_r`` the 0/1 vertex-cell
+        membership (pattern of ``incidence_1 ⋯ incidence_r``); ``x_r`` is then not read, the PE
+        of the rank is still combined (Eq. 4). Ranks 0 and 1 always embed their own features.
     ffn_channels : int, optional
         FFN width (default ``hidden_channels``).
     dropout : float, default=0.0
-        Dropout in the layers.
+        Dropout on the output of every sublayer (attention, FFN) and inside the FFN.
     attention_dropout : float, default=0.1
-        Attention dropout (Table 3).
+        Dropout on the attention weights (Table 3).
     embedding_dropout : float, default=0.0
         Dropout on the embedded inputs (Table 3).
     readout_layers : int, default=1
@@ -136,10 +213,26 @@ class CellularTransformer(nn.Module):
         Ranks pooled by the readout (the paper pools the vertices).
     pooling : {"sum", "mean"}, default="sum"
         Global pooling (the paper: add pool).
+    outputs : {"complex", "cells"}, default="complex"
+        What :meth:`forward` returns: one row per complex, or the per-cell predictions
+        ``{rank: (n_rank, out_channels)}`` of the readout ranks (:meth:`cell_outputs`).
+    final_norm : bool, default=True
+        A per-rank LayerNorm after the last layer, before the readout (usual in pre-norm
+        transformers; not in the paper's Appendix A: ``False``).
     bias : bool, default=False
         Bias in the attention projections.
     num_random_features : int, optional
         Random features of the ``linear`` kind.
+    attention_scale : float, optional
+        Logit scale (``None``: ``1/sqrt(d_head)``; ``1.0``: the paper's Eq. 2).
+    output_projection : bool, default=True
+        Output projection ``W_O`` after the heads (``False``: the paper's split-input heads,
+        concatenated; see :class:`CellularTransformerLayer`).
+    bias_scale : {"per_head", "shared"}, default="per_head"
+        θ of the dense bias ``θ·N`` per head or one shared scalar (the paper).
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs (``x_r``, ``pe_r``) once per forward
+        (:func:`topomodelx_attention.nn.common.check_inputs`).
     """
 
     def __init__(
@@ -147,6 +240,7 @@ class CellularTransformer(nn.Module):
         in_channels: Sequence[int],
         hidden_channels: int,
         out_channels: int,
+        *,
         n_layers: int = 2,
         heads: int = 4,
         attention: str = "pairwise",
@@ -155,6 +249,8 @@ class CellularTransformer(nn.Module):
         categorical: Sequence[Sequence[int] | None] | None = None,
         pe_channels: int | None = None,
         pe_combination: str = "concat",
+        pe_projection: str = "per_rank",
+        cell_embedding: str = "own",
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.1,
@@ -163,8 +259,14 @@ class CellularTransformer(nn.Module):
         readout_dropout: float = 0.0,
         readout_ranks: Sequence[int] | str = (0,),
         pooling: str = "sum",
+        outputs: str = "complex",
+        final_norm: bool = True,
         bias: bool = False,
         num_random_features: int | None = None,
+        attention_scale: float | None = None,
+        output_projection: bool = True,
+        bias_scale: str = "per_head",
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         in_channels = [int(c) for c in in_channels]
@@ -173,6 +275,14 @@ class CellularTransformer(nn.Module):
         self.max_rank = len(in_channels) - 1
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if outputs not in OUTPUTS:
+            raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
+        if pe_projection not in PE_PROJECTIONS:
+            raise ValueError(f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}")
+        if pe_combination not in PE_COMBINATIONS:
+            raise ValueError(f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}")
+        if cell_embedding not in CELL_EMBEDDINGS:
+            raise ValueError(f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}")
         if categorical is None:
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
@@ -185,36 +295,65 @@ class CellularTransformer(nn.Module):
         if int(n_layers) < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         self.pooling = pooling
+        self.outputs = outputs
         self.pe_channels = pe_channels
+        self.pe_projection = pe_projection
+        self.cell_embedding = cell_embedding
+        self.check_inputs = bool(check_inputs)
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
+        # ranks whose signals are the sum of their embedded vertices (Appendix A)
+        self.vertex_sum_ranks = tuple(range(2, self.max_rank + 1)) if cell_embedding == "vertex_sum" else ()
+        self.shared_pe = None
+        if pe_channels is not None and pe_projection == "shared":
+            self.shared_pe = _pe_projection(int(hidden_channels), int(pe_channels), pe_combination)
         self.encoders = nn.ModuleList(
-            CellEncoder(d, hidden_channels, cards, pe_channels, pe_combination)
-            for d, cards in zip(in_channels, categorical)
+            CellEncoder(
+                None if r in self.vertex_sum_ranks else d,
+                hidden_channels,
+                cards,
+                pe_channels,
+                pe_combination,
+                pe_linear=self.shared_pe,
+            )
+            for r, (d, cards) in enumerate(zip(in_channels, categorical))
         )
         self.embedding_dropout = nn.Dropout(embedding_dropout)
         self.layers = nn.ModuleList(
             CellularTransformerLayer(
                 hidden_channels,
-                heads,
-                self.max_rank,
-                attention,
-                kind,
-                self.arrows,
-                ffn_channels,
-                dropout,
-                attention_dropout,
-                bias,
-                num_random_features,
+                heads=heads,
+                max_rank=self.max_rank,
+                attention=attention,
+                kind=kind,
+                tensor_diagram=self.arrows,
+                ffn_channels=ffn_channels,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                bias=bias,
+                num_random_features=num_random_features,
+                attention_scale=attention_scale,
+                output_projection=output_projection,
+                bias_scale=bias_scale,
             )
             for _ in range(int(n_layers))
         )
-        self.final_norms = nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
+        self.final_norms = (
+            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1)) if final_norm else None
+        )
         self.readouts = nn.ModuleDict(
             {
                 str(r): ReadoutMLP(hidden_channels, out_channels, readout_layers, readout_dropout)
                 for r in self.readout_ranks
             }
         )
+
+    @property
+    def neighborhood_keys(self) -> list[str]:
+        """``ComplexData`` neighbourhood keys the model reads (tensor diagram + vertex sums)."""
+        keys = {arrow.neighborhood for arrow in self.arrows}
+        if self.vertex_sum_ranks:
+            keys |= {f"incidence_{r}" for r in range(1, max(self.vertex_sum_ranks) + 1)}
+        return sorted(keys)
 
     # ------------------------------------------------------------------ helpers
     def _check_data(self, data: ComplexData) -> None:
@@ -226,8 +365,31 @@ class CellularTransformer(nn.Module):
                 f"{data.max_rank}; build complexes with max_rank={self.max_rank}"
             )
 
+    def _embed(self, data: ComplexData) -> list[Tensor]:
+        """``X_k^1 = P_k(X_k, E_k)`` of every rank (Eq. 4), before the embedding dropout."""
+        ranks = range(self.max_rank + 1)
+        own = [r for r in ranks if r not in self.vertex_sum_ranks]
+        for r in own:
+            if f"x_{r}" not in data:
+                raise ValueError(f"the data has no features x_{r}; lift features first (FeatureLifting)")
+        pe = {r: data.get(f"pe_{r}", None) for r in ranks}
+        if self.check_inputs:
+            inputs = {f"x_{r}": data[f"x_{r}"] for r in own}
+            inputs.update({f"pe_{r}": pe[r] for r in ranks})
+            check_finite_inputs(inputs)
+        signals = {r: self.encoders[r].features(data[f"x_{r}"]) for r in own}
+        for r in self.vertex_sum_ranks:
+            membership = vertex_membership(data, r).to(signals[0].dtype)
+            if membership.shape != (signals[0].shape[0], data.num_cells(r)):
+                raise ValueError(
+                    f"incidence chain gives a {tuple(membership.shape)} vertex-cell matrix for rank {r}, "
+                    f"expected ({signals[0].shape[0]}, {data.num_cells(r)})"
+                )
+            signals[r] = torch.sparse.mm(membership.t().coalesce(), signals[0])
+        return [self.encoders[r].combine(signals[r], pe[r]) for r in ranks]
+
     def encode(self, data: ComplexData) -> list[Tensor]:
-        """Hidden features of every cell after the last layer (and a final LayerNorm).
+        """Hidden features of every cell after the last layer (and the final LayerNorm).
 
         Parameters
         ----------
@@ -240,22 +402,19 @@ class CellularTransformer(nn.Module):
             ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
         """
         self._check_data(data)
-        ranks = range(self.max_rank + 1)
-        for r in ranks:
-            if f"x_{r}" not in data:
-                raise ValueError(f"the data has no features x_{r}; lift features first (FeatureLifting)")
-        h = [
-            self.embedding_dropout(enc(data[f"x_{r}"], data.get(f"pe_{r}", None)))
-            for r, enc in zip(ranks, self.encoders)
-        ]
+        h = [self.embedding_dropout(hr) for hr in self._embed(data)]
         neighborhoods = {}
         for arrow in self.arrows:
             name, rank = arrow.neighborhood.rsplit("_", 1)
             neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
-        batch = [data[f"batch_{r}"] for r in ranks]
+        # convert (any sparse layout → COO, transposes) and check once for the whole stack
+        prepared = self.layers[0].prepare_neighborhoods(neighborhoods)
+        batch = [data[f"batch_{r}"] for r in range(self.max_rank + 1)]
         num = data.num_complexes
         for layer in self.layers:
-            h = layer(h, neighborhoods, batch, num)
+            h = layer(h, prepared, batch, num)
+        if self.final_norms is None:
+            return h
         return [norm(hr) for norm, hr in zip(self.final_norms, h)]
 
     def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
@@ -274,8 +433,8 @@ class CellularTransformer(nn.Module):
         h = self.encode(data)
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
-    def forward(self, data: ComplexData) -> Tensor:
-        """Predict one output per complex.
+    def forward(self, data: ComplexData) -> Tensor | dict[int, Tensor]:
+        """Predict one output per complex (or per cell with ``outputs="cells"``).
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
@@ -288,9 +447,12 @@ class CellularTransformer(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions.
+            Predictions (``outputs="complex"``), one row per complex, empty complexes included;
+            with ``outputs="cells"`` the dict of :meth:`cell_outputs`.
         """
         outputs = self.cell_outputs(data)
+        if self.outputs == "cells":
+            return outputs
         num = data.num_complexes
         pooled = 0
         for rank, out in outputs.items():

@@ -12,13 +12,26 @@ Two pre-norm layers (Appendix A):
 
 Both take explicit per-rank cochains and neighbourhood tensors (TopoModelX style) and use the
 package's shared attention core (:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`).
+
+Neighbourhood values
+--------------------
+The ``sparse`` kind uses a neighbourhood as a **mask**: only its pattern counts, its values
+(and their signs) are ignored. The ``dense`` kind (and the same-rank arrows of ``mixed``) adds
+the values as a bias ``θ·N`` to the logits. A *signed* matrix there (a TopoNetX Hodge / up /
+down Laplacian, a signed incidence) makes the bias depend on the arbitrary orientation of the
+cells, so the model is no longer invariant to re-orienting the complex; the layer warns
+(:class:`UserWarning`) when a bias matrix has negative entries. Use the unsigned
+``adjacency_r`` / ``coadjacency_r`` / ``incidence_r`` for dense attention.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -27,23 +40,33 @@ from topomodelx_attention.nn.attention import MultiHeadAttention
 
 __all__ = [
     "ATTENTION_MECHANISMS",
+    "BIAS_SCALES",
     "CELL_KINDS",
     "Arrow",
+    "ArrowNeighborhoods",
     "CellularTransformerLayer",
     "default_tensor_diagram",
     "parse_tensor_diagram",
+    "to_coalesced_coo",
 ]
 
 ATTENTION_MECHANISMS = ("pairwise", "general")
 CELL_KINDS = ("sparse", "dense", "mixed", "linear")
 """Attention kinds: ``mixed`` is dense inside a rank and sparse across ranks (§4.2.1, •=c)."""
+BIAS_SCALES = ("per_head", "shared")
+"""θ of the dense bias θ·N: one per head, or one scalar shared by the heads (the paper's θ)."""
 
 _ARROW = re.compile(r"^(?P<name>[a-z_]+)_(?P<rank>\d+)(?P<t>\.T)?$")
+_CORE_OPTIONS = frozenset(inspect.signature(MultiHeadAttention).parameters)
 
 
 @dataclass(frozen=True)
 class Arrow:
     """One arrow ``source → target`` of a tensor diagram with its neighbourhood ``N``.
+
+    An arrow is identified by ``(source, target, neighborhood, transpose)``: a diagram may hold
+    several arrows between the same ranks through different neighbourhoods (e.g. CAN-style
+    ``1 → 1`` through ``adjacency_1`` and through ``coadjacency_1``).
 
     Attributes
     ----------
@@ -62,8 +85,13 @@ class Arrow:
 
     @property
     def name(self) -> str:
-        """Module key of the arrow, e.g. ``"1->0"``."""
+        """Ranks of the arrow, e.g. ``"1->0"`` (not unique when two arrows join the same ranks)."""
         return f"{self.source}->{self.target}"
+
+    @property
+    def label(self) -> str:
+        """Full description, e.g. ``"0->1:incidence_1.T"`` (unique in a diagram)."""
+        return f"{self.name}:{self.neighborhood}{'.T' if self.transpose else ''}"
 
     def matrix(self, neighborhoods: Mapping[str, Tensor]) -> Tensor:
         """Return the ``(n_target, n_source)`` neighbourhood of this arrow.
@@ -71,20 +99,56 @@ class Arrow:
         Parameters
         ----------
         neighborhoods : mapping of str to torch.Tensor
-            Sparse neighbourhoods by key.
+            Neighbourhoods by key: sparse tensors of any layout (COO, CSR, CSC, BSR) or dense
+            tensors (zeros are non-neighbours).
 
         Returns
         -------
         torch.Tensor, shape = (n_target, n_source)
-            ``N`` or its transpose, coalesced.
+            ``N`` or its transpose, as a coalesced sparse COO tensor.
         """
         if self.neighborhood not in neighborhoods:
             raise ValueError(
-                f"arrow {self.name} needs the neighbourhood {self.neighborhood!r}, which was not "
+                f"arrow {self.label} needs the neighbourhood {self.neighborhood!r}, which was not "
                 f"given (available: {sorted(neighborhoods)})"
             )
-        matrix = neighborhoods[self.neighborhood]
+        matrix = to_coalesced_coo(neighborhoods[self.neighborhood], self.neighborhood)
         return matrix.t().coalesce() if self.transpose else matrix
+
+
+def to_coalesced_coo(matrix: Tensor, name: str = "neighborhood") -> Tensor:
+    """Convert a neighbourhood of any torch layout to a coalesced sparse COO matrix.
+
+    Parameters
+    ----------
+    matrix : torch.Tensor, shape = (n_rows, n_cols)
+        Sparse COO / CSR / CSC / BSR / BSC tensor, or a dense tensor (its zero entries are not
+        neighbours).
+    name : str, default="neighborhood"
+        Name used in error messages.
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_rows, n_cols)
+        Coalesced ``torch.sparse_coo`` tensor (the input itself when it already is one).
+    """
+    if not isinstance(matrix, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(matrix).__name__}")
+    if matrix.dim() != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}")
+    if matrix.layout == torch.strided:
+        matrix = matrix.to_sparse()
+    elif matrix.layout != torch.sparse_coo:
+        matrix = matrix.to_sparse_coo()
+    return matrix if matrix.is_coalesced() else matrix.coalesce()
+
+
+class ArrowNeighborhoods(dict):
+    """Neighbourhood of every arrow, converted once per forward: ``{Arrow: (n_t, n_s) COO}``.
+
+    Built by :meth:`CellularTransformerLayer.prepare_neighborhoods`; a stack of layers with the
+    same tensor diagram shares it (the model prepares once, not once per layer).
+    """
 
 
 def default_tensor_diagram(max_rank: int) -> list[Arrow]:
@@ -121,7 +185,8 @@ def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank
     diagram : sequence or None
         ``None`` for :func:`default_tensor_diagram`; otherwise items that are :class:`Arrow`,
         tuples ``(source, target, "key")`` where ``"key"`` may end in ``.T`` for a transpose
-        (e.g. ``(0, 1, "incidence_1.T")``), or strings ``"0->1:incidence_1.T"``.
+        (e.g. ``(0, 1, "incidence_1.T")``), or strings ``"0->1:incidence_1.T"``. Several arrows
+        may join the same ranks through different neighbourhoods.
     max_rank : int
         Highest rank the layer handles.
 
@@ -142,6 +207,8 @@ def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank
                 if not match:
                     raise ValueError(f"cannot parse arrow {item!r}; write e.g. '0->1:incidence_1.T'")
                 item = (int(match.group(1)), int(match.group(2)), match.group(3))
+            if isinstance(item, list):
+                item = tuple(item)  # YAML gives lists
             if not (isinstance(item, tuple) and len(item) == 3):
                 raise TypeError(f"arrow {item!r} must be an Arrow, (source, target, key) or a string")
             source, target, key = item
@@ -162,12 +229,23 @@ def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank
                 f"arrow {arrow.name} needs an (n_{arrow.target}, n_{arrow.source}) matrix, but "
                 f"{arrow.neighborhood}{'.T' if arrow.transpose else ''} is (n_{rows}, n_{cols})"
             )
-        if any(a.name == arrow.name for a in arrows):
-            raise ValueError(f"arrow {arrow.name} appears twice in the tensor diagram")
+        if arrow in arrows:
+            raise ValueError(f"arrow {arrow.label} appears twice in the tensor diagram")
         arrows.append(arrow)
     if not arrows:
         raise ValueError("the tensor diagram has no arrow")
     return arrows
+
+
+def _module_keys(arrows: Sequence[Arrow]) -> list[str]:
+    """Module key of every arrow: ``"1->0"``, or ``"1->1:adjacency_1"`` when ranks repeat."""
+    counts: dict[str, int] = {}
+    for arrow in arrows:
+        counts[arrow.name] = counts.get(arrow.name, 0) + 1
+    return [
+        arrow.name if counts[arrow.name] == 1 else arrow.label.replace(".T", "_T")  # no "." in keys
+        for arrow in arrows
+    ]
 
 
 class _FeedForward(nn.Module):
@@ -183,11 +261,59 @@ class _FeedForward(nn.Module):
         return self.dropout(self.lin2(self.dropout(torch.relu(self.lin1(x)))))
 
 
+class _HeadwiseLinear(nn.Module):
+    """Block-diagonal linear map: head ``h`` maps its own input slice ``X^h`` (§4.2.1, split heads).
+
+    ``y[:, h] = X[:, h] W_h (+ b_h)`` with ``W_h`` of shape ``(d / heads, d / heads)``: the value
+    projection of one rank in the paper's split-input multi-head general attention.
+    """
+
+    def __init__(self, channels: int, heads: int, bias: bool) -> None:
+        super().__init__()
+        self.heads = heads
+        width = channels // heads
+        bound = 1.0 / math.sqrt(width)
+        self.weight = nn.Parameter(torch.empty(heads, width, width).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(heads, width)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = torch.einsum("nhi,hio->nho", x.reshape(x.shape[0], self.heads, self.weight.shape[1]), self.weight)
+        return out if self.bias is None else out + self.bias
+
+
 def _check_dropout(value: float, name: str) -> float:
     value = float(value)
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {value}")
     return value
+
+
+def _core_options(attention_scale: float | None, output_projection: bool, bias_scale: str) -> dict:
+    """Keyword arguments of :class:`MultiHeadAttention` for the paper-exact switches."""
+    if attention_scale is not None:
+        attention_scale = float(attention_scale)
+        if not attention_scale > 0.0:
+            raise ValueError(f"attention_scale must be positive (or None for 1/sqrt(d)), got {attention_scale}")
+    if not isinstance(output_projection, bool):
+        raise TypeError(f"output_projection must be a bool, got {output_projection!r}")
+    if bias_scale not in BIAS_SCALES:
+        raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
+    options: dict = {"scale": attention_scale}
+    if not output_projection:
+        if "output_projection" not in _CORE_OPTIONS:
+            raise ValueError(
+                "output_projection=False needs MultiHeadAttention(output_projection=...), which this "
+                "version of the attention core does not have"
+            )
+        options["output_projection"] = False
+    if bias_scale != "per_head":
+        if "bias_scale" in _CORE_OPTIONS:
+            options["bias_scale"] = bias_scale
+        elif "bias_scale_per_head" in _CORE_OPTIONS:
+            options["bias_scale_per_head"] = False
+        else:  # pragma: no cover - depends on the attention core
+            raise ValueError("bias_scale='shared' is not supported by this version of the attention core")
+    return options
 
 
 class CellularTransformerLayer(nn.Module):
@@ -204,27 +330,43 @@ class CellularTransformerLayer(nn.Module):
     attention : {"pairwise", "general"}, default="pairwise"
         Pairwise (§4.2.1) or general (§4.2.2) cellular attention.
     kind : {"sparse", "dense", "mixed", "linear"}, default="sparse"
-        ``sparse``: softmax over the neighbours given by ``N`` (mask). ``dense``: all cells of
-        the complex with the bias ``θ·N``. ``mixed`` (pairwise only): dense for ``k → k``
-        arrows, sparse across ranks. ``linear``: Performer/FAVOR+ in place of dense (no bias),
-        linear in the number of cells.
+        ``sparse``: softmax over the neighbours given by ``N`` (a mask; values ignored).
+        ``dense``: all cells of the complex with the bias ``θ·N``. ``mixed`` (pairwise only):
+        dense for ``k → k`` arrows, sparse across ranks. ``linear``: Performer/FAVOR+ in place
+        of dense (no bias), linear in the number of cells.
     tensor_diagram : sequence, optional
         Arrows (see :func:`parse_tensor_diagram`); default :func:`default_tensor_diagram`.
+        Pairwise attention builds one block per arrow, also for several arrows between the same
+        ranks; general attention adds such arrows into one block of ``N`` (Eq. 3).
     ffn_channels : int, optional
         Inner width of the FFN (default ``channels``, as Table 3).
     dropout : float, default=0.0
-        Dropout after attention and in the FFN.
+        Dropout on the output of every sublayer (each attention block, the FFN) and inside the
+        FFN (Appendix A steps 3 and 6).
     attention_dropout : float, default=0.0
         Dropout on the attention weights.
     bias : bool, default=False
-        Bias in the Q/K/V/O projections.
+        Bias in the Q/K/V/O projections (the paper: none).
     num_random_features : int, optional
         Random features of the ``linear`` kind.
+    attention_scale : float, optional
+        Logit scale. ``None`` (default): ``1/sqrt(d_head)`` as usual in transformers; ``1.0``:
+        the paper's Eq. 2 logits ``X_t Q (X_s K)ᵀ`` without scaling.
+    output_projection : bool, default=True
+        ``True``: heads are concatenated and mixed by an output projection ``W_O`` (standard
+        multi-head attention). ``False``: the paper's multi-head (§4.2.1): each head attends on
+        its own slice of the cochains and the heads are concatenated without ``W_O``; the
+        per-rank values of general attention are then block-diagonal (one ``d/heads`` square
+        map per head). Needs an attention core with this option.
+    bias_scale : {"per_head", "shared"}, default="per_head"
+        θ of the dense bias ``θ·N``: one per head, or one shared scalar as in the paper's
+        ``φ(N) = θN``.
     """
 
     def __init__(
         self,
         channels: int,
+        *,
         heads: int = 8,
         max_rank: int = 2,
         attention: str = "pairwise",
@@ -235,6 +377,9 @@ class CellularTransformerLayer(nn.Module):
         attention_dropout: float = 0.0,
         bias: bool = False,
         num_random_features: int | None = None,
+        attention_scale: float | None = None,
+        output_projection: bool = True,
+        bias_scale: str = "per_head",
     ) -> None:
         super().__init__()
         if attention not in ATTENTION_MECHANISMS:
@@ -247,10 +392,17 @@ class CellularTransformerLayer(nn.Module):
             raise ValueError(f"max_rank must be non-negative, got {max_rank}")
         self.channels = int(channels)
         self.heads = int(heads)
+        if self.heads < 1 or self.channels % self.heads:
+            raise ValueError(f"heads={heads} must be positive and divide channels={channels}")
         self.max_rank = int(max_rank)
         self.attention = attention
         self.kind = kind
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
+        self.block_keys = _module_keys(self.arrows)
+        core = _core_options(attention_scale, output_projection, bias_scale)
+        self.attention_scale = core["scale"]
+        self.output_projection = output_projection
+        self.bias_scale_mode = bias_scale  # ("per_head" | "shared"); θ itself lives in the blocks
         dropout = _check_dropout(dropout, "dropout")
         attention_dropout = _check_dropout(attention_dropout, "attention_dropout")
         ffn_channels = self.channels if ffn_channels is None else int(ffn_channels)
@@ -270,32 +422,87 @@ class CellularTransformerLayer(nn.Module):
                 dropout=attention_dropout if arrow_kind != "linear" else 0.0,
                 num_random_features=num_random_features,
                 value_projection=value_projection,
+                **core,
             )
 
+        self._bias_arrows: tuple[Arrow, ...] = ()
         if attention == "pairwise":
             self.blocks = nn.ModuleDict()
-            for arrow in self.arrows:
+            for arrow, key in zip(self.arrows, self.block_keys):
                 arrow_kind = kind
                 if kind == "mixed":
                     arrow_kind = "dense" if arrow.source == arrow.target else "sparse"
-                self.blocks[arrow.name] = block(arrow_kind)
+                self.blocks[key] = block(arrow_kind)
+            self._bias_arrows = tuple(
+                a for a, k in zip(self.arrows, self.block_keys) if self.blocks[k].kind == "dense"
+            )
         else:
             self.general = block(kind, value_projection=False)
-            self.values = nn.ModuleList(nn.Linear(self.channels, self.channels, bias=bias) for _ in ranks)
+            if output_projection:
+                self.values = nn.ModuleList(nn.Linear(self.channels, self.channels, bias=bias) for _ in ranks)
+            else:
+                self.values = nn.ModuleList(_HeadwiseLinear(self.channels, self.heads, bias) for _ in ranks)
+            if kind == "dense":
+                self._bias_arrows = tuple(self.arrows)
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
-        arrows = ", ".join(f"{a.name}:{a.neighborhood}{'.T' if a.transpose else ''}" for a in self.arrows)
+        arrows = ", ".join(a.label for a in self.arrows)
         return (
             f"channels={self.channels}, heads={self.heads}, max_rank={self.max_rank}, "
-            f"attention={self.attention!r}, kind={self.kind!r}, arrows=[{arrows}]"
+            f"attention={self.attention!r}, kind={self.kind!r}, arrows=[{arrows}], "
+            f"attention_scale={self.attention_scale}, output_projection={self.output_projection}, "
+            f"bias_scale={self.bias_scale_mode!r}"
         )
+
+    # ------------------------------------------------------------------ neighbourhoods
+    def prepare_neighborhoods(self, neighborhoods: Mapping[str, Tensor]) -> ArrowNeighborhoods:
+        """Convert the neighbourhoods of every arrow once (any layout → coalesced COO).
+
+        Also warns (``UserWarning``) when a matrix used as a dense bias ``θ·N`` has negative
+        entries (a signed Laplacian or incidence gives an orientation-dependent bias). Call it
+        once and pass the result to every layer of a stack with the same tensor diagram.
+
+        Parameters
+        ----------
+        neighborhoods : mapping of str to torch.Tensor
+            Neighbourhoods by ``ComplexData`` key, in any torch sparse layout or dense.
+
+        Returns
+        -------
+        ArrowNeighborhoods
+            ``{arrow: (n_target, n_source) coalesced COO}`` for every arrow.
+        """
+        if isinstance(neighborhoods, ArrowNeighborhoods):
+            return neighborhoods
+        converted: dict[str, Tensor] = {}
+        prepared = ArrowNeighborhoods()
+        for arrow in self.arrows:
+            key = arrow.neighborhood
+            if key not in converted:
+                converted[key] = replace(arrow, transpose=False).matrix(neighborhoods)
+            prepared[arrow] = converted[key].t().coalesce() if arrow.transpose else converted[key]
+        if not torch.compiler.is_compiling():
+            for arrow in self._bias_arrows:
+                values = prepared[arrow].values()
+                if values.numel() and bool((values < 0).any()):
+                    warnings.warn(
+                        f"the neighbourhood {arrow.neighborhood!r} of arrow {arrow.label} has negative "
+                        "entries: dense attention adds θ·N to the logits, so a signed matrix (e.g. a "
+                        "TopoNetX Hodge/up/down Laplacian or a signed incidence) gives a bias that "
+                        "depends on the cells' orientations. Use an unsigned neighbourhood "
+                        "(adjacency_r, coadjacency_r, incidence_r) or kind='sparse' (a mask: values "
+                        "ignored).",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+        return prepared
 
     # ------------------------------------------------------------------ forward
     def forward(
         self,
         x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor],
+        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
         batch: Sequence[Tensor] | None = None,
         num_complexes: int | None = None,
     ) -> list[Tensor]:
@@ -305,8 +512,9 @@ class CellularTransformerLayer(nn.Module):
         ----------
         x : sequence of torch.Tensor
             ``x[r]`` of shape ``(n_r, channels)`` for ``r = 0..max_rank`` (0 rows allowed).
-        neighborhoods : mapping of str to torch.Tensor
-            Sparse neighbourhoods by ``ComplexData`` key (those named by the tensor diagram).
+        neighborhoods : mapping of str to torch.Tensor, or ArrowNeighborhoods
+            Neighbourhoods by ``ComplexData`` key (those named by the tensor diagram), sparse
+            of any torch layout or dense; or the output of :meth:`prepare_neighborhoods`.
         batch : sequence of torch.Tensor, optional
             ``batch[r]`` of shape ``(n_r,)``: sorted complex index of every r-cell (needed for
             ``dense``/``linear`` attention on a batch; ``None`` means a single complex).
@@ -332,38 +540,34 @@ class CellularTransformerLayer(nn.Module):
             raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
         if num_complexes is None:
             num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
+        prepared = self.prepare_neighborhoods(neighborhoods)
         normed = [norm(xr) for norm, xr in zip(self.norm_attention, x)]
         if self.attention == "pairwise":
-            update = self._pairwise(normed, neighborhoods, batch, num_complexes)
+            update = self._pairwise(normed, prepared, batch, num_complexes)
         else:
-            update = self._general(normed, neighborhoods, batch, num_complexes)
+            update = self._general(normed, prepared, batch, num_complexes)
         out = []
         for r, xr in enumerate(x):
-            h = xr + self.dropout(update[r]) if update[r] is not None else xr
+            h = xr + update[r] if update[r] is not None else xr
             out.append(h + self.ffn[r](self.norm_ffn[r](h)))
         return out
 
     def _pairwise(
         self,
         x: list[Tensor],
-        neighborhoods: Mapping[str, Tensor],
+        neighborhoods: ArrowNeighborhoods,
         batch: list[Tensor],
         num_complexes: int,
     ) -> list[Tensor | None]:
         update: list[Tensor | None] = [None] * len(x)
-        for arrow in self.arrows:
+        for arrow, key in zip(self.arrows, self.block_keys):
             source, target = x[arrow.source], x[arrow.target]
             if source.shape[0] == 0 or target.shape[0] == 0:
                 continue  # rank absent from every complex of the batch: nothing to attend
-            attention = self.blocks[arrow.name]
-            matrix = None if attention.kind == "linear" else arrow.matrix(neighborhoods)
-            out = attention(
-                target,
-                source,
-                matrix,
-                batch[arrow.target],
-                batch[arrow.source],
-                num_graphs=num_complexes,
+            attention = self.blocks[key]
+            matrix = None if attention.kind == "linear" else neighborhoods[arrow]
+            out = self.dropout(
+                attention(target, source, matrix, batch[arrow.target], batch[arrow.source], num_graphs=num_complexes)
             )
             update[arrow.target] = out if update[arrow.target] is None else update[arrow.target] + out
         return update
@@ -371,17 +575,19 @@ class CellularTransformerLayer(nn.Module):
     def _general(
         self,
         x: list[Tensor],
-        neighborhoods: Mapping[str, Tensor],
+        neighborhoods: ArrowNeighborhoods,
         batch: list[Tensor],
         num_complexes: int,
     ) -> list[Tensor | None]:
         sizes = [xr.shape[0] for xr in x]
+        if sum(sizes) == 0:
+            return [None] * len(x)  # no cell in the whole batch: nothing to attend
         tokens = torch.cat(x, dim=0)
         attention = self.general
         query = attention.project_query(tokens)
         key = attention.project_key(tokens)
-        value = torch.cat([lin(xr) for lin, xr in zip(self.values, x)], dim=0)
-        value = value.view(value.shape[0], self.heads, -1)
+        width = self.channels // self.heads
+        value = torch.cat([lin(xr).reshape(xr.shape[0], self.heads, width) for lin, xr in zip(self.values, x)])
         offsets = [0]
         for n in sizes:
             offsets.append(offsets[-1] + n)
@@ -402,31 +608,31 @@ class CellularTransformerLayer(nn.Module):
         out = attention.attend(
             query[order], key[order], value[order], matrix, sorted_batch, sorted_batch, num_complexes
         )
-        out = attention.project_output(out)[inverse]
+        out = self.dropout(attention.project_output(out)[inverse])
         return list(torch.split(out, sizes, dim=0))
 
 
 def _block_neighborhood(
     arrows: Sequence[Arrow],
-    neighborhoods: Mapping[str, Tensor],
+    neighborhoods: ArrowNeighborhoods,
     offsets: Sequence[int],
     device: torch.device,
     dtype: torch.dtype,
 ) -> Tensor:
-    """Assemble the block matrix ``N`` of Eq. 3: block ``(kt, ks)`` is ``N_{ks→kt}``."""
+    """Assemble the block matrix ``N`` of Eq. 3: block ``(kt, ks)`` is the sum of ``N_{ks→kt}``."""
     total = offsets[-1]
     rows, cols, vals = [], [], []
     for arrow in arrows:
-        matrix = arrow.matrix(neighborhoods).coalesce()
+        matrix = neighborhoods[arrow]
         expected = (offsets[arrow.target + 1] - offsets[arrow.target], offsets[arrow.source + 1] - offsets[arrow.source])
         if tuple(matrix.shape) != expected:
             raise ValueError(
-                f"neighbourhood of arrow {arrow.name} has shape {tuple(matrix.shape)}, expected {expected}"
+                f"neighbourhood of arrow {arrow.label} has shape {tuple(matrix.shape)}, expected {expected}"
             )
-        idx = matrix.indices()
+        idx = matrix.indices().to(device)
         rows.append(idx[0] + offsets[arrow.target])
         cols.append(idx[1] + offsets[arrow.source])
-        vals.append(matrix.values().to(dtype))
+        vals.append(matrix.values().to(device, dtype))
     if not rows:
         empty = torch.zeros((2, 0), dtype=torch.long, device=device)
         return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=dtype, device=device), (total, total))
