@@ -129,11 +129,36 @@ class CellEncoder(nn.Module):
         return h + self.pe_linear(pe)
 
 
+def _pattern_product(left: Tensor, right: Tensor) -> Tensor:
+    """0/1 pattern of the product of two coalesced sparse COO matrices (index join, any device)."""
+    (a_row, a_col), (b_row, b_col) = left.indices(), right.indices()
+    order = torch.argsort(a_col, stable=True)
+    a_row, a_col = a_row[order], a_col[order]
+    degree = torch.bincount(a_col, minlength=left.shape[1])
+    start = torch.cumsum(degree, 0) - degree
+    repeats = degree[b_row]  # entries of `left` in the column matching each entry of `right`
+    entry = torch.repeat_interleave(torch.arange(b_row.numel(), device=b_row.device), repeats)
+    first = torch.cumsum(repeats, 0) - repeats
+    offset = torch.arange(entry.numel(), device=entry.device) - first[entry]
+    index = torch.stack([a_row[start[b_row[entry]] + offset], b_col[entry]])
+    ones = torch.ones(index.shape[1], dtype=left.dtype, device=index.device)
+    shape = (left.shape[0], right.shape[1])
+    return _pattern(torch.sparse_coo_tensor(index, ones, shape, check_invariants=False).coalesce())
+
+
+def _pattern(matrix: Tensor) -> Tensor:
+    """The 0/1 pattern (nonzero entries) of a coalesced sparse COO matrix."""
+    index = matrix.indices()[:, matrix.values() != 0]
+    ones = torch.ones(index.shape[1], dtype=matrix.dtype, device=index.device)
+    return torch.sparse_coo_tensor(index, ones, matrix.shape, is_coalesced=True, check_invariants=False)
+
+
 def vertex_membership(data: ComplexData, rank: int) -> Tensor:
     """Which vertices lie on each cell of ``rank``, from the unsigned incidence chain.
 
-    The pattern of ``incidence_1 · incidence_2 ⋯ incidence_rank`` (sparse products on the
-    data's device; the same matrix as :meth:`ComplexData.vertex_cells`, which goes through SciPy).
+    The pattern of ``incidence_1 · incidence_2 ⋯ incidence_rank``, computed with index joins
+    on the data's device (the same matrix as :meth:`ComplexData.vertex_cells`, which goes
+    through SciPy on the CPU).
 
     Parameters
     ----------
@@ -147,13 +172,12 @@ def vertex_membership(data: ComplexData, rank: int) -> Tensor:
     torch.Tensor, shape = (n_0, n_rank)
         Coalesced 0/1 sparse COO matrix.
     """
-    product = to_coalesced_coo(data.neighborhood("incidence", 1), "incidence_1")
-    for r in range(2, rank + 1):
-        product = torch.sparse.mm(product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}"))
-        product = product.coalesce()
-    index = product.indices()[:, product.values() != 0]
-    ones = torch.ones(index.shape[1], dtype=product.dtype, device=index.device)
-    return torch.sparse_coo_tensor(index, ones, product.shape).coalesce()
+    if int(rank) < 1:
+        raise ValueError(f"rank must be at least 1, got {rank}")
+    product = _pattern(to_coalesced_coo(data.neighborhood("incidence", 1), "incidence_1"))
+    for r in range(2, int(rank) + 1):
+        product = _pattern_product(product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}"))
+    return product
 
 
 class CellularTransformer(nn.Module):
