@@ -17,6 +17,7 @@ from torch_geometric.data import Batch
 
 from tests.helpers import graph_from_edges, permute_complex, to_double
 from tests.nn.cell.test_cellular_transformer import COMBOS, complexes, make_model
+from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.nn.attention import MultiHeadAttention
 from topomodelx_attention.nn.cell import (
     Arrow,
@@ -57,10 +58,8 @@ def attention_reference(block, x_t, x_s, matrix, scale, output_projection):
     q, k, v = block.project_query(x_t), block.project_key(x_s), block.project_value(x_s)
     logits = torch.einsum("thd,shd->hts", q, k) * scale
     dense = matrix.to_dense()
-    if block.kind == "dense":
-        logits = logits + dense  # φ(N) = θN with θ initialised to 1
-    else:
-        logits = logits.masked_fill(dense == 0, -math.inf)  # ⋆ = Hadamard: N is a mask
+    # dense: φ(N) = θN with θ initialised to 1; sparse: ⋆ = Hadamard, N is a mask
+    logits = logits + dense if block.kind == "dense" else logits.masked_fill(dense == 0, -math.inf)
     alpha = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # a cell without neighbours gets 0
     out = torch.einsum("hts,shd->thd", alpha, v)
     return block.project_output(out) if output_projection else out.reshape(out.shape[0], -1)
@@ -297,6 +296,8 @@ def test_paper_configs_hold_table_3(name):
     hidden, heads, readout_layers, readout_dropout = TABLE_3[name]
     p = cfg.params
     assert cfg.name == "cellular_transformer" and cfg.domain == "cell"
+    composed = compose_config(model=f"cell/cellular_transformer_paper_{name}")
+    assert composed.model.params == cfg.params
     assert (p.n_layers, p.hidden_channels, p.ffn_channels, p.heads) == (12, hidden, hidden, heads)
     assert (p.attention_dropout, p.embedding_dropout, p.readout_dropout) == (0.1, 0.0, readout_dropout)
     assert p.readout_layers == readout_layers and p.pooling == "sum" and list(p.readout_ranks) == [0]
@@ -333,7 +334,7 @@ def test_two_arrows_between_the_same_ranks_are_separate_pairwise_blocks(kind):
                             if "coadjacency" not in k})
     assert not torch.allclose(single(x, neighborhoods)[1], out[1])
     with pytest.raises(ValueError, match="appears twice"):
-        parse_tensor_diagram(diagram + ["1->1:coadjacency_1"], 2)
+        parse_tensor_diagram([*diagram, "1->1:coadjacency_1"], 2)
 
 
 @pytest.mark.parametrize("kind", ["sparse", "dense"])

@@ -147,7 +147,7 @@ def _pattern_product(left: Tensor, right: Tensor) -> Tensor:
 
 
 def _pattern(matrix: Tensor) -> Tensor:
-    """The 0/1 pattern (nonzero entries) of a coalesced sparse COO matrix."""
+    """Return the 0/1 pattern (nonzero entries) of a coalesced sparse COO matrix."""
     index = matrix.indices()[:, matrix.values() != 0]
     ones = torch.ones(index.shape[1], dtype=matrix.dtype, device=index.device)
     return torch.sparse_coo_tensor(index, ones, matrix.shape, is_coalesced=True, check_invariants=False)

@@ -238,7 +238,7 @@ def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank
 
 
 def _module_keys(arrows: Sequence[Arrow]) -> list[str]:
-    """Module key of every arrow: ``"1->0"``, or ``"1->1:adjacency_1"`` when ranks repeat."""
+    """Return the module key of every arrow: ``"1->0"``, or ``"1->1:adjacency_1"`` when ranks repeat."""
     counts: dict[str, int] = {}
     for arrow in arrows:
         counts[arrow.name] = counts.get(arrow.name, 0) + 1
