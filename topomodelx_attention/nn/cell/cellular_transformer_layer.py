@@ -474,6 +474,9 @@ class CellularTransformerLayer(nn.Module):
             ``{arrow: (n_target, n_source) coalesced COO}`` for every arrow.
         """
         if isinstance(neighborhoods, ArrowNeighborhoods):
+            missing = [arrow.label for arrow in self.arrows if arrow not in neighborhoods]
+            if missing:
+                raise ValueError(f"the prepared neighbourhoods lack the arrows {missing} of this layer")
             return neighborhoods
         converted: dict[str, Tensor] = {}
         prepared = ArrowNeighborhoods()
@@ -494,7 +497,7 @@ class CellularTransformerLayer(nn.Module):
                         "(adjacency_r, coadjacency_r, incidence_r) or kind='sparse' (a mask: values "
                         "ignored).",
                         UserWarning,
-                        stacklevel=3,
+                        stacklevel=2,
                     )
         return prepared
 
