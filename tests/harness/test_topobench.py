@@ -63,3 +63,48 @@ def test_backbone_rejects_batches_without_cell_batch_vectors(tmp_path):
     backbone = CellularTransformerBackbone(8, 8, n_layers=1, heads=2)
     with pytest.raises(ValueError, match="batch_1"):
         backbone(plain)
+
+
+# Resolvers TopoBench registers (topobench/run.py) plus OmegaConf's built-in ones.
+TOPOBENCH_RESOLVERS = {
+    "get_default_metrics", "get_default_trainer", "get_default_transform",
+    "get_flattened_channels", "get_required_lifting", "get_monitor_metric", "get_monitor_mode",
+    "get_non_relational_out_channels", "infer_in_channels", "infer_num_cell_dimensions",
+    "infer_topotune_num_cell_dimensions", "parameter_multiplication",
+    "oc.select", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values",
+}
+
+
+def _topobench_yamls():
+    return sorted((CONFIG_DIR / "topobench").rglob("*.yaml"))
+
+
+def test_topobench_yamls_use_only_topobench_resolvers():
+    import re
+
+    paths = _topobench_yamls()
+    assert paths
+    for path in paths:
+        used = set(re.findall(r"\$\{([\w.]+):", path.read_text()))
+        unknown = used - TOPOBENCH_RESOLVERS
+        assert not unknown, f"{path.name} uses resolvers TopoBench does not define: {unknown}"
+
+
+def test_backbone_pads_ranks_topobench_expects_but_the_lifting_lacks(tmp_path):
+    # TopoBench's default max_dim_if_lifted=3 gives num_cell_dimensions=4 while the cycle lifting
+    # stops at rank 2: the wrapper must return an empty x_3 and the batch must gain incidence_3.
+    hidden = 8
+    plain, batch = _topobench_like_batch(tmp_path, hidden)
+    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2, num_cell_dimensions=4)
+    wrapper = CellularTransformerWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
+    out = wrapper(plain)
+    assert out["x_3"].shape == (0, hidden)
+    assert plain["incidence_3"].shape == (batch["x_2"].shape[0], 0)
+    for rank in range(3):
+        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
+        assert torch.isfinite(out[f"x_{rank}"]).all()
+
+
+def test_backbone_rank_arguments_must_agree():
+    with pytest.raises(ValueError, match="max_rank"):
+        CellularTransformerBackbone(8, 8, max_rank=2, num_cell_dimensions=4)

@@ -23,7 +23,12 @@ from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
 
-__all__ = ["CellularTransformerBackbone", "CellularTransformerWrapper", "to_complex_data"]
+__all__ = [
+    "CellularTransformerBackbone",
+    "CellularTransformerWrapper",
+    "pad_empty_ranks",
+    "to_complex_data",
+]
 
 
 def _pattern(matrix: Tensor) -> Tensor:
@@ -35,6 +40,48 @@ def _pattern(matrix: Tensor) -> Tensor:
         indices[:, keep], torch.ones(int(keep.sum()), dtype=torch.float32, device=indices.device),
         matrix.shape,
     ).coalesce()
+
+
+_RANK_NEIGHBORHOODS = (
+    "adjacency", "coadjacency", "down_laplacian", "up_laplacian", "hodge_laplacian",
+)
+
+
+def pad_empty_ranks(batch: Any, max_rank: int) -> None:
+    """Add empty ranks ``r <= max_rank`` that a TopoBench batch lacks, in place.
+
+    TopoBench sizes a model by ``dataset.parameters.max_dim_if_lifted`` (3 for its graph data
+    sets) while a cycle lifting stops at rank 2, so the batch has no ``x_3``/``incidence_3`` and
+    the readout (``PropagateSignalDown``) fails with ``KeyError: 'x_3'`` — for TopoBench's own
+    cell models too. Following this package's convention (an empty rank is a tensor with 0 rows,
+    never a missing key), the missing ranks are added with 0 cells: ``x_r`` ``(0, d_{r-1})``,
+    ``batch_r`` ``(0,)``, ``incidence_r`` ``(n_{r-1}, 0)`` and ``(0, 0)`` neighbourhoods, so the
+    default ``max_dim_if_lifted`` works unchanged.
+
+    Parameters
+    ----------
+    batch : torch_geometric.data.Data
+        TopoBench batch; modified in place.
+    max_rank : int
+        Highest rank the model and the readout use.
+    """
+    for rank in range(1, max_rank + 1):
+        if f"x_{rank}" in batch:
+            continue
+        below = batch[f"x_{rank - 1}"]
+        empty = {"dtype": below.dtype, "device": below.device}
+        batch[f"x_{rank}"] = below.new_zeros((0, below.shape[1]))
+        batch[f"batch_{rank}"] = torch.zeros(0, dtype=torch.long, device=below.device)
+        indices = torch.zeros((2, 0), dtype=torch.long, device=below.device)
+        if f"incidence_{rank}" not in batch:
+            batch[f"incidence_{rank}"] = torch.sparse_coo_tensor(
+                indices, torch.zeros(0, **empty), (below.shape[0], 0)
+            ).coalesce()
+        for name in _RANK_NEIGHBORHOODS:
+            if f"{name}_{rank}" not in batch:
+                batch[f"{name}_{rank}"] = torch.sparse_coo_tensor(
+                    indices, torch.zeros(0, **empty), (0, 0)
+                ).coalesce()
 
 
 def to_complex_data(batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_key: str = "pe") -> ComplexData:
@@ -98,8 +145,12 @@ class CellularTransformerBackbone(nn.Module):
         Layers.
     heads : int, default=4
         Attention heads.
-    max_rank : int, default=2
-        Highest rank.
+    max_rank : int, optional
+        Highest rank. Default: ``num_cell_dimensions - 1`` when given (TopoBench's
+        ``${infer_num_cell_dimensions:...}``, which follows ``dataset.parameters.max_dim_if_lifted``),
+        else 2. Ranks without cells (e.g. rank 3 of a cycle-lifted graph) are legal.
+    num_cell_dimensions : int, optional
+        TopoBench's count of cell dimensions (ranks ``0..num_cell_dimensions - 1``).
     pe_channels : int, optional
         Width of ``pe_r`` when the batch carries our positional encodings.
     **kwargs
@@ -113,13 +164,23 @@ class CellularTransformerBackbone(nn.Module):
         hidden_channels: int,
         n_layers: int = 2,
         heads: int = 4,
-        max_rank: int = 2,
+        max_rank: int | None = None,
+        num_cell_dimensions: int | None = None,
         pe_channels: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         from topomodelx_attention.nn.cell import CellularTransformer
 
+        if max_rank is None:
+            max_rank = 2 if num_cell_dimensions is None else int(num_cell_dimensions) - 1
+        elif num_cell_dimensions is not None and int(max_rank) != int(num_cell_dimensions) - 1:
+            raise ValueError(
+                f"max_rank={max_rank} disagrees with num_cell_dimensions={num_cell_dimensions}; "
+                "give one of them"
+            )
+        if int(max_rank) < 0:
+            raise ValueError(f"max_rank must be at least 0, got {max_rank}")
         self.max_rank = int(max_rank)
         self.out_channels = int(hidden_channels)
         self.transformer = CellularTransformer(
@@ -141,6 +202,7 @@ class CellularTransformerBackbone(nn.Module):
         list of torch.Tensor
             ``h_r`` of shape ``(n_r, hidden_channels)``, ``r = 0..max_rank``.
         """
+        pad_empty_ranks(batch, self.max_rank)
         data = to_complex_data(batch, self.max_rank, self.neighborhoods)
         return self.transformer.encode(data)
 
