@@ -187,5 +187,5 @@ def test_attention_dropout_every_path(kind):
             lambda *t: (torch.manual_seed(1), n_simplicial_attention(
                 t[0], t[1:3], t[3:], chunk_size=(2, 3), dropout_p=0.3, training=True
             ))[1],
-            (q, k1, k2, v1, v2),
+            tuple(_x(1, 4, 3, seed=s).requires_grad_() for s in range(5)),
         )
