@@ -373,8 +373,20 @@ def _tuple_path(
         ],
         dim=1,
     )
-    # one source per distinct key tuple (a pair (j, k) shared by several triangles is built once)
-    sources, inverse = torch.unique(cols, dim=0, return_inverse=True)
+    # one source per distinct key tuple (a pair (j, k) shared by several triangles is built once);
+    # tuples are coded as one integer (mixed radix) because a 1-D unique is much faster
+    radix = [keys[m].shape[1] for m in range(order)]
+    if math.prod(radix) >= 2**62:  # the code would overflow int64
+        sources, inverse = torch.unique(cols, dim=0, return_inverse=True)
+    else:
+        code = cols[:, 0].clone()
+        for m in range(1, order):
+            code = code * radix[m] + cols[:, m]
+        uniq, inverse = torch.unique(code, return_inverse=True)
+        sources = torch.empty(uniq.shape[0], order, dtype=torch.long, device=q.device)
+        for m in reversed(range(order)):
+            sources[:, m] = uniq % radix[m]
+            uniq = torch.div(uniq, radix[m], rounding_mode="floor")
     tuple_key = tuple_value = None
     for m in range(order):
         k_m = keys[m].index_select(1, sources[:, m])
