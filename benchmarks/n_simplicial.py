@@ -18,11 +18,17 @@ Tables
 2. Windowed path: peak memory vs ``n`` and windows ``(w1, w2)``; ``peak / (n · w1 · w2)`` stays
    constant, i.e. memory grows as ``n · w1 · w2`` and never as ``n^3``.
 3. Full path: peak memory vs the chunk sizes ``(c_q, c_k)`` (memory ``O(c_q · c_k · n)``).
+4. Routers (§2.3, ``--router`` only): a student :class:`NSimplicialTransformer` with top-K
+   routing (``router="paper"``: ``Σ_h w_ih ReLU(<Q_i, K_j>)`` on the previous layer's queries
+   and keys; ``router="bilinear"``: low-rank bilinear form of the layer input) is fitted to a
+   random full-attention teacher of the same architecture; the table gives the held-out MSE
+   (mean ± std over seeds) relative to a full-attention student (baseline, ratio 1).
 
 Usage::
 
     python benchmarks/n_simplicial.py            # about 2-3 minutes on 2 CPU cores
     python benchmarks/n_simplicial.py --quick    # seconds
+    python benchmarks/n_simplicial.py --quick --router   # + Table 4 (about a minute)
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from topomodelx_attention.nn.simplicial import (
+    NSimplicialTransformer,
+    RouterContext,
     SimplicialRouter,
     TupleMask,
     WindowMask,
@@ -132,6 +140,7 @@ def case_fn(
 ) -> Callable[[], None]:
     q, keys, values = make_inputs(n, args.heads, args.head_dim, device, seed=n)
     x = torch.randn(1, n, args.heads * args.head_dim, device=device)
+    context = RouterContext(q.unsqueeze(0), tuple(k.unsqueeze(0) for k in keys))
 
     def run() -> None:
         if kind == "naive":
@@ -143,7 +152,7 @@ def case_fn(
         elif kind == "windowed":
             out = n_simplicial_attention(q, keys, values, mask=WindowMask(args.window))
         elif kind == "routed":
-            selection = router(x)  # trainable scorer, gates carry its gradient
+            selection = router(x, context=context)  # §2.3 scores, gates carry the gradient
             out = n_simplicial_attention(q, keys, values, mask=selection)
         elif kind == "complex":
             out = n_simplicial_attention(q, keys, values, mask=tuples)
@@ -159,7 +168,7 @@ def case_fn(
 # ----------------------------------------------------------------------------------------------
 def table_paths(args: argparse.Namespace, device: torch.device) -> None:
     channels = args.heads * args.head_dim
-    router = SimplicialRouter(channels, 2, args.router_k).to(device)
+    router = SimplicialRouter(channels, 2, args.router_k, heads=args.heads).to(device)
     print(
         f"\n### Table 1 — N = 2, heads = {args.heads}, head_dim = {args.head_dim}, "
         f"forward + backward, {device.type}\n"
@@ -242,6 +251,53 @@ def table_chunks(args: argparse.Namespace, device: torch.device) -> None:
         print(f"| {tuple(chunk)} | {seconds * 1e3:.1f} | {fmt_bytes(mem)} | {fmt_bytes(tile)} |")
 
 
+def table_routers(args: argparse.Namespace, device: torch.device) -> None:
+    n, k, steps, seeds = args.router_n, args.router_k_fit, args.router_steps, args.router_seeds
+    width, batch = 16, 32
+    print(
+        f"\n### Table 4 — routers (§2.3): fit a full-attention teacher, n = {n}, K = {k}, "
+        f"{steps} Adam steps, batch {batch}, width {width}, 2 layers, {len(seeds)} seeds\n"
+    )
+    print("| student | test MSE (mean ± std) | MSE / full | ms per step |")
+    print("|---|---:|---:|---:|")
+    common = {"n_layers": 2, "heads": 2, "order": 2, "outputs": "tokens"}
+    results: dict[str, list[float]] = {}
+    timing: dict[str, float] = {}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        teacher = NSimplicialTransformer(8, width, 4, **common).to(device)
+        x_test = torch.randn(256, n, 8, device=device)
+        with torch.no_grad():
+            y_test = teacher(x_test)
+        for name, extra in (
+            ("full", {}),
+            ("paper", {"router_k": k, "router": "paper"}),
+            ("bilinear", {"router_k": k, "router": "bilinear"}),
+        ):
+            torch.manual_seed(seed + 1)
+            student = NSimplicialTransformer(8, width, 4, **common, **extra).to(device)
+            opt = torch.optim.Adam(student.parameters(), lr=3e-3)
+            start = time.perf_counter()
+            for _ in range(steps):
+                x = torch.randn(batch, n, 8, device=device)
+                with torch.no_grad():
+                    y = teacher(x)
+                loss = (student(x) - y).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            timing[name] = timing.get(name, 0.0) + (time.perf_counter() - start) / steps
+            with torch.no_grad():
+                results.setdefault(name, []).append(float((student(x_test) - y_test).square().mean()))
+    base = float(np.mean(results["full"]))
+    for name, values in results.items():
+        mean, std = float(np.mean(values)), float(np.std(values))
+        print(
+            f"| {name} | {mean:.4f} ± {std:.4f} | {mean / base:.2f} | "
+            f"{timing[name] / len(seeds) * 1e3:.1f} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds)")
@@ -252,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--router-k", type=int, default=8)
     parser.add_argument("--window", type=int, nargs=2, default=(16, 8))
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--router", action="store_true", help="add Table 4 (router comparison)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -260,16 +317,21 @@ def main(argv: list[str] | None = None) -> None:
         args.sizes, args.naive_max, args.full_max = [64, 128, 512], 128, 128
         args.window_sizes, args.window_grid = [256, 1024], [(4, 4), (8, 8)]
         args.chunk_n, args.chunk_grid, args.repeats = 96, [(8, 8), (32, 32), (96, 96)], 1
+        args.router_n, args.router_k_fit, args.router_steps, args.router_seeds = 16, 4, 150, [0, 1, 2]
     else:
         args.sizes, args.naive_max, args.full_max = [64, 128, 256, 1024, 4096], 256, 256
         args.window_sizes = [512, 2048, 8192]
         args.window_grid = [(4, 4), (8, 8), (16, 8), (16, 16)]
         args.chunk_n, args.chunk_grid = 256, [(16, 16), (64, 64), (128, 256), (256, 256)]
+        args.router_n, args.router_k_fit, args.router_steps = 32, 6, 400
+        args.router_seeds = [0, 1, 2, 3, 4]
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, threads = {torch.get_num_threads()}, device = {device}")
     table_paths(args, device)
     table_windows(args, device)
     table_chunks(args, device)
+    if args.router:
+        table_routers(args, device)
 
 
 if __name__ == "__main__":

@@ -174,19 +174,19 @@ def test_layer_complex_batched_equals_unbatched():
 # ---------------------------------------------------------------------------------- model
 def test_model_on_sequences_and_gradients():
     _seed_modules()
-    model = NSimplicialTransformer(5, 12, 3, num_layers=2, heads=2, order=2, causal=True)
+    model = NSimplicialTransformer(5, 12, 3, n_layers=2, heads=2, order=2, causal=True, router_k=4)
     out = model(torch.randn(4, 9, 5))
     assert out.shape == (4, 3)
     out.square().sum().backward()
     assert _all_grads_nonzero(model) == []
-    token_model = NSimplicialTransformer(5, 12, 3, num_layers=1, readout=None, window=2)
+    token_model = NSimplicialTransformer(5, 12, 3, n_layers=1, outputs="tokens", window=2)
     assert token_model(torch.randn(2, 9, 5)).shape == (2, 9, 3)
 
 
 def test_model_complex_data_batched_equals_unbatched():
     _seed_modules()
     model = NSimplicialTransformer(
-        4, 12, 2, num_layers=2, heads=2, order=2, kv_bias=True, self_loops=True
+        4, 12, 2, n_layers=2, heads=2, order=2, kv_bias=True, self_loops=True
     ).double()
     complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
     datas = [
@@ -211,14 +211,16 @@ def test_model_complex_data_batched_equals_unbatched():
 
 def test_model_categorical_inputs_and_errors():
     _seed_modules()
-    model = NSimplicialTransformer(1, 12, 2, num_layers=1, num_categories=10)
+    model = NSimplicialTransformer(1, 12, 2, n_layers=1, num_categories=10)
     sc = _complex_with_isolated_vertex()
     codes = torch.randint(0, 10, (8, 2))
     assert model(codes, sc).shape == (1, 2)
     with pytest.raises(TypeError, match="category"):
         model(torch.randn(8, 2), sc)
-    float_model = NSimplicialTransformer(3, 12, 2, num_layers=1)
+    float_model = NSimplicialTransformer(3, 12, 2, n_layers=1)
     with pytest.raises(ValueError, match="tuples"):
         float_model(torch.randn(8, 3))
-    with pytest.raises(ValueError, match="readout"):
-        NSimplicialTransformer(3, 12, 2, readout="first")
+    with pytest.raises(ValueError, match="pooling"):
+        NSimplicialTransformer(3, 12, 2, pooling="max")
+    with pytest.raises(ValueError, match="outputs"):
+        NSimplicialTransformer(3, 12, 2, outputs="cells")

@@ -4,7 +4,9 @@ Functional core (§2.2): :func:`n_simplicial_attention` — exact, chunked with 
 with causal / window / routed / explicit-tuple / dense masks, key-value bias (Appendix F.1) and
 determinant logits (§2.4). Modules: :class:`NSimplicialAttention` (multi-head),
 :class:`NSimplicialTransformerLayer` (pre-norm block), :class:`NSimplicialTransformer` (stack +
-readout, for sequences and complexes), :class:`SimplicialRouter` (top-K router, §2.3).
+readout, for sequences and complexes), :class:`SimplicialRouter` (top-K router, §2.3; the previous
+layer's queries and keys travel as a :class:`RouterContext`; token-level gating is the layer
+option ``gating="token"``). Sparse tuple lists run on the shared attention core.
 Over-smoothing diagnostics (§3.2) in :mod:`~topomodelx_attention.nn.simplicial.diagnostics`.
 """
 
@@ -42,7 +44,11 @@ from topomodelx_attention.nn.simplicial.rope import (
     determinant_logits,
     simplicial_rope,
 )
-from topomodelx_attention.nn.simplicial.router import SimplicialRouter, topk_selection
+from topomodelx_attention.nn.simplicial.router import (
+    RouterContext,
+    SimplicialRouter,
+    topk_selection,
+)
 
 __all__ = [
     "NULL_KEY",
@@ -51,6 +57,7 @@ __all__ = [
     "NSimplicialAttention",
     "NSimplicialTransformer",
     "NSimplicialTransformerLayer",
+    "RouterContext",
     "SimplicialRouter",
     "TupleMask",
     "WindowMask",

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum
+from topomodelx_attention.nn.attention import scatter_max
+from topomodelx_attention.nn.common import segment_pool
 from topomodelx_attention.nn.simplicial.n_simplicial_transformer_layer import (
     NSimplicialTransformerLayer,
 )
@@ -79,9 +80,7 @@ def token_residual(x: Tensor, batch: Tensor | None = None) -> Tensor:
     if batch is None:
         return x - x.mean(-2, keepdim=True)
     size = int(batch.max()) + 1 if batch.numel() else 0
-    count = scatter_sum(torch.ones_like(batch, dtype=x.dtype), batch, size).clamp_min(1)
-    mean = scatter_sum(x, batch, size) / count[:, None]
-    return x - mean.index_select(0, batch)
+    return x - segment_pool(x, batch, size, "mean").index_select(0, batch)
 
 
 def residual_norm(x: Tensor, batch: Tensor | None = None, relative: bool = False) -> Tensor:
@@ -110,7 +109,7 @@ def residual_norm(x: Tensor, batch: Tensor | None = None, relative: bool = False
 
     def per_complex(m: Tensor) -> Tensor:
         a = m.abs()
-        col = scatter_sum(a, batch, size).amax(-1)
+        col = segment_pool(a, batch, size).amax(-1)
         row = scatter_max(a.sum(-1), batch, size)
         return torch.sqrt(col * row.clamp_min(0))
 

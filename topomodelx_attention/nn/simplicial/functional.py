@@ -24,38 +24,39 @@ The default ``s = 1/sqrt(d)`` for every ``N`` (as SDPA): with unit-variance entr
 sum of ``d`` unit-variance products, so ``1/sqrt(d)`` keeps it at unit variance for any ``N``.
 §2.2 of the paper writes ``softmax(1/d · ...)``; pass ``scale=1/d`` to reproduce it.
 
-Paths and memory (``L`` = product of the leading dimensions, ``d`` = channels)
----------------------------------------------------------------------------
-* dense (no mask, :class:`~.masks.CausalMask`, or a boolean tensor): tiles of ``c_q`` queries ×
-  ``c_k`` keys of the first key axis × all keys of the other axes, combined with a streaming
-  (online) softmax. A custom autograd function recomputes the tiles in the backward pass from the
-  saved log-sum-exp (as FlashAttention does), so forward **and** backward allocate
-  ``O(L · c_q · c_k · n^{N-2} · max(n, d))`` at a time, never ``n^{N+1}``. Causal tiles skip keys
-  ``> i``. For ``N = 1`` without mask/bias and without ``chunk_size`` the call is forwarded to
+Paths (``L`` = product of the leading dimensions, ``d`` = channels)
+-------------------------------------------------------------------
+:func:`n_simplicial_attention` validates (:func:`_validate`), normalises the mask
+(:func:`_normalise_mask`) and runs one of four paths:
+
+* :func:`_sdpa_path` — ``N = 1`` without mask, bias or chunking:
   :func:`torch.nn.functional.scaled_dot_product_attention`.
-* gathered (:class:`~.masks.WindowMask`, :class:`~.masks.KeySelection` from the router):
-  ``O(L · n · K_1 ⋯ K_N)`` logits and ``O(L · n · K_m · d)`` gathered rows (chunked over queries).
-* tuples (:class:`~.masks.TupleMask`): a segment softmax over each query's tuples with the scatter
-  utilities of the attention core, ``O(L · n_tuples · d)``.
+* :func:`_dense_path` — no mask, :class:`~.masks.CausalMask` or a boolean tensor: the streaming
+  exact kernel of :mod:`~topomodelx_attention.nn.simplicial.streaming`, memory
+  ``O(L · c_q · c_k · n^{N-2} · max(n, d))``, never ``n^{N+1}``.
+* :func:`_gathered_path` — :class:`~.masks.WindowMask`, :class:`~.masks.KeySelection` (router):
+  ``O(L · n · K_1 ⋯ K_N)`` logits, chunked over queries.
+* :func:`_tuple_path` — :class:`~.masks.TupleMask`: the shared core's
+  :func:`~topomodelx_attention.nn.attention.sparse_attention` on the bipartite graph
+  *query → distinct key tuple*, whose key is ``K^{(1)}_{k_1} ⊙ ⋯ ⊙ K^{(N)}_{k_N}`` and whose
+  value is ``V^{(1)}_{k_1} ⊙ ⋯ ⊙ V^{(N)}_{k_N}`` (then ``Σ_a Q_{ia} (K^{(1)} ⊙ ⋯)_a`` is the
+  logit above), ``O(L · n_tuples · d)``.
 
 A query that has no allowed tuple gets a zero output (never NaN), and zero gradients. The dense
 path's backward is a hand-written first derivative (``once_differentiable``): double backward
-through it is not supported; the gathered and tuple paths are plain autograd.
+through it is not supported.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from topomodelx_attention.nn.attention.scatter import scatter_sum, segment_softmax
+from topomodelx_attention.nn.attention import segment_softmax, sparse_attention
 from topomodelx_attention.nn.simplicial.masks import (
     NULL_KEY,
     CausalMask,
@@ -65,472 +66,55 @@ from topomodelx_attention.nn.simplicial.masks import (
     window_selection,
 )
 from topomodelx_attention.nn.simplicial.rope import determinant_expand
+from topomodelx_attention.nn.simplicial.streaming import (
+    TILE_BUDGET,
+    DenseSpec,
+    dense_n_simplicial,
+    multilinear_logits,
+    resolve_chunks,
+    weighted_product,
+)
 
-__all__ = ["TILE_BUDGET", "n_simplicial_attention", "resolve_chunks"]
-
-#: Default number of logit elements of one tile when ``chunk_size`` is ``None``.
-TILE_BUDGET: int = 1 << 20
-
-_AXIS_LETTERS = "jkmnoprstuvwxyz"
+__all__ = ["TILE_BUDGET", "MaskLike", "n_simplicial_attention", "resolve_chunks"]
 
 MaskLike = CausalMask | WindowMask | KeySelection | TupleMask | Tensor | None
 
-
-# ----------------------------------------------------------------------------------------------
-# einsum equations
-# ----------------------------------------------------------------------------------------------
-
-
-@cache
-def _eq_logits(order: int, gathered: bool) -> str:
-    """Q (l,i,a), keys -> logits (l,i,axes); gathered keys carry the query axis."""
-    axes = _AXIS_LETTERS[:order]
-    pre = "li" if gathered else "l"
-    keys = ",".join(f"{pre}{x}a" for x in axes)
-    return f"lia,{keys}->li{axes}"
-
-
-@cache
-def _eq_to_query(order: int, gathered: bool) -> str:
-    """Weights (l,i,axes), factors of every axis (last axis first) -> (l,i,a)."""
-    axes = _AXIS_LETTERS[:order]
-    pre = "li" if gathered else "l"
-    factors = ",".join(f"{pre}{x}a" for x in reversed(axes))
-    return f"li{axes},{factors}->lia"
-
-
-@cache
-def _eq_to_axis(order: int, axis: int) -> str:
-    """Weights (l,i,axes), other key factors (last first), query factor -> (l,axis,a)."""
-    axes = _AXIS_LETTERS[:order]
-    others = [x for m, x in enumerate(axes) if m != axis]
-    factors = ",".join(f"l{x}a" for x in reversed(others))
-    factors = f"{factors},lia" if factors else "lia"
-    return f"li{axes},{factors}->l{axes[axis]}a"
-
-
-def _logits(q: Tensor, keys: Sequence[Tensor], gathered: bool = False) -> Tensor:
-    if len(keys) == 1 and not gathered:
-        return torch.matmul(q, keys[0].transpose(-1, -2))
-    return torch.einsum(_eq_logits(len(keys), gathered), q, *keys)
-
-
-def _to_query(weights: Tensor, factors: Sequence[Tensor], gathered: bool = False) -> Tensor:
-    if len(factors) == 1 and not gathered:
-        return torch.matmul(weights, factors[0])
-    return torch.einsum(_eq_to_query(len(factors), gathered), weights, *reversed(factors))
-
-
-def _to_axis(weights: Tensor, query: Tensor, factors: Sequence[Tensor], axis: int) -> Tensor:
-    if len(factors) == 1:
-        return torch.matmul(weights.transpose(-1, -2), query)
-    others = [f for m, f in enumerate(factors) if m != axis]
-    return torch.einsum(_eq_to_axis(len(factors), axis), weights, *reversed(others), query)
+LOGIT_FORMS = ("product", "determinant")
 
 
 # ----------------------------------------------------------------------------------------------
-# chunk sizes
+# validation and mask normalisation
 # ----------------------------------------------------------------------------------------------
-
-
-def resolve_chunks(
-    chunk_size: int | tuple[int, int] | None,
-    lead: int,
-    n: int,
-    key_sizes: Sequence[int],
-    budget: int = TILE_BUDGET,
-) -> tuple[int, int]:
-    """Choose the query and first-key-axis chunk sizes of the dense path.
-
-    Parameters
-    ----------
-    chunk_size : int, tuple of int or None
-        ``c`` (used for both), ``(c_q, c_k)``, or ``None`` for an automatic choice that keeps a
-        tile of ``lead · c_q · c_k · n_2 ⋯ n_N`` logits under ``budget``.
-    lead : int
-        Product of the leading (batch, head) dimensions.
-    n : int
-        Number of queries.
-    key_sizes : sequence of int
-        ``(n_1, ..., n_N)``.
-    budget : int, default=TILE_BUDGET
-        Target tile size (elements) for the automatic choice.
-
-    Returns
-    -------
-    tuple of int
-        ``(c_q, c_k)``.
-    """
-    n1 = max(key_sizes[0], 1)
-    if chunk_size is not None:
-        if isinstance(chunk_size, int):
-            cq = ck = chunk_size
-        else:
-            if len(chunk_size) != 2:
-                raise ValueError(f"chunk_size must be an int or (c_q, c_k), got {chunk_size!r}")
-            cq, ck = (int(c) for c in chunk_size)
-        if cq < 1 or ck < 1:
-            raise ValueError(f"chunk sizes must be positive, got {chunk_size!r}")
-        return min(cq, max(n, 1)), min(ck, n1)
-    rest = max(lead, 1) * math.prod(key_sizes[1:])
-    cq = min(max(n, 1), 128)
-    ck = max(1, min(n1, budget // max(rest * cq, 1)))
-    if rest * cq * ck > budget:
-        cq = max(1, min(cq, budget // max(rest * ck, 1)))
-    return cq, ck
-
-
-# ----------------------------------------------------------------------------------------------
-# dense path: streaming softmax with recomputing backward
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _DenseSpec:
-    scale: float
-    causal: bool
-    cq: int
-    ck: int
-    n_real: tuple[int, ...]  # keys per axis without the bias slot
-    has_bias: tuple[bool, ...]
-
-
-def _tiles(spec: _DenseSpec, n: int, key_sizes: Sequence[int]):
-    """Yield ``(qs, qe, axes)``; each axis selection is ``(start, stop, with_bias_row)``."""
-    for qs in range(0, n, spec.cq):
-        qe = min(qs + spec.cq, n)
-        if spec.causal:
-            others = [
-                (0, min(qe, spec.n_real[m]), spec.has_bias[m]) for m in range(1, len(key_sizes))
-            ]
-            stop1 = min(qe, spec.n_real[0])
-            starts = list(range(0, stop1, spec.ck)) or [0]
-            for ks in starts:
-                ke = min(ks + spec.ck, stop1)
-                last = ke >= stop1
-                yield qs, qe, [(ks, ke, spec.has_bias[0] and last), *others]
-        else:
-            others = [(0, key_sizes[m], False) for m in range(1, len(key_sizes))]
-            for ks in range(0, key_sizes[0], spec.ck):
-                yield qs, qe, [(ks, min(ks + spec.ck, key_sizes[0]), False), *others]
-
-
-def _take(t: Tensor, sel: tuple[int, int, bool], n_real: int) -> Tensor:
-    start, stop, with_bias = sel
-    part = t[:, start:stop]
-    if with_bias:
-        part = torch.cat([part, t[:, n_real : n_real + 1]], dim=1)
-    return part
-
-
-def _put(grad: Tensor, tile_grad: Tensor, sel: tuple[int, int, bool], n_real: int) -> None:
-    start, stop, with_bias = sel
-    if with_bias:
-        grad[:, start:stop] += tile_grad[:, :-1]
-        grad[:, n_real] += tile_grad[:, -1]
-    else:
-        grad[:, start:stop] += tile_grad
-
-
-def _positions(sel: tuple[int, int, bool], n_real: int, device: torch.device) -> Tensor:
-    start, stop, with_bias = sel
-    pos = torch.arange(start, stop, device=device)
-    if with_bias:
-        pos = torch.cat([pos, pos.new_tensor([n_real])])
-    return pos
-
-
-def _tile_mask(
-    spec: _DenseSpec, dense: Tensor | None, qs: int, qe: int, axes, device: torch.device
-) -> Tensor | None:
-    order = len(axes)
-    mask: Tensor | None = None
-    if spec.causal:
-        rows = torch.arange(qs, qe, device=device)
-        for m, sel in enumerate(axes):
-            pos = _positions(sel, spec.n_real[m], device)
-            ok = (pos[None, :] <= rows[:, None]) | (pos[None, :] >= spec.n_real[m])
-            shape = [qe - qs] + [1] * order
-            shape[1 + m] = pos.numel()
-            ok = ok.view(shape)
-            mask = ok if mask is None else mask & ok
-        mask = mask.unsqueeze(0)
-    if dense is not None:
-        tile = dense[:, qs:qe]
-        for m, sel in enumerate(axes):
-            if sel[2]:
-                tile = tile.index_select(2 + m, _positions(sel, spec.n_real[m], device))
-            else:
-                tile = tile.narrow(2 + m, sel[0], sel[1] - sel[0])
-        mask = tile if mask is None else mask & tile
-    return mask
-
-
-def _expand_rows(x: Tensor, order: int) -> Tensor:
-    return x.reshape(*x.shape, *([1] * order))
-
-
-class _DenseNSimplicial(torch.autograd.Function):
-    """Exact N-simplicial attention by tiles, streaming softmax, recomputing backward."""
-
-    @staticmethod
-    def forward(ctx, spec: _DenseSpec, dense: Tensor | None, q: Tensor, *kv: Tensor) -> Tensor:
-        order = len(kv) // 2
-        keys, values = kv[:order], kv[order:]
-        work = torch.float32 if q.dtype in (torch.float16, torch.bfloat16) else q.dtype
-        qw = q.to(work)
-        kw = [k.to(work) for k in keys]
-        vw = [v.to(work) for v in values]
-        lead, n, _ = q.shape
-        dv = values[0].shape[-1]
-        key_sizes = [k.shape[1] for k in keys]
-        out = qw.new_zeros(lead, n, dv)
-        lse = qw.new_full((lead, n), float("inf"))
-        red = tuple(range(2, 2 + order))
-        state: dict[int, tuple[Tensor, Tensor, Tensor]] = {}
-        for qs, qe, axes in _tiles(spec, n, key_sizes):
-            run_max, run_sum, acc = state.get(qs) or (
-                qw.new_full((lead, qe - qs), float("-inf")),
-                qw.new_zeros(lead, qe - qs),
-                qw.new_zeros(lead, qe - qs, dv),
-            )
-            k_t = [_take(k, sel, spec.n_real[m]) for m, (k, sel) in enumerate(zip(kw, axes))]
-            v_t = [_take(v, sel, spec.n_real[m]) for m, (v, sel) in enumerate(zip(vw, axes))]
-            s = _logits(qw[:, qs:qe], k_t).mul_(spec.scale)
-            tmask = _tile_mask(spec, dense, qs, qe, axes, q.device)
-            if tmask is not None:
-                s.masked_fill_(~tmask, float("-inf"))
-            new_max = torch.maximum(run_max, s.amax(dim=red))
-            ref = torch.where(torch.isfinite(new_max), new_max, torch.zeros_like(new_max))
-            p = s.sub_(_expand_rows(ref, order)).exp_()  # in place: one tile buffer
-            alpha = torch.exp(run_max - ref)
-            run_sum = run_sum * alpha + p.sum(dim=red)
-            acc = acc * alpha[..., None] + _to_query(p, v_t)
-            state[qs] = (new_max, run_sum, acc)
-        for qs, (run_max, run_sum, acc) in state.items():
-            qe = qs + run_sum.shape[1]
-            has = run_sum > 0
-            ref = torch.where(torch.isfinite(run_max), run_max, torch.zeros_like(run_max))
-            out[:, qs:qe] = torch.where(
-                has[..., None], acc / run_sum.clamp_min(torch.finfo(work).tiny)[..., None], 0.0
-            )
-            lse[:, qs:qe] = torch.where(
-                has, ref + torch.log(run_sum.clamp_min(torch.finfo(work).tiny)), float("inf")
-            )
-        ctx.spec = spec
-        ctx.dense = dense
-        ctx.save_for_backward(q, *keys, *values, out, lse)
-        return out.to(q.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        spec: _DenseSpec = ctx.spec
-        saved = ctx.saved_tensors
-        q = saved[0]
-        order = (len(saved) - 3) // 2
-        keys, values = saved[1 : 1 + order], saved[1 + order : 1 + 2 * order]
-        out, lse = saved[-2], saved[-1]
-        work = out.dtype
-        qw = q.to(work)
-        kw = [k.to(work) for k in keys]
-        vw = [v.to(work) for v in values]
-        g = grad_out.to(work)
-        n = q.shape[1]
-        key_sizes = [k.shape[1] for k in keys]
-        need_k = any(ctx.needs_input_grad[3 : 3 + order])
-        need_v = any(ctx.needs_input_grad[3 + order : 3 + 2 * order])
-        dq = torch.zeros_like(qw)
-        dk = [torch.zeros_like(k) for k in kw]
-        dvs = [torch.zeros_like(v) for v in vw]
-        delta = (g * out).sum(-1)
-        for qs, qe, axes in _tiles(spec, n, key_sizes):
-            k_t = [_take(k, sel, spec.n_real[m]) for m, (k, sel) in enumerate(zip(kw, axes))]
-            v_t = [_take(v, sel, spec.n_real[m]) for m, (v, sel) in enumerate(zip(vw, axes))]
-            q_c, g_c = qw[:, qs:qe], g[:, qs:qe]
-            s = _logits(q_c, k_t).mul_(spec.scale)
-            tmask = _tile_mask(spec, ctx.dense, qs, qe, axes, q.device)
-            if tmask is not None:
-                s.masked_fill_(~tmask, float("-inf"))
-            p = s.sub_(_expand_rows(lse[:, qs:qe], order)).exp_()
-            if need_v:
-                for m, sel in enumerate(axes):
-                    _put(dvs[m], _to_axis(p, g_c, v_t, m), sel, spec.n_real[m])
-            dp = _logits(g_c, v_t)
-            ds = dp.sub_(_expand_rows(delta[:, qs:qe], order)).mul_(p)
-            del p, s
-            dq[:, qs:qe] += _to_query(ds, k_t) * spec.scale
-            if need_k:
-                for m, sel in enumerate(axes):
-                    _put(dk[m], _to_axis(ds, q_c, k_t, m) * spec.scale, sel, spec.n_real[m])
-        grads_k = [d.to(k.dtype) if need_k else None for d, k in zip(dk, keys)]
-        grads_v = [d.to(v.dtype) if need_v else None for d, v in zip(dvs, values)]
-        return None, None, dq.to(q.dtype), *grads_k, *grads_v
-
-
-# ----------------------------------------------------------------------------------------------
-# gathered path (windows, router)
-# ----------------------------------------------------------------------------------------------
-
-
-def _safe_joint_softmax(scores: Tensor, order: int) -> Tensor:
-    flat = scores.flatten(-order)
-    ref = flat.detach().amax(-1, keepdim=True)
-    ref = torch.where(torch.isfinite(ref), ref, torch.zeros_like(ref))
-    e = torch.exp(flat - ref)
-    denom = e.sum(-1, keepdim=True).clamp_min(torch.finfo(e.dtype).tiny)
-    return (e / denom).view_as(scores)
-
-
-def _flat_lead(t: Tensor | None, lead_shape: torch.Size, n: int, width: int) -> Tensor | None:
-    if t is None:
-        return None
-    t = t.expand(*lead_shape, n, width)
-    return t.reshape(math.prod(lead_shape), n, width)
-
-
-def _gathered_attention(
-    q: Tensor,
-    keys: Sequence[Tensor],
-    values: Sequence[Tensor],
-    selection: KeySelection,
-    scale: float,
-    n_real: Sequence[int],
-    has_bias: Sequence[bool],
-    lead_shape: torch.Size,
-    chunk_size: int | tuple[int, int] | None,
-) -> Tensor:
-    lead, n, _ = q.shape
-    order = len(keys)
-    idx_l, valid_l, gate_l = [], [], []
-    for m in range(order):
-        idx = selection.indices[m]
-        if idx.shape[-2] != n:
-            raise ValueError(
-                f"KeySelection.indices[{m}] covers {idx.shape[-2]} queries, expected {n}"
-            )
-        width = idx.shape[-1]
-        null = idx == NULL_KEY
-        if bool(null.any()) and not has_bias[m]:
-            raise ValueError(
-                f"KeySelection uses the bias slot (-1) on key axis {m + 1} but no key/value bias "
-                "was given for that axis"
-            )
-        idx = torch.where(null, torch.full_like(idx, n_real[m]), idx)
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= keys[m].shape[1]):
-            raise ValueError(
-                f"KeySelection.indices[{m}] has entries outside [0, {keys[m].shape[1]})"
-            )
-        idx_l.append(_flat_lead(idx.to(q.device), lead_shape, n, width))
-        valid = selection.valid[m] if selection.valid is not None else None
-        valid_l.append(_flat_lead(valid, lead_shape, n, width))
-        gate = selection.gate[m] if selection.gate is not None else None
-        gate_l.append(_flat_lead(gate, lead_shape, n, width))
-    widths = [i.shape[-1] for i in idx_l]
-    if chunk_size is None:
-        cq = max(1, min(n, TILE_BUDGET // max(lead * math.prod(widths), 1)))
-    else:
-        cq = chunk_size if isinstance(chunk_size, int) else int(chunk_size[0])
-        if cq < 1:
-            raise ValueError(f"chunk_size must be positive, got {chunk_size!r}")
-    rows = torch.arange(lead, device=q.device)[:, None, None]
-    outs = []
-    for qs in range(0, n, cq):
-        qe = min(qs + cq, n)
-        k_g = [k[rows, i[:, qs:qe]] for k, i in zip(keys, idx_l)]
-        s = _logits(q[:, qs:qe], k_g, gathered=True) * scale
-        for m in range(order):
-            shape = [lead, qe - qs] + [1] * order
-            shape[2 + m] = widths[m]
-            if gate_l[m] is not None:
-                s = s + gate_l[m][:, qs:qe].to(s.dtype).view(shape)
-            if valid_l[m] is not None:
-                s = s.masked_fill(~valid_l[m][:, qs:qe].view(shape), float("-inf"))
-        a = _safe_joint_softmax(s, order)
-        v_g = [v[rows, i[:, qs:qe]] for v, i in zip(values, idx_l)]
-        outs.append(_to_query(a, v_g, gathered=True))
-    return torch.cat(outs, dim=1) if outs else q.new_zeros(lead, 0, values[0].shape[-1])
-
-
-# ----------------------------------------------------------------------------------------------
-# tuple path (simplices of a complex)
-# ----------------------------------------------------------------------------------------------
-
-
-def _tuple_attention(
-    q: Tensor,
-    keys: Sequence[Tensor],
-    values: Sequence[Tensor],
-    tuples: Tensor,
-    scale: float,
-    n_real: Sequence[int],
-    has_bias: Sequence[bool],
-) -> Tensor:
-    n = q.shape[1]
-    order = len(keys)
-    if tuples.shape[1] != order + 1:
+def _validate(
+    query: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], logit_form: str, dropout_p: float
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Check types and shapes; return the keys and values as lists."""
+    if not isinstance(query, Tensor):
+        raise TypeError(f"query must be a torch.Tensor, got {type(query).__name__}")
+    if isinstance(keys, Tensor) or isinstance(values, Tensor):
+        raise TypeError("keys and values must be sequences (one tensor per key axis), not tensors")
+    keys, values = list(keys), list(values)
+    if not keys or len(values) != len(keys):
         raise ValueError(
-            f"TupleMask has tuples of length {tuples.shape[1]}, expected N + 1 = {order + 1}"
+            f"need N >= 1 key tensors and as many value tensors, got {len(keys)} and {len(values)}"
         )
-    tuples = tuples.to(q.device)
-    target = tuples[:, 0]
-    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= n):
-        raise ValueError(f"TupleMask query indices must lie in [0, {n})")
-    cols = []
-    for m in range(order):
-        col = tuples[:, m + 1]
-        null = col == NULL_KEY
-        if bool(null.any()) and not has_bias[m]:
-            raise ValueError(
-                f"TupleMask uses the bias slot (-1) on key axis {m + 1} but no key/value bias was "
-                "given for that axis (pass key_bias/value_bias, or kv_bias=True in the module)"
-            )
-        col = torch.where(null, torch.full_like(col, n_real[m]), col)
-        if col.numel() and (int(col.min()) < 0 or int(col.max()) >= keys[m].shape[1]):
-            raise ValueError(f"TupleMask key indices of axis {m + 1} are out of range")
-        cols.append(col)
-    prod = q.index_select(1, target)
-    for k, col in zip(keys, cols):
-        prod = prod * k.index_select(1, col)
-    logits = prod.sum(-1) * scale  # (lead, T)
-    del prod
-    weights = segment_softmax(logits.transpose(0, 1), target, n)  # (T, lead)
-    msg = weights.transpose(0, 1).unsqueeze(-1)
-    for v, col in zip(values, cols):
-        msg = msg * v.index_select(1, col)
-    out = scatter_sum(msg.transpose(0, 1), target, n)  # (n, lead, dv)
-    return out.transpose(0, 1)
-
-
-# ----------------------------------------------------------------------------------------------
-# public entry point
-# ----------------------------------------------------------------------------------------------
-
-
-def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySelection:
-    """Append the bias slot (always valid, zero gate) to every query's list of a biased axis.
-
-    An axis whose list already uses :data:`NULL_KEY` somewhere is left as given.
-    """
-    indices, valid, gate = [], [], []
-    for m, idx in enumerate(selection.indices):
-        val = selection.valid[m] if selection.valid is not None else None
-        gat = selection.gate[m] if selection.gate is not None else None
-        if has_bias[m] and not bool((idx == NULL_KEY).any()):
-            extra = torch.full_like(idx[..., :1], NULL_KEY)
-            idx = torch.cat([idx, extra], -1)
-            if val is not None:
-                val = torch.cat([val, torch.ones_like(val[..., :1])], -1)
-            if gat is not None:
-                gat = torch.cat([gat, torch.zeros_like(gat[..., :1])], -1)
-        indices.append(idx)
-        valid.append(val)
-        gate.append(gat)
-    return KeySelection(
-        tuple(indices),
-        tuple(valid) if selection.valid is not None else None,
-        tuple(gate) if selection.gate is not None else None,
-    )
+    if query.dim() < 2:
+        raise ValueError(f"query must have shape (..., n, d), got {tuple(query.shape)}")
+    d = query.shape[-1]
+    for m, (k, v) in enumerate(zip(keys, values)):
+        if k.dim() < 2 or v.dim() < 2:
+            raise ValueError(f"keys[{m}] and values[{m}] must have shape (..., n_m, channels)")
+        if k.shape[-1] != d:
+            raise ValueError(f"keys[{m}] has {k.shape[-1]} channels, the query has {d}")
+        if k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"keys[{m}] and values[{m}] have different lengths")
+        if v.shape[-1] != values[0].shape[-1]:
+            raise ValueError("all value tensors must have the same number of channels")
+    if logit_form not in LOGIT_FORMS:
+        raise ValueError(f"logit_form must be one of {LOGIT_FORMS}, got {logit_form!r}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    return keys, values
 
 
 def _append_bias(
@@ -539,6 +123,7 @@ def _append_bias(
     key_bias: Sequence[Tensor | None] | None,
     value_bias: Sequence[Tensor | None] | None,
 ) -> list[bool]:
+    """Append the key/value bias row (Appendix F.1) to its axis in place; return which axes have one."""
     order = len(keys)
     if key_bias is None and value_bias is None:
         return [False] * order
@@ -570,6 +155,259 @@ def _append_bias(
     return has
 
 
+def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySelection:
+    """Append the bias slot (always valid, zero gate) to every query's list of a biased axis.
+
+    An axis whose list already uses :data:`NULL_KEY` somewhere is left as given.
+    """
+    indices, valid, gate = [], [], []
+    for m, idx in enumerate(selection.indices):
+        val = selection.valid[m] if selection.valid is not None else None
+        gat = selection.gate[m] if selection.gate is not None else None
+        if has_bias[m] and not bool((idx == NULL_KEY).any()):
+            extra = torch.full_like(idx[..., :1], NULL_KEY)
+            idx = torch.cat([idx, extra], -1)
+            if val is not None:
+                val = torch.cat([val, torch.ones_like(val[..., :1])], -1)
+            if gat is not None:
+                gat = torch.cat([gat, torch.zeros_like(gat[..., :1])], -1)
+        indices.append(idx)
+        valid.append(val)
+        gate.append(gat)
+    return KeySelection(
+        tuple(indices),
+        tuple(valid) if selection.valid is not None else None,
+        tuple(gate) if selection.gate is not None else None,
+    )
+
+
+def _normalise_mask(
+    mask: MaskLike, n: int, n_real: Sequence[int], has_bias: Sequence[bool], device: torch.device
+) -> CausalMask | KeySelection | TupleMask | Tensor | None:
+    """Check the mask against the inputs; windows become key selections, selections get bias slots."""
+    order = len(n_real)
+    if mask is not None and not isinstance(
+        mask, (CausalMask, WindowMask, KeySelection, TupleMask, Tensor)
+    ):
+        raise TypeError(
+            "mask must be None, CausalMask, WindowMask, KeySelection, TupleMask or a bool tensor, "
+            f"got {type(mask).__name__}"
+        )
+    if isinstance(mask, (CausalMask, WindowMask, KeySelection)) and any(s != n for s in n_real):
+        raise ValueError(
+            f"{type(mask).__name__} needs every key axis to have as many tokens as queries (n_m == n)"
+        )
+    if isinstance(mask, (KeySelection, TupleMask)) and mask.order != order:
+        raise ValueError(
+            f"{type(mask).__name__} is for N = {mask.order}, the attention has N = {order}"
+        )
+    if isinstance(mask, Tensor) and mask.dtype != torch.bool:
+        raise TypeError(f"a tensor mask must be boolean, got dtype {mask.dtype}")
+    if isinstance(mask, WindowMask):
+        mask = window_selection(n, mask.widths(order), mask.causal, device)
+    if isinstance(mask, KeySelection) and any(has_bias):
+        mask = _with_bias_slot(mask, has_bias)
+    return mask
+
+
+def _bias_indices(col: Tensor, axis: int, n_real: int, has_bias: bool, size: int, what: str) -> Tensor:
+    """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices."""
+    null = col == NULL_KEY
+    if bool(null.any()) and not has_bias:
+        raise ValueError(
+            f"{what} uses the bias slot (-1) on key axis {axis + 1} but no key/value bias was "
+            "given for that axis (pass key_bias/value_bias, or kv_bias=True in the module)"
+        )
+    col = torch.where(null, torch.full_like(col, n_real), col)
+    if col.numel() and (int(col.min()) < 0 or int(col.max()) >= size):
+        raise ValueError(f"{what} has key indices of axis {axis + 1} outside [0, {size})")
+    return col
+
+
+def _flat_lead(t: Tensor | None, lead_shape: torch.Size, n: int, width: int) -> Tensor | None:
+    if t is None:
+        return None
+    return t.expand(*lead_shape, n, width).reshape(math.prod(lead_shape), n, width)
+
+
+# ----------------------------------------------------------------------------------------------
+# the four paths
+# ----------------------------------------------------------------------------------------------
+def _sdpa_path(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    lead_shape: torch.Size,
+    causal: bool,
+    scale: float,
+    dropout_p: float,
+) -> Tensor:
+    """``N = 1`` without mask, bias or chunking: scaled dot-product attention."""
+
+    def full(t: Tensor) -> Tensor:
+        return t.expand(*lead_shape, *t.shape[-2:])
+
+    return F.scaled_dot_product_attention(
+        full(query), full(key), full(value), is_causal=causal, scale=scale, dropout_p=dropout_p
+    )
+
+
+def _dense_path(
+    q: Tensor,
+    keys: Sequence[Tensor],
+    values: Sequence[Tensor],
+    mask: CausalMask | Tensor | None,
+    lead_shape: torch.Size,
+    n_real: Sequence[int],
+    has_bias: Sequence[bool],
+    scale: float,
+    chunk_size: int | tuple[int, int] | None,
+    dropout_p: float,
+) -> Tensor:
+    """All tuples, causal tuples or a boolean tensor mask: the streaming kernel."""
+    order, n = len(keys), q.shape[1]
+    key_sizes = [k.shape[1] for k in keys]
+    dense = None
+    if isinstance(mask, Tensor):
+        full = (*lead_shape, n, *key_sizes)
+        try:
+            expanded = mask.to(q.device).expand(full)
+        except RuntimeError as err:
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {full}") from err
+        tail = full[-(order + 1) :]
+        if mask.dim() <= order + 1 or all(s == 1 for s in mask.shape[: -(order + 1)]):
+            # one mask shared by every leading index: keep it un-replicated
+            base = mask.reshape(mask.shape[-(order + 1) :]) if mask.dim() > order else mask
+            dense = base.to(q.device).expand(tail).unsqueeze(0)
+        else:
+            dense = expanded.reshape(math.prod(lead_shape), *tail)
+    cq, ck = resolve_chunks(chunk_size, q.shape[0], n, key_sizes)
+    seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
+    spec = DenseSpec(
+        scale, isinstance(mask, CausalMask), cq, ck, tuple(n_real), tuple(has_bias), dropout_p, seed
+    )
+    return dense_n_simplicial(spec, dense, q, keys, values)
+
+
+def _gathered_path(
+    q: Tensor,
+    keys: Sequence[Tensor],
+    values: Sequence[Tensor],
+    selection: KeySelection,
+    lead_shape: torch.Size,
+    n_real: Sequence[int],
+    has_bias: Sequence[bool],
+    scale: float,
+    chunk_size: int | tuple[int, int] | None,
+    dropout_p: float,
+) -> Tensor:
+    """Per-query key lists (windows, router): gather ``K_m`` keys per axis, joint softmax."""
+    lead, n, _ = q.shape
+    order = len(keys)
+    idx_l, valid_l, gate_l = [], [], []
+    for m in range(order):
+        idx = selection.indices[m]
+        if idx.shape[-2] != n:
+            raise ValueError(f"KeySelection.indices[{m}] covers {idx.shape[-2]} queries, expected {n}")
+        idx = _bias_indices(idx, m, n_real[m], has_bias[m], keys[m].shape[1], "KeySelection")
+        width = idx.shape[-1]
+        idx_l.append(_flat_lead(idx.to(q.device), lead_shape, n, width))
+        valid_l.append(_flat_lead(selection.valid[m] if selection.valid is not None else None, lead_shape, n, width))
+        gate_l.append(_flat_lead(selection.gate[m] if selection.gate is not None else None, lead_shape, n, width))
+    widths = [i.shape[-1] for i in idx_l]
+    if chunk_size is None:
+        cq = max(1, min(n, TILE_BUDGET // max(lead * math.prod(widths), 1)))
+    else:
+        cq = chunk_size if isinstance(chunk_size, int) else int(chunk_size[0])
+        if cq < 1:
+            raise ValueError(f"chunk_size must be positive, got {chunk_size!r}")
+    rows = torch.arange(lead, device=q.device)[:, None, None]
+    outs = []
+    for qs in range(0, n, cq):
+        qe = min(qs + cq, n)
+        k_g = [k[rows, i[:, qs:qe]] for k, i in zip(keys, idx_l)]
+        s = multilinear_logits(q[:, qs:qe], k_g, gathered=True) * scale
+        for m in range(order):
+            shape = [lead, qe - qs] + [1] * order
+            shape[2 + m] = widths[m]
+            if gate_l[m] is not None:
+                s = s + gate_l[m][:, qs:qe].to(s.dtype).view(shape)
+            if valid_l[m] is not None:
+                s = s.masked_fill(~valid_l[m][:, qs:qe].view(shape), float("-inf"))
+        # joint softmax over the N key axes: one segment per (leading index, query) column
+        flat = s.reshape(-1, math.prod(widths)).t()
+        a = segment_softmax(flat, flat.new_zeros(flat.shape[0], dtype=torch.long), 1).t()
+        a = F.dropout(a, dropout_p, training=True) if dropout_p > 0 else a
+        v_g = [v[rows, i[:, qs:qe]] for v, i in zip(values, idx_l)]
+        outs.append(weighted_product(a.reshape(s.shape), v_g, gathered=True))
+    return torch.cat(outs, dim=1) if outs else q.new_zeros(lead, 0, values[0].shape[-1])
+
+
+def _tuple_path(
+    q: Tensor,
+    keys: Sequence[Tensor],
+    values: Sequence[Tensor],
+    tuples: Tensor,
+    n_real: Sequence[int],
+    has_bias: Sequence[bool],
+    scale: float,
+    dropout_p: float,
+) -> Tensor:
+    """Explicit tuples: sparse attention of the queries over their distinct key tuples.
+
+    The leading index ``L`` (batch × heads) plays the role of the core's heads.
+    """
+    n, order = q.shape[1], len(keys)
+    if tuples.shape[1] != order + 1:
+        raise ValueError(
+            f"TupleMask has tuples of length {tuples.shape[1]}, expected N + 1 = {order + 1}"
+        )
+    tuples = tuples.to(q.device)
+    target = tuples[:, 0]
+    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= n):
+        raise ValueError(f"TupleMask query indices must lie in [0, {n})")
+    cols = torch.stack(
+        [
+            _bias_indices(tuples[:, m + 1], m, n_real[m], has_bias[m], keys[m].shape[1], "TupleMask")
+            for m in range(order)
+        ],
+        dim=1,
+    )
+    # one source per distinct key tuple (a pair (j, k) shared by several triangles is built once);
+    # tuples are coded as one integer (mixed radix) because a 1-D unique is much faster
+    radix = [keys[m].shape[1] for m in range(order)]
+    if math.prod(radix) >= 2**62:  # the code would overflow int64
+        sources, inverse = torch.unique(cols, dim=0, return_inverse=True)
+    else:
+        code = cols[:, 0].clone()
+        for m in range(1, order):
+            code = code * radix[m] + cols[:, m]
+        uniq, inverse = torch.unique(code, return_inverse=True)
+        sources = torch.empty(uniq.shape[0], order, dtype=torch.long, device=q.device)
+        for m in reversed(range(order)):
+            sources[:, m] = uniq % radix[m]
+            uniq = torch.div(uniq, radix[m], rounding_mode="floor")
+    tuple_key = tuple_value = None
+    for m in range(order):
+        k_m = keys[m].index_select(1, sources[:, m])
+        v_m = values[m].index_select(1, sources[:, m])
+        tuple_key = k_m if tuple_key is None else tuple_key * k_m
+        tuple_value = v_m if tuple_value is None else tuple_value * v_m
+    out = sparse_attention(
+        q.transpose(0, 1),
+        tuple_key.transpose(0, 1),
+        tuple_value.transpose(0, 1),
+        (target, inverse.view(-1)),
+        scale=scale,
+        dropout_p=dropout_p,
+        training=dropout_p > 0,
+    )  # (n, L, d_v)
+    return out.transpose(0, 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry point
+# ----------------------------------------------------------------------------------------------
 def n_simplicial_attention(
     query: Tensor,
     keys: Sequence[Tensor],
@@ -581,6 +419,8 @@ def n_simplicial_attention(
     key_bias: Sequence[Tensor | None] | None = None,
     value_bias: Sequence[Tensor | None] | None = None,
     logit_form: str = "product",
+    dropout_p: float = 0.0,
+    training: bool = False,
 ) -> Tensor:
     """Exact N-simplicial attention (§2.2) with masks, tuple lists, routing and determinant logits.
 
@@ -609,64 +449,28 @@ def n_simplicial_attention(
         window masks.
     logit_form : {"product", "determinant"}, default="product"
         ``"determinant"`` uses the chunked determinant logits of §2.4 (rotation invariant).
+    dropout_p : float, default=0.0
+        Dropout probability on the attention weights ``A`` (only when ``training``).
+    training : bool, default=False
+        Whether attention dropout is active.
 
     Returns
     -------
     torch.Tensor, shape = (..., n, d_v)
         Attention output; zeros for a query with no allowed tuple.
     """
-    if not isinstance(query, Tensor):
-        raise TypeError(f"query must be a torch.Tensor, got {type(query).__name__}")
-    if isinstance(keys, Tensor) or isinstance(values, Tensor):
-        raise TypeError("keys and values must be sequences (one tensor per key axis), not tensors")
-    keys, values = list(keys), list(values)
-    order = len(keys)
-    if order < 1 or len(values) != order:
-        raise ValueError(
-            f"need N >= 1 key tensors and as many value tensors, got {len(keys)} and {len(values)}"
-        )
-    if query.dim() < 2:
-        raise ValueError(f"query must have shape (..., n, d), got {tuple(query.shape)}")
-    d = query.shape[-1]
-    n = query.shape[-2]
-    for m, (k, v) in enumerate(zip(keys, values)):
-        if k.dim() < 2 or v.dim() < 2:
-            raise ValueError(f"keys[{m}] and values[{m}] must have shape (..., n_m, channels)")
-        if k.shape[-1] != d:
-            raise ValueError(f"keys[{m}] has {k.shape[-1]} channels, the query has {d}")
-        if k.shape[-2] != v.shape[-2]:
-            raise ValueError(f"keys[{m}] and values[{m}] have different lengths")
-        if v.shape[-1] != values[0].shape[-1]:
-            raise ValueError("all value tensors must have the same number of channels")
-    if logit_form not in ("product", "determinant"):
-        raise ValueError(f"logit_form must be 'product' or 'determinant', got {logit_form!r}")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    keys, values = _validate(query, keys, values, logit_form, dropout_p)
+    dropout_p = dropout_p if training else 0.0
+    n, order = query.shape[-2], len(keys)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     n_real = tuple(k.shape[-2] for k in keys)
     has_bias = _append_bias(keys, values, key_bias, value_bias)
+    mask = _normalise_mask(mask, n, n_real, has_bias, query.device)
     if logit_form == "determinant":
         query, keys = determinant_expand(query, keys)
     lead_shape = torch.broadcast_shapes(
         query.shape[:-2], *(k.shape[:-2] for k in keys), *(v.shape[:-2] for v in values)
     )
-    if isinstance(mask, WindowMask):
-        if any(s != n for s in n_real):
-            raise ValueError("WindowMask needs every key axis to have as many tokens as queries")
-        mask = window_selection(n, mask.widths(order), mask.causal, query.device)
-    if isinstance(mask, (CausalMask, WindowMask, KeySelection)) and any(s != n for s in n_real):
-        raise ValueError(f"{type(mask).__name__} needs n_m == n on every key axis")
-    if isinstance(mask, (KeySelection, TupleMask)) and mask.order != order:
-        raise ValueError(
-            f"{type(mask).__name__} is for N = {mask.order}, the attention has N = {order}"
-        )
-    if isinstance(mask, KeySelection) and any(has_bias):
-        mask = _with_bias_slot(mask, has_bias)
-    if mask is not None and not isinstance(mask, (CausalMask, KeySelection, TupleMask, Tensor)):
-        raise TypeError(
-            "mask must be None, CausalMask, WindowMask, KeySelection, TupleMask or a bool tensor, "
-            f"got {type(mask).__name__}"
-        )
-
-    # N = 1 standard attention: hand over to SDPA when nothing special is asked for.
     if (
         order == 1
         and chunk_size is None
@@ -674,14 +478,9 @@ def n_simplicial_attention(
         and logit_form == "product"
         and (mask is None or isinstance(mask, CausalMask))
     ):
-        return F.scaled_dot_product_attention(
-            query.expand(*lead_shape, *query.shape[-2:]),
-            keys[0].expand(*lead_shape, *keys[0].shape[-2:]),
-            values[0].expand(*lead_shape, *values[0].shape[-2:]),
-            is_causal=isinstance(mask, CausalMask),
-            scale=scale,
+        return _sdpa_path(
+            query, keys[0], values[0], lead_shape, isinstance(mask, CausalMask), scale, dropout_p
         )
-
     lead = math.prod(lead_shape)
 
     def flat(t: Tensor) -> Tensor:
@@ -689,31 +488,13 @@ def n_simplicial_attention(
 
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
     if isinstance(mask, TupleMask):
-        out = _tuple_attention(q_f, k_f, v_f, mask.tuples, scale, n_real, has_bias)
+        out = _tuple_path(q_f, k_f, v_f, mask.tuples, n_real, has_bias, scale, dropout_p)
     elif isinstance(mask, KeySelection):
-        out = _gathered_attention(
-            q_f, k_f, v_f, mask, scale, n_real, has_bias, lead_shape, chunk_size
+        out = _gathered_path(
+            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
         )
     else:
-        dense = None
-        if isinstance(mask, Tensor):
-            if mask.dtype != torch.bool:
-                raise TypeError(f"a tensor mask must be boolean, got dtype {mask.dtype}")
-            full = (*lead_shape, n, *(k.shape[-2] for k in keys))
-            try:
-                dense = mask.to(query.device).expand(full)
-            except RuntimeError as err:
-                raise ValueError(
-                    f"mask of shape {tuple(mask.shape)} does not broadcast to {full}"
-                ) from err
-            tail = full[-(order + 1) :]
-            if mask.dim() <= order + 1 or all(s == 1 for s in mask.shape[: -(order + 1)]):
-                # one mask shared by every leading index: keep it un-replicated
-                base = mask.reshape(mask.shape[-(order + 1) :]) if mask.dim() > order else mask
-                dense = base.to(query.device).expand(tail).unsqueeze(0)
-            else:
-                dense = dense.reshape(math.prod(lead_shape), *tail)
-        cq, ck = resolve_chunks(chunk_size, math.prod(lead_shape), n, [k.shape[-2] for k in keys])
-        spec = _DenseSpec(scale, isinstance(mask, CausalMask), cq, ck, n_real, tuple(has_bias))
-        out = _DenseNSimplicial.apply(spec, dense, q_f, *k_f, *v_f)
+        out = _dense_path(
+            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
+        )
     return out.reshape(*lead_shape, n, out.shape[-1])

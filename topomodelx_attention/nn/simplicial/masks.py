@@ -434,7 +434,8 @@ def _binarise(m: sp.csr_matrix) -> sp.csr_matrix:
     return m
 
 
-def _get(data: Any, key: str) -> Any:
+def get_key(data: Any, key: str) -> Any:
+    """Read ``key`` from a mapping, a ``ComplexData`` or any object (``None`` when absent)."""
     if isinstance(data, dict):
         return data.get(key)
     try:
@@ -478,13 +479,13 @@ def complex_data_to_tuples(
     torch.Tensor, shape = (n_tuples, N + 1)
         Long tensor of tuples (``-1`` = bias slot).
     """
-    x = _get(data, f"x_{rank}")
+    x = get_key(data, f"x_{rank}")
     if not isinstance(x, Tensor):
-        x = _get(data, f"batch_{rank}")
+        x = get_key(data, f"batch_{rank}")
     if isinstance(x, Tensor):
         num_tokens = x.shape[0]
     else:
-        shape = _get(data, "shape")
+        shape = get_key(data, "shape")
         if not isinstance(shape, Tensor):
             raise ValueError(f"data has neither x_{rank} nor shape; cannot count the tokens")
         num_tokens = int(shape[:, rank].sum()) if shape.dim() == 2 else int(shape[rank])
@@ -492,7 +493,7 @@ def complex_data_to_tuples(
     chain: sp.csr_matrix | None = None
     k = rank + 1
     while True:
-        inc = _get(data, f"incidence_{k}")
+        inc = get_key(data, f"incidence_{k}")
         if not isinstance(inc, Tensor):
             break
         pattern = _pattern(inc)

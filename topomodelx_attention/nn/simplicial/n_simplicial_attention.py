@@ -26,7 +26,7 @@ from topomodelx_attention.nn.simplicial.masks import (
     simplices_to_tuples,
 )
 from topomodelx_attention.nn.simplicial.rope import simplicial_rope
-from topomodelx_attention.nn.simplicial.router import SimplicialRouter
+from topomodelx_attention.nn.simplicial.router import RouterContext, SimplicialRouter
 
 __all__ = ["NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
 
@@ -99,8 +99,11 @@ class NSimplicialAttention(nn.Module):
     order : int, default=2
         ``N``, the number of key axes (``N = 1``: standard attention).
     dropout : float, default=0.0
-        Dropout on the concatenated head outputs (before ``W_O``). Attention-weight dropout is
-        not offered: the exact dense path never materialises the weights.
+        Dropout on the output of the block (after ``W_O``), the sublayer-output dropout of the
+        package vocabulary.
+    attention_dropout : float, default=0.0
+        Dropout on the attention weights ``A`` (every path; the dense streaming path draws one
+        mask per tile and replays it in the backward pass).
     bias : bool, default=True
         Biases of the input and output projections.
     kv_bias : bool, default=False
@@ -114,11 +117,17 @@ class NSimplicialAttention(nn.Module):
     router_k : int or sequence of int, optional
         Keep the top-``router_k`` keys per query and key axis with a trainable
         :class:`~.router.SimplicialRouter` (§2.3), cost ``O(n · K^N · d)``.
+    router : {"paper", "bilinear"}, default="paper"
+        Router scorer: §2.3's ``Σ_h w_ih ReLU(<Q_i, K_j>)`` on the previous layer's queries and
+        keys (``context`` in :meth:`forward`), or a low-rank bilinear form of the input.
     router_dim : int, default=16
-        Rank of the router's bilinear scorers.
+        Rank of the ``"bilinear"`` router's scorers.
     rope : bool, default=False
-        Simplicial rotary embeddings (§2.4); implies determinant logits. The key/value bias slot
-        has no position and is not rotated.
+        Simplicial rotary embeddings (§2.4); implies determinant logits. With ``kv_bias`` the
+        key bias has no position: it is restricted to the channels the rotations leave fixed
+        (the last channel of every chunk of ``N + 1`` when ``N`` is even), so that
+        ``det[R_i q, R_j k, b] = det[q, R_{j-i} k, b]`` stays shift invariant; for odd ``N``
+        every channel turns and the combination is rejected.
     logit_form : {"product", "determinant"}, optional
         Logit form; default ``"determinant"`` when ``rope`` else ``"product"``.
     rope_base : float, default=10000.0
@@ -141,11 +150,13 @@ class NSimplicialAttention(nn.Module):
         order: int = 2,
         *,
         dropout: float = 0.0,
+        attention_dropout: float = 0.0,
         bias: bool = True,
         kv_bias: bool = False,
         causal: bool = False,
         window: int | Sequence[int] | None = None,
         router_k: int | Sequence[int] | None = None,
+        router: str = "paper",
         router_dim: int = 16,
         rope: bool = False,
         logit_form: str | None = None,
@@ -164,8 +175,15 @@ class NSimplicialAttention(nn.Module):
             raise ValueError(f"order must be >= 1, got {order}")
         if window is not None and router_k is not None:
             raise ValueError("choose either a sliding window or a router, not both")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        for name, p in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {p}")
+        if rope and kv_bias and order % 2 == 1:
+            raise ValueError(
+                f"rope=True with kv_bias=True needs an even order: for N = {order} the rotations "
+                "of §2.4 turn every channel, so a position-free bias key would break the shift "
+                "invariance of the determinant logits (use kv_bias=False or an even order)"
+            )
         logit_form = logit_form or ("determinant" if rope else "product")
         if logit_form not in ("product", "determinant"):
             raise ValueError(f"logit_form must be 'product' or 'determinant', got {logit_form!r}")
@@ -194,15 +212,25 @@ class NSimplicialAttention(nn.Module):
         self.in_proj = nn.Linear(channels, (1 + 2 * order) * channels, bias=bias)
         self.out_proj = nn.Linear(channels, channels, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.attention_dropout = float(attention_dropout)
         if kv_bias:
             self.key_bias = nn.Parameter(torch.ones(order, heads, head_dim))
             self.value_bias = nn.Parameter(torch.ones(order, heads, head_dim))
         else:
             self.register_parameter("key_bias", None)
             self.register_parameter("value_bias", None)
+        if rope and kv_bias:  # channels left unturned by simplicial_rope: last of each chunk
+            fixed = torch.zeros(head_dim)
+            fixed[order :: order + 1] = 1.0
+            fixed[(head_dim // (order + 1)) * (order + 1) :] = 1.0
+            self.register_buffer("rope_fixed", fixed, persistent=False)
+        else:
+            self.rope_fixed = None
         self.router = None
         if router_k is not None:
-            self.router = SimplicialRouter(channels, order, router_k, router_dim)
+            self.router = SimplicialRouter(
+                channels, order, router_k, heads=heads, kind=router, router_dim=router_dim
+            )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -220,7 +248,9 @@ class NSimplicialAttention(nn.Module):
                 self.key_bias.fill_(1.0)
                 self.value_bias.fill_(1.0)
 
-    def _resolve_mask(self, x: Tensor, tuples: Any, mask: MaskLike) -> MaskLike:
+    def _resolve_mask(
+        self, x: Tensor, tuples: Any, mask: MaskLike, context: RouterContext | None
+    ) -> MaskLike:
         if tuples is not None:
             if mask is not None:
                 raise ValueError("pass either tuples or mask, not both")
@@ -235,7 +265,7 @@ class NSimplicialAttention(nn.Module):
         if mask is not None:
             return mask
         if self.router is not None:
-            sel = self.router(x, causal=self.causal)
+            sel = self.router(x, context=context, causal=self.causal)
             return KeySelection(
                 tuple(i.unsqueeze(-3) for i in sel.indices),
                 tuple(v.unsqueeze(-3) for v in sel.valid) if sel.valid is not None else None,
@@ -254,7 +284,9 @@ class NSimplicialAttention(nn.Module):
         tuples: Tensor | TupleMask | Any | None = None,
         mask: MaskLike = None,
         positions: Tensor | None = None,
-    ) -> Tensor:
+        context: RouterContext | None = None,
+        return_context: bool = False,
+    ) -> Tensor | tuple[Tensor, RouterContext]:
         """Apply N-simplicial self-attention.
 
         Parameters
@@ -270,11 +302,16 @@ class NSimplicialAttention(nn.Module):
             and dense masks are in head-broadcast layout ``(batch, heads, n, ...)``.
         positions : torch.Tensor, shape = (n,) or (batch, n), optional
             Token positions for RoPE; default ``0, ..., n - 1``.
+        context : RouterContext, optional
+            Queries and keys of the previous layer for the ``"paper"`` router (§2.3); without
+            it the router scores with this layer's own queries and keys.
+        return_context : bool, default=False
+            Also return this layer's :class:`~.router.RouterContext` (for the next layer).
 
         Returns
         -------
         torch.Tensor, shape = x.shape
-            Attention output.
+            Attention output (and the context when ``return_context``).
         """
         if not isinstance(x, Tensor) or x.dim() not in (2, 3):
             raise ValueError(
@@ -286,7 +323,6 @@ class NSimplicialAttention(nn.Module):
         squeeze = x.dim() == 2
         xb = x.unsqueeze(0) if squeeze else x
         batch, n, _ = xb.shape
-        resolved = self._resolve_mask(xb, tuples, mask)
         proj = self.in_proj(xb).view(batch, n, 1 + 2 * self.order, self.heads, self.head_dim)
         proj = proj.permute(2, 0, 3, 1, 4)  # (1 + 2N, batch, heads, n, head_dim)
         q = proj[0]
@@ -298,10 +334,17 @@ class NSimplicialAttention(nn.Module):
                 pos = pos.unsqueeze(1)  # (batch, 1, n): broadcast over heads
             q = simplicial_rope(q, pos, self.order, self.rope_base)
             keys = [simplicial_rope(k, pos, self.order, self.rope_base) for k in keys]
+        own = RouterContext(q, tuple(keys))
+        if context is not None and squeeze:
+            context = RouterContext(
+                context.query if context.query.dim() == 4 else context.query.unsqueeze(0),
+                tuple(k if k.dim() == 4 else k.unsqueeze(0) for k in context.keys),
+            )
+        resolved = self._resolve_mask(xb, tuples, mask, context if context is not None else own)
         key_bias = value_bias = None
         if self.key_bias is not None:
-            key_bias = list(self.key_bias.unbind(0))
-            value_bias = list(self.value_bias.unbind(0))
+            kb = self.key_bias if self.rope_fixed is None else self.key_bias * self.rope_fixed
+            key_bias, value_bias = list(kb.unbind(0)), list(self.value_bias.unbind(0))
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
         out = n_simplicial_attention(
             q,
@@ -313,10 +356,13 @@ class NSimplicialAttention(nn.Module):
             key_bias=key_bias,
             value_bias=value_bias,
             logit_form=self.logit_form,
+            dropout_p=self.attention_dropout,
+            training=self.training,
         )  # (batch, heads, n, head_dim)
         out = out.transpose(1, 2).reshape(batch, n, self.channels)
-        out = self.out_proj(self.dropout(out))
-        return out.squeeze(0) if squeeze else out
+        out = self.dropout(self.out_proj(out))
+        out = out.squeeze(0) if squeeze else out
+        return (out, own) if return_context else out
 
     def extra_repr(self) -> str:
         """Summarise the configuration for ``repr``."""
@@ -331,4 +377,6 @@ class NSimplicialAttention(nn.Module):
             parts.append(f"logit_form={self.logit_form!r}")
         if self.key_bias is not None:
             parts.append("kv_bias=True")
+        if self.router is not None:
+            parts.append(f"router={self.router.kind!r}, router_k={self.router.k}")
         return ", ".join(parts)

@@ -1,4 +1,4 @@
-"""N-simplicial transformer: embedding, stacked layers, readout; sequences or complexes."""
+"""N-simplicial transformer: embedding, stacked layers, pooling; sequences or complexes."""
 
 from __future__ import annotations
 
@@ -7,26 +7,18 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum
+from topomodelx_attention.nn.common import POOLINGS, check_inputs, segment_pool
 from topomodelx_attention.nn.simplicial.functional import MaskLike
-from topomodelx_attention.nn.simplicial.masks import TupleMask, complex_data_to_tuples
+from topomodelx_attention.nn.simplicial.masks import TupleMask, complex_data_to_tuples, get_key
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import resolve_tuples
 from topomodelx_attention.nn.simplicial.n_simplicial_transformer_layer import (
     NSimplicialTransformerLayer,
 )
 
-__all__ = ["NSimplicialTransformer"]
+__all__ = ["OUTPUTS", "NSimplicialTransformer"]
 
-_READOUTS = ("mean", "sum", "max", None)
-
-
-def _get(data: Any, key: str) -> Any:
-    if isinstance(data, dict):
-        return data.get(key)
-    try:
-        return data[key]
-    except (KeyError, TypeError, AttributeError, IndexError):
-        return getattr(data, key, None)
+#: Predictions :class:`NSimplicialTransformer` can return.
+OUTPUTS = ("complex", "tokens")
 
 
 class NSimplicialTransformer(nn.Module):
@@ -35,12 +27,14 @@ class NSimplicialTransformer(nn.Module):
     Two input modes:
 
     * sequences: ``x`` of shape ``(batch, n, in_channels)`` (dense, causal, windowed or routed
-      attention as configured); the readout pools over the ``n`` tokens of each sequence.
+      attention as configured); one output row per sequence.
     * complexes: ``x`` of shape ``(n_cells, in_channels)`` with ``tuples`` (the allowed
       ``(N+1)``-tuples, e.g. :func:`~.masks.simplices_to_tuples`, or a
       ``toponetx.SimplicialComplex``) and ``batch``; or a (batched) ``ComplexData`` as ``x``:
       the tokens are its rank-``rank`` cells (``x_{rank}``, ``batch_{rank}``) and the tuples come
-      from its incidences (:func:`~.masks.complex_data_to_tuples`). The readout pools per complex.
+      from its incidences (:func:`~.masks.complex_data_to_tuples`). One output row per complex
+      (``ComplexData.num_complexes``), complexes without rank-``rank`` cells included (their
+      pooled vector is zero).
 
     Parameters
     ----------
@@ -50,14 +44,16 @@ class NSimplicialTransformer(nn.Module):
         Token width inside the stack.
     out_channels : int
         Output size of the head.
-    num_layers : int, default=2
+    n_layers : int, default=2
         Number of layers.
     heads : int, default=1
         Attention heads.
     order : int, default=2
         ``N``.
-    readout : {"mean", "sum", "max", None}, default="mean"
-        Pooling to one vector per sequence/complex; ``None`` returns per-token outputs.
+    pooling : {"sum", "mean"}, default="mean"
+        Tokens → one vector per sequence / complex.
+    outputs : {"complex", "tokens"}, default="complex"
+        One row per sequence / complex, or per-token outputs ``(..., n, out_channels)``.
     num_categories : int, optional
         If set, inputs are long category codes with a trailing column axis — cells ``(n,)`` or
         ``(n, k)``, sequences ``(batch, n, k)`` — embedded by a shared
@@ -68,9 +64,14 @@ class NSimplicialTransformer(nn.Module):
         Lower-order tuples of a complex (through the key/value bias); default ``kv_bias``.
     self_loops : bool, default=False
         Add ``(i, ..., i)`` tuples on complexes.
+    check_inputs : bool, default=True
+        Reject NaN / Inf / huge float inputs once per forward
+        (:func:`~topomodelx_attention.nn.common.check_inputs`).
     **layer_kwargs
         Forwarded to every :class:`~.NSimplicialTransformerLayer` (``mlp_ratio``, ``dropout``,
-        ``kv_bias``, ``causal``, ``window``, ``router_k``, ``rope``, ``chunk_size``, ...).
+        ``attention_dropout``, ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``,
+        ``gating``, ``rope``, ``chunk_size``, ...). With ``router="paper"`` each layer's router
+        scores with the previous layer's queries and keys (§2.3).
     """
 
     def __init__(
@@ -78,23 +79,28 @@ class NSimplicialTransformer(nn.Module):
         in_channels: int,
         hidden_channels: int,
         out_channels: int,
-        num_layers: int = 2,
+        *,
+        n_layers: int = 2,
         heads: int = 1,
         order: int = 2,
-        *,
-        readout: str | None = "mean",
+        pooling: str = "mean",
+        outputs: str = "complex",
         num_categories: int | None = None,
         rank: int = 0,
         include_lower: bool | None = None,
         self_loops: bool = False,
+        check_inputs: bool = True,
         **layer_kwargs: Any,
     ) -> None:
         super().__init__()
-        if readout not in _READOUTS:
-            raise ValueError(f"readout must be one of {_READOUTS}, got {readout!r}")
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        self.order, self.readout, self.rank = order, readout, rank
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if outputs not in OUTPUTS:
+            raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.order, self.pooling, self.outputs, self.rank = order, pooling, outputs, rank
+        self.check_inputs = bool(check_inputs)
         self.include_lower = (
             bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
         )
@@ -113,7 +119,7 @@ class NSimplicialTransformer(nn.Module):
                 self_loops=self_loops,
                 **layer_kwargs,
             )
-            for _ in range(num_layers)
+            for _ in range(int(n_layers))
         )
         self.norm = nn.LayerNorm(hidden_channels)
         self.head = nn.Linear(hidden_channels, out_channels)
@@ -130,24 +136,18 @@ class NSimplicialTransformer(nn.Module):
             )
         return self.embedding(x)
 
-    def _pool(self, h: Tensor, batch: Tensor | None) -> Tensor:
-        if h.dim() == 3:  # sequences
-            if self.readout == "mean":
-                return h.mean(1)
-            if self.readout == "sum":
-                return h.sum(1)
-            return h.amax(1)
+    def _pool(self, h: Tensor, batch: Tensor | None, num_complexes: int | None) -> Tensor:
+        """One row per sequence (3-D ``h``) or per complex (2-D ``h`` with ``batch``)."""
+        if h.dim() == 3:
+            return h.sum(1) if self.pooling == "sum" else h.mean(1)
         if batch is None:
             batch = torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
-        size = int(batch.max()) + 1 if batch.numel() else 0
-        if self.readout == "max":
-            out = scatter_max(h, batch, size)
-            return torch.where(torch.isfinite(out), out, torch.zeros_like(out))
-        total = scatter_sum(h, batch, size)
-        if self.readout == "sum":
-            return total
-        count = scatter_sum(torch.ones_like(batch, dtype=h.dtype), batch, size).clamp_min(1)
-        return total / count[:, None]
+        top = int(batch.max()) + 1 if batch.numel() else 0
+        if num_complexes is None:
+            num_complexes = max(top, 1)
+        elif top > num_complexes:
+            raise ValueError(f"batch indexes complex {top - 1} but num_complexes={num_complexes}")
+        return segment_pool(h, batch.to(h.device), num_complexes, self.pooling)
 
     def forward(
         self,
@@ -157,7 +157,7 @@ class NSimplicialTransformer(nn.Module):
         *,
         mask: MaskLike = None,
         positions: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
     ) -> Tensor:
         """Run the transformer.
 
@@ -176,18 +176,19 @@ class NSimplicialTransformer(nn.Module):
             Explicit mask for the sequence mode (see :class:`~.NSimplicialAttention`).
         positions : torch.Tensor, optional
             Token positions for RoPE.
-        num_graphs : int, optional
-            Number of complexes (default ``batch.max() + 1``); keeps trailing empty complexes.
+        num_complexes : int, optional
+            Number of complexes of a 2-D ``x``; default ``data.num_complexes`` for a
+            ``ComplexData``, else ``batch.max() + 1`` (at least 1).
 
         Returns
         -------
         torch.Tensor
-            ``(num_sequences_or_complexes, out_channels)`` with a readout, else per-token
-            ``(..., n, out_channels)``.
+            ``(num_sequences_or_complexes, out_channels)``, or per-token
+            ``(..., n, out_channels)`` with ``outputs="tokens"``.
         """
         if not isinstance(x, Tensor):
             data = x
-            x = _get(data, f"x_{self.rank}")
+            x = get_key(data, f"x_{self.rank}")
             if not isinstance(x, Tensor):
                 raise TypeError(
                     f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
@@ -198,7 +199,11 @@ class NSimplicialTransformer(nn.Module):
                     data, self.order, self.rank, self.include_lower, self.self_loops
                 )
             if batch is None:
-                batch = _get(data, f"batch_{self.rank}")
+                batch = get_key(data, f"batch_{self.rank}")
+            if num_complexes is None and hasattr(data, "num_complexes"):
+                num_complexes = int(data.num_complexes)
+        if self.check_inputs:
+            check_inputs({f"x_{self.rank}" if tuples is not None else "x": x, "positions": positions})
         categorical = isinstance(self.embedding, nn.Embedding)
         cells = x.dim() <= 2 if categorical else x.dim() == 2
         if cells and tuples is None:
@@ -216,13 +221,13 @@ class NSimplicialTransformer(nn.Module):
             tuple_mask = resolve_tuples(
                 tuples, self.order, self.include_lower, self.self_loops, self.causal
             )
+        context = None
         for layer in self.layers:
-            h = layer(h, tuples=tuple_mask, mask=mask, positions=positions)
+            h, context = layer(
+                h, tuples=tuple_mask, mask=mask, positions=positions, context=context,
+                return_context=True,
+            )
         h = self.norm(h)
-        if self.readout is None:
+        if self.outputs == "tokens":
             return self.head(h)
-        pooled = self._pool(h, batch)
-        if num_graphs is not None and h.dim() == 2 and pooled.shape[0] < num_graphs:
-            pad = pooled.new_zeros(num_graphs - pooled.shape[0], pooled.shape[1])
-            pooled = torch.cat([pooled, pad], 0)
-        return self.head(pooled)
+        return self.head(self._pool(h, batch, num_complexes))

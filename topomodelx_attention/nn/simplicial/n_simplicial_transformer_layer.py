@@ -1,19 +1,39 @@
-"""Pre-norm N-simplicial transformer layer (attention + MLP), for sequences and complexes."""
+r"""Pre-norm N-simplicial transformer layer (attention + MLP), for sequences and complexes.
+
+Token-level gating (§2.3, first equation, ``gating="token"``): with the router score
+``s_i = X_i ω`` of every token,
+
+.. math::
+
+    X^{(t+1)}_i = \begin{cases} X^{(t)}_i + s_i\, f_t(X^{(t)})_i & s_i \ge \mathrm{TopK}_{j \le n}(s_j)
+    \\ X^{(t)}_i & \text{otherwise,} \end{cases}
+
+where ``f_t`` is the block's update (attention and MLP with their inner skip connections, minus
+the input) computed on the selected tokens only, so the attention costs ``O(K^{N+1})`` instead of
+``O(n^{N+1})`` per sequence. The multiplication by ``s_i`` trains ``ω``. The choice of token ``i``
+depends on the scores of all the tokens of the sequence, later ones included, so token gating is
+not causal and is rejected with ``causal=True`` (the simplex router, ``gating="simplex"``, is).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.simplicial.functional import MaskLike
 from topomodelx_attention.nn.simplicial.masks import TupleMask
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import NSimplicialAttention
+from topomodelx_attention.nn.simplicial.router import RouterContext
 
-__all__ = ["NSimplicialTransformerLayer"]
+__all__ = ["GATINGS", "NSimplicialTransformerLayer"]
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU}
+
+#: Router gatings of :class:`NSimplicialTransformerLayer`.
+GATINGS = ("simplex", "token")
 
 
 class NSimplicialTransformerLayer(nn.Module):
@@ -36,7 +56,9 @@ class NSimplicialTransformerLayer(nn.Module):
     mlp_ratio : float, default=2.0
         Hidden width of the MLP as a multiple of ``channels``.
     dropout : float, default=0.0
-        Dropout after the attention and after the MLP (and inside the MLP).
+        Dropout on the output of the attention and of the MLP, before each residual sum.
+    attention_dropout : float, default=0.0
+        Dropout on the attention weights.
     activation : {"gelu", "relu", "silu"}, default="gelu"
         MLP activation.
     residual : bool, default=True
@@ -45,7 +67,12 @@ class NSimplicialTransformerLayer(nn.Module):
         Pre-LayerNorms.
     mlp : bool, default=True
         Feed-forward sub-block.
-    kv_bias, causal, window, router_k, router_dim, rope, logit_form, rope_base, scale, chunk_size,
+    router_k : int or sequence of int, optional
+        ``K`` of the §2.3 top-K: keys per query and key axis (``gating="simplex"``) or tokens per
+        sequence (``gating="token"``).
+    gating : {"simplex", "token"}, default="simplex"
+        Route simplices (keys of each query) or tokens (``X_i + s_i f(X)_i`` for the top-K).
+    kv_bias, causal, window, router, router_dim, rope, logit_form, rope_base, scale, chunk_size,
     include_lower, self_loops
         Forwarded to :class:`~.NSimplicialAttention`.
     """
@@ -58,6 +85,7 @@ class NSimplicialTransformerLayer(nn.Module):
         *,
         mlp_ratio: float = 2.0,
         dropout: float = 0.0,
+        attention_dropout: float = 0.0,
         activation: str = "gelu",
         residual: bool = True,
         norm: bool = True,
@@ -66,6 +94,8 @@ class NSimplicialTransformerLayer(nn.Module):
         causal: bool = False,
         window: int | Sequence[int] | None = None,
         router_k: int | Sequence[int] | None = None,
+        router: str = "paper",
+        gating: str = "simplex",
         router_dim: int = 16,
         rope: bool = False,
         logit_form: str | None = None,
@@ -82,16 +112,33 @@ class NSimplicialTransformerLayer(nn.Module):
             )
         if mlp_ratio <= 0:
             raise ValueError(f"mlp_ratio must be positive, got {mlp_ratio}")
+        if gating not in GATINGS:
+            raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
+        self.gating, self.token_k, self.token_scorer = gating, None, None
+        if gating == "token":
+            if router_k is None or not isinstance(router_k, int) or router_k < 1:
+                raise ValueError(f"gating='token' needs router_k = tokens kept (int >= 1), got {router_k!r}")
+            if causal:
+                raise ValueError(
+                    "gating='token' is not causal (the top-K of a sequence depends on later tokens); "
+                    "use gating='simplex' with causal=True"
+                )
+            if not residual:
+                raise ValueError("gating='token' updates X + s f(X): it needs residual=True")
+            self.token_k, router_k = router_k, None
+            self.token_scorer = nn.Linear(channels, 1, bias=False)  # s_i = X_i ω
         self.residual, self.use_norm, self.use_mlp = residual, norm, mlp
         self.attention = NSimplicialAttention(
             channels,
             heads,
             order,
-            dropout=0.0,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
             kv_bias=kv_bias,
             causal=causal,
             window=window,
             router_k=router_k,
+            router=router,
             router_dim=router_dim,
             rope=rope,
             logit_form=logit_form,
@@ -102,15 +149,14 @@ class NSimplicialTransformerLayer(nn.Module):
             self_loops=self_loops,
         )
         self.norm1 = nn.LayerNorm(channels) if norm else nn.Identity()
-        self.dropout = nn.Dropout(dropout)
         if mlp:
             hidden = max(1, round(mlp_ratio * channels))
             self.norm2 = nn.LayerNorm(channels) if norm else nn.Identity()
             self.mlp = nn.Sequential(
                 nn.Linear(channels, hidden),
                 _ACTIVATIONS[activation](),
-                nn.Dropout(dropout),
                 nn.Linear(hidden, channels),
+                nn.Dropout(dropout),
             )
         else:
             self.norm2 = None
@@ -121,6 +167,29 @@ class NSimplicialTransformerLayer(nn.Module):
         """``N``, the number of key axes."""
         return self.attention.order
 
+    def _block(self, x: Tensor, **attention_kwargs: Any) -> tuple[Tensor, RouterContext]:
+        h, context = self.attention(self.norm1(x), return_context=True, **attention_kwargs)
+        x = x + h if self.residual else h
+        if self.mlp is not None:
+            h = self.mlp(self.norm2(x))
+            x = x + h if self.residual else h
+        return x, context
+
+    def _token_gated(self, x: Tensor, positions: Tensor | None) -> Tensor:
+        squeeze = x.dim() == 2
+        xb = x.unsqueeze(0) if squeeze else x
+        batch, n, channels = xb.shape
+        score = self.token_scorer(xb).squeeze(-1)  # (batch, n)
+        keep = min(self.token_k, n)
+        index = torch.topk(score.detach(), keep, dim=-1).indices.sort(-1).values  # keep order
+        pos = torch.arange(n, device=x.device) if positions is None else positions
+        pos = pos.expand(batch, n).gather(1, index)
+        chosen = xb.gather(1, index.unsqueeze(-1).expand(batch, keep, channels))
+        updated, _ = self._block(chosen, positions=pos)
+        gate = score.gather(1, index).unsqueeze(-1)
+        out = xb.scatter(1, index.unsqueeze(-1).expand(batch, keep, channels), chosen + gate * (updated - chosen))
+        return out.squeeze(0) if squeeze else out
+
     def forward(
         self,
         x: Tensor,
@@ -128,7 +197,9 @@ class NSimplicialTransformerLayer(nn.Module):
         tuples: Tensor | TupleMask | Any | None = None,
         mask: MaskLike = None,
         positions: Tensor | None = None,
-    ) -> Tensor:
+        context: RouterContext | None = None,
+        return_context: bool = False,
+    ) -> Tensor | tuple[Tensor, RouterContext | None]:
         """Apply the block.
 
         Parameters
@@ -141,16 +212,24 @@ class NSimplicialTransformerLayer(nn.Module):
             Explicit attention mask.
         positions : torch.Tensor, shape = (n,) or (batch, n), optional
             Positions for RoPE.
+        context : RouterContext, optional
+            Queries and keys of the previous layer (``router="paper"``, §2.3).
+        return_context : bool, default=False
+            Also return this layer's queries and keys for the next layer's router.
 
         Returns
         -------
         torch.Tensor, shape = x.shape
-            Updated tokens.
+            Updated tokens (and the :class:`~.router.RouterContext` when ``return_context``;
+            ``None`` with ``gating="token"``, whose attention sees a subset of the tokens).
         """
-        h = self.attention(self.norm1(x), tuples=tuples, mask=mask, positions=positions)
-        h = self.dropout(h)
-        x = x + h if self.residual else h
-        if self.mlp is not None:
-            h = self.dropout(self.mlp(self.norm2(x)))
-            x = x + h if self.residual else h
-        return x
+        if self.gating == "token":
+            if tuples is not None or mask is not None:
+                raise ValueError(
+                    "gating='token' attends among the selected tokens of each sequence; it takes "
+                    "no tuples or explicit mask"
+                )
+            out, own = self._token_gated(x, positions), None
+        else:
+            out, own = self._block(x, tuples=tuples, mask=mask, positions=positions, context=context)
+        return (out, own) if return_context else out
