@@ -15,6 +15,18 @@ Usage::
 ``--data-root`` holds ``tudataset/``, ``gcb/`` and ``zinc12k/`` folders (as the project's shared
 data folder does); MUTAG needs nothing. Arguments after ``--`` are hydra overrides applied to
 every run; ``--model-overrides name:key=value`` applies to one model only.
+
+**Equal budget** (``--equal-budget``): every model gets the same wall time per seed
+(``--max-time`` seconds, ``trainer.max_time``; no epoch cap unless ``--max-epochs``) and the same
+hyperparameter search (``--trials`` settings drawn from ``budget.space`` of ``train.yaml``,
+identical for every model, selected on the validation metric only); writes
+``<output-root>/<stamp>/<dataset>/results.md`` (parameters, epochs reached, seconds per epoch,
+budget), ``trials.csv`` and ``time_to_accuracy.png`` (validation metric against wall time, all
+models)::
+
+    python benchmarks/harness_grid.py --equal-budget --datasets MUTAG ZINC \
+        --models cellular_transformer tokengt gps graph_transformer gine gin \
+        --max-time 300 --trials 4 --seeds 1 2 3 --data-root /work/shared/data
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import argparse
 import time
 from pathlib import Path
 
-from topomodelx_attention.harness import compose_config, run_experiment
+from topomodelx_attention.harness import compose_config, run_equal_budget, run_experiment
 from topomodelx_attention.harness.results import comparison_table, summary_row
 
 DATA_SUBDIR = {"MUTAG": None, "PROTEINS": "tudataset", "GCB": "gcb", "ZINC": "zinc12k"}
@@ -33,7 +45,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["MUTAG"])
     parser.add_argument("--models", nargs="+", default=["cellular_transformer", "gin", "cwn", "sccnn"])
-    parser.add_argument("--max-epochs", type=int, default=30)
+    parser.add_argument("--max-epochs", type=int, default=None,
+                        help="epochs per seed (default 30; with --equal-budget: no cap)")
+    parser.add_argument("--equal-budget", action="store_true",
+                        help="same wall time per seed and same hyperparameter trials for every model")
+    parser.add_argument("--max-time", type=float, default=None,
+                        help="--equal-budget: seconds per seed (default budget.max_time of train.yaml)")
+    parser.add_argument("--trials", type=int, default=None,
+                        help="--equal-budget: hyperparameter trials per model (default budget.trials)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--data-root", default=None, help="folder with tudataset/, gcb/, zinc12k/")
     parser.add_argument("--cache-dir", default=None)
@@ -47,8 +66,26 @@ def main(argv: list[str] | None = None) -> None:
     for item in args.model_overrides:
         name, _, override = item.partition(":")
         per_model.setdefault(name, []).append(override)
-    rows = []
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+    if args.equal_budget:
+        common = ["trainer.enable_progress_bar=false", *args.overrides]
+        if args.cache_dir:
+            common.append(f"paths.cache_dir={args.cache_dir}")
+        data_dirs = {
+            name: str(Path(args.data_root) / DATA_SUBDIR[name.upper()])
+            for name in args.datasets
+            if args.data_root and DATA_SUBDIR.get(name.upper())
+        }
+        run_equal_budget(
+            args.datasets, args.models, seeds=args.seeds, max_time=args.max_time,
+            max_epochs=args.max_epochs, trials=args.trials, overrides=common,
+            model_overrides=per_model, data_dirs=data_dirs,
+            output_root=Path(args.output_root) / stamp,
+        )
+        return
+    if args.max_epochs is None:
+        args.max_epochs = 30
+    rows = []
     for dataset in args.datasets:
         for model in args.models:
             overrides = [

@@ -6,9 +6,19 @@ from torch_geometric.loader import DataLoader
 
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
-from topomodelx_attention.harness.models import MODELS, build_model, get_spec, register_model
+from topomodelx_attention.harness.models import (
+    MODELS,
+    build_model,
+    edge_graph,
+    get_spec,
+    register_model,
+)
 
-ALL_MODELS = ("cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial")
+ALL_MODELS = (
+    "cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial",
+    "gine", "gps", "graph_transformer",
+)
+EDGE_GRAPH_MODELS = ("gine", "gps", "graph_transformer")
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +26,8 @@ def prepared_by_model(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     out = {}
     for name in ALL_MODELS:
-        cfg = compose_config(["dataset.max_graphs=6", "model.params.hidden_channels=8"], model=name)
+        extra = ["model.params.pe_hidden_channels=4"] if name in ("gps", "graph_transformer") else []
+        cfg = compose_config(["dataset.max_graphs=6", "model.params.hidden_channels=8", *extra], model=name)
         out[name] = (cfg, prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cache))
     return out
 
@@ -40,10 +51,62 @@ def test_every_model_has_a_config():
     assert set(ALL_MODELS) == set(MODELS)
 
 
-def test_unknown_and_planned_models():
+def test_unknown_models():
     with pytest.raises(ValueError, match="registered models"):
         get_spec("nope")
-    assert {"tokengt", "tokengt_cell", "n_simplicial"} <= set(MODELS)
+    assert {"tokengt", "tokengt_cell", "n_simplicial", "gps", "gine", "graph_transformer"} <= set(MODELS)
+
+
+def test_tokengt_gets_its_node_id_width_not_a_pe_width(prepared_by_model):
+    _, prepared = prepared_by_model["tokengt"]
+    assert prepared.info.node_id_channels == 16 and prepared.info.pe_channels is None
+    _, prepared = prepared_by_model["gps"]
+    assert prepared.info.pe_channels == 16 and prepared.info.node_id_channels is None
+
+
+def test_edge_graph_is_both_orientations_of_the_incidence_columns():
+    # path 0-1-2 plus edge 0-2: columns (0,1), (1,2), (0,2)
+    incidence = torch.sparse_coo_tensor([[0, 1, 1, 2, 0, 2], [0, 0, 1, 1, 2, 2]], torch.ones(6), (3, 3)).coalesce()
+    edge_index, edge_id = edge_graph(incidence)
+    pairs = {(int(s), int(t), int(e)) for (s, t), e in zip(edge_index.t(), edge_id)}
+    assert pairs == {(0, 1, 0), (1, 0, 0), (1, 2, 1), (2, 1, 1), (0, 2, 2), (2, 0, 2)}
+    loop = torch.sparse_coo_tensor([[0], [0]], torch.ones(1), (2, 1)).coalesce()
+    with pytest.raises(ValueError, match="two vertices per edge"):
+        edge_graph(loop)
+
+
+def test_gps_positional_encoding_is_rwse(prepared_by_model):
+    from torch_geometric.transforms import AddRandomWalkPE
+
+    from topomodelx_attention.data.datasets import load_tu_dataset
+
+    _, prepared = prepared_by_model["gps"]
+    graph = load_tu_dataset("MUTAG")[0]
+    expected = AddRandomWalkPE(16)(graph).random_walk_pe
+    assert torch.allclose(prepared.complexes[0].pe_0, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", EDGE_GRAPH_MODELS)
+def test_edge_graph_models_read_edge_features_and_give_edgeless_complexes_a_row(prepared_by_model, name):
+    cfg, prepared = prepared_by_model[name]
+    torch.manual_seed(0)
+    model = build_model(name, cfg.model.params, prepared.info).eval()
+    complexes = [c.clone() for c in prepared.complexes]
+    prune_keys(complexes, get_spec(name).keys(model, prepared.info))
+    batch = next(iter(DataLoader(complexes, batch_size=6)))
+    out = model(batch)
+    changed = batch.clone()
+    changed.x_1 = changed.x_1.flip(-1)
+    assert not torch.allclose(model(changed), out, atol=1e-6)  # bond features are read
+    empty = complexes[0].clone()  # a complex without edges still gets its row
+    for key, width in (("x_1", empty.x_1.shape[1]),):
+        empty[key] = empty[key].new_zeros(0, width)
+    empty.incidence_1 = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0),
+                                                (empty.x_0.shape[0], 0)).coalesce()
+    empty.shape = torch.tensor([[empty.x_0.shape[0], 0]])
+    mixed = next(iter(DataLoader([empty, complexes[1]], batch_size=2)))
+    result = model(mixed)
+    assert result.shape == (2, 2) and torch.isfinite(result).all()
 
 
 def test_invalid_params_name_the_model(prepared_by_model):

@@ -2,11 +2,28 @@
 
 import csv
 import math
+import subprocess
+import sys
 
 import pytest
+import torch
+from torch_geometric.loader import DataLoader
 
 from topomodelx_attention.cli import main
-from topomodelx_attention.harness.training import cosine_warmup_lambda
+from topomodelx_attention.harness.config import compose_config
+from topomodelx_attention.harness.datasets import prepare_dataset
+from topomodelx_attention.harness.training import (
+    ResampleNodeIds,
+    _data_pe_config,
+    _ddp_strategy,
+    _training_augment,
+    cosine_warmup_lambda,
+    max_time_seconds,
+    run_equal_budget,
+    run_experiment,
+    search_trials,
+    unused_parameters,
+)
 
 
 @pytest.mark.parametrize("model", ["cellular_transformer", "gin"])
@@ -20,7 +37,7 @@ def test_train_command_writes_results(tmp_path, capsys, model):
     assert status == 0
     printed = capsys.readouterr().out
     assert f"**MUTAG / {model}**" in printed and "| **mean ± std** |" in printed
-    for name in ("results.md", "results.csv", "summary.csv", "curves.png", "config.yaml"):
+    for name in ("results.md", "results.csv", "summary.csv", "curves.png", "time_to_accuracy.png", "config.yaml"):
         assert (out / name).is_file(), name
     with open(out / "results.csv") as handle:
         rows = list(csv.DictReader(handle))
@@ -51,3 +68,154 @@ def test_cosine_warmup_schedule():
     assert factor(4) == 1.0
     assert math.isclose(factor(9), 0.5)
     assert factor(14) == 0.0 and factor(20) == 0.0
+
+
+def _cfg(tmp_path, model, *overrides):
+    return compose_config(
+        ["seeds=[1]", "dataset.max_graphs=12", "model.params.hidden_channels=8",
+         f"paths.cache_dir={tmp_path / 'cache'}", "trainer.enable_progress_bar=false", *overrides],
+        dataset="MUTAG", model=model,
+    )
+
+
+@pytest.mark.parametrize("model", ["gine", "gps", "graph_transformer"])
+def test_new_baselines_train_one_epoch_and_write_the_plots(tmp_path, model):
+    extra = [] if model == "gine" else ["model.params.pe_hidden_channels=4"]
+    result = run_experiment(_cfg(tmp_path, model, "trainer.max_epochs=1", *extra), tmp_path / "out", verbose=False)
+    (seed,) = result.seeds
+    assert seed.epochs == 1 and not seed.stopped_by_time and result.max_time is None
+    assert 0.0 <= seed.test <= 1.0
+    row = seed.history[0]
+    assert 0 < row["epoch_seconds"] <= row["wall_seconds"] <= seed.seconds
+    assert (tmp_path / "out" / "time_to_accuracy.png").stat().st_size > 0
+
+
+def test_max_time_stops_training_and_is_recorded(tmp_path):
+    cfg = _cfg(tmp_path, "gin", "trainer.max_epochs=-1", "trainer.max_time=0.3", "trainer.early_stopping_patience=null")
+    result = run_experiment(cfg, tmp_path / "out", verbose=False)
+    (seed,) = result.seeds
+    assert seed.stopped_by_time and result.max_time == 0.3
+    assert 1 <= seed.epochs < 1000 and seed.history[-1]["wall_seconds"] < 5.0
+    with open(tmp_path / "out" / "results.csv") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["budget_s"] == "0.3" and row["stopped_by_time"] == "1" and float(row["s_per_epoch"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(None, None), (90, 90.0), ("00:00:01:30", 90.0), ({"minutes": 1.5}, 90.0)],
+)
+def test_max_time_formats(value, seconds):
+    assert max_time_seconds(value) == seconds
+
+
+@pytest.mark.parametrize("value", [0, -1, "1:30", {"fortnights": 1}, True])
+def test_bad_max_time_raises(value):
+    with pytest.raises(ValueError, match="max_time"):
+        max_time_seconds(value)
+
+
+def test_time_budget_schedule_decays_with_elapsed_time():
+    clock = iter([0.0, 0.5, 1.0, 2.0])
+    factor = cosine_warmup_lambda(0, 1, progress=lambda step: next(clock))
+    assert [factor(s) for s in range(4)] == pytest.approx([1.0, 0.5, 0.0, 0.0])
+
+
+def test_results_module_imports_no_other_harness_module():
+    # results.py loaded on its own (without the package __init__): training imports results,
+    # never the reverse, so there is no import cycle
+    code = (
+        "import importlib.util, sys; import topomodelx_attention.data; "
+        "spec = importlib.util.spec_from_file_location('results_alone', sys.argv[1]); "
+        "module = importlib.util.module_from_spec(spec); sys.modules['results_alone'] = module; "
+        "spec.loader.exec_module(module); "
+        "assert not [m for m in sys.modules if m.startswith('topomodelx_attention.harness')]; "
+        "assert module.ExperimentResult and module.write_results"
+    )
+    from topomodelx_attention.harness import results
+
+    subprocess.run([sys.executable, "-c", code, results.__file__], check=True)
+
+
+def test_compile_option_compiles_the_model_with_dynamic_shapes(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_compile(model, **kwargs):
+        calls.append(kwargs)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    run_experiment(_cfg(tmp_path, "gin", "trainer.max_epochs=1", "test=false"), tmp_path / "a", verbose=False)
+    assert calls == []
+    run_experiment(_cfg(tmp_path, "gin", "trainer.max_epochs=1", "test=false", "compile=true"), tmp_path / "b",
+                   verbose=False)
+    assert calls == [{"dynamic": True}]
+
+
+def test_orf_identifiers_are_resampled_in_training_and_fixed_in_the_data(tmp_path):
+    orf = "topomodelx_attention.transforms.OrthogonalRandomNodeId"
+    cfg = _cfg(tmp_path, "tokengt", "trainer.max_epochs=1", f"model.pe._target_={orf}", "+model.pe.resample=true")
+    assert _data_pe_config(cfg.model.pe)["resample"] is False
+    augment = _training_augment(cfg)
+    assert isinstance(augment, ResampleNodeIds)
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, _data_pe_config(cfg.model.pe), tmp_path / "cache")
+    again = prepare_dataset(cfg.dataset, cfg.model.lifting, _data_pe_config(cfg.model.pe), tmp_path / "c2")
+    assert torch.equal(prepared.complexes[0].node_id, again.complexes[0].node_id)  # fixed for evaluation
+    batch = next(iter(DataLoader(prepared.complexes[:4], batch_size=4)))
+    before = batch.node_id.clone()
+    first, second = augment(batch), augment(batch)
+    assert torch.equal(batch.node_id, before)  # the input batch is not modified
+    assert first.node_id.shape == before.shape and not torch.allclose(first.node_id, second.node_id)
+    for k in range(4):  # per complex: orthonormal rows (n <= dim) or unit rows
+        ids = first.node_id[batch.batch_0 == k]
+        assert torch.allclose(ids.norm(dim=1), torch.ones(len(ids)), atol=1e-5)
+    result = run_experiment(cfg, tmp_path / "out", verbose=False)
+    assert result.seeds[0].epochs == 1
+
+
+def test_ddp_asks_for_unused_parameter_search_only_when_a_parameter_gets_no_gradient():
+    class Partial(torch.nn.Module):
+        def __init__(self, used_only):
+            super().__init__()
+            self.used, self.spare = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+            self.used_only = used_only
+
+        def forward(self, batch):
+            out = self.used(batch)
+            return out if self.used_only else out + self.spare(batch)
+
+    loader = [torch.ones(3, 2)]
+    assert unused_parameters(Partial(True), loader[0]) == ["spare.weight", "spare.bias"]
+    with pytest.warns(UserWarning, match="no gradient"):
+        assert _ddp_strategy("ddp", Partial(True), loader) == "ddp_find_unused_parameters_true"
+    assert _ddp_strategy("ddp", Partial(False), loader) == "ddp"
+    assert _ddp_strategy("auto", Partial(True), loader) == "auto"
+
+
+def test_search_trials_are_the_same_draw_for_every_model():
+    space = {"optimizer.lr": [1e-3, 3e-4, 3e-3], "model.params.dropout": [0.0, 0.1]}
+    trials = search_trials(space, 4, seed=0)
+    assert trials == search_trials(space, 4, seed=0) and len(trials) == 4
+    assert len({tuple(sorted(t.items())) for t in trials}) == 4
+    assert len(search_trials(space, 10)) == 6  # the whole grid
+    with pytest.raises(ValueError, match="trials"):
+        search_trials(space, 0)
+
+
+def test_equal_budget_selects_on_validation_and_writes_table_and_plot(tmp_path):
+    rows = run_equal_budget(
+        ["MUTAG"], ["gin", "gine"], seeds=[1], max_time=0.3, trials=2,
+        space={"optimizer.lr": [1e-3, 1e-2]},
+        overrides=["dataset.max_graphs=12", "model.params.hidden_channels=8", "test=false",
+                   f"paths.cache_dir={tmp_path / 'cache'}", "trainer.enable_progress_bar=false"],
+        output_root=tmp_path / "budget", verbose=False,
+    )["MUTAG"]
+    assert [(r.model, r.trial) for r in rows] == [("gin", 0), ("gin", 1), ("gine", 0), ("gine", 1)]
+    for model in ("gin", "gine"):
+        trials = [r for r in rows if r.model == model]
+        (chosen,) = [r for r in trials if r.selected]
+        assert chosen.mean_val == max(r.mean_val for r in trials)
+        assert all(s.stopped_by_time for s in chosen.result.seeds) and chosen.result.max_time == 0.3
+    text = (tmp_path / "budget" / "MUTAG" / "results.md").read_text()
+    assert "0.3 s of wall time per seed, 2 hyperparameter trials" in text and "| MUTAG | gine |" in text
+    assert (tmp_path / "budget" / "MUTAG" / "time_to_accuracy.png").stat().st_size > 0

@@ -2,9 +2,12 @@
 
 * :mod:`~.config` — the packaged hydra YAML files and :func:`compose_config`;
 * :mod:`~.datasets` — cached lifting + PE of MUTAG, PROTEINS, GCB, ZINC-12k and their splits;
-* :mod:`~.models` — the model registry (Cellular Transformer, GIN, CWN, SCCNN);
-* :mod:`~.training` — the Lightning module and :func:`run_experiment`;
-* :mod:`~.results` — result tables and learning curves;
+* :mod:`~.models` — the model registry: our Cellular Transformer, TokenGT (graph and cell
+  tokens) and N-simplicial transformer, and the baselines GIN, GINE, GPS (RWSE), a
+  ``TransformerConv`` graph transformer, CWN and SCCNN;
+* :mod:`~.training` — the Lightning module, :func:`run_experiment` and the equal-budget
+  comparison :func:`run_equal_budget`;
+* :mod:`~.results` — result records, tables, learning curves and time-to-accuracy plots;
 * :mod:`~.topobench` — wrapper and backbone for running our models inside TopoBench.
 
 Example
@@ -29,10 +32,10 @@ from topomodelx_attention.harness.datasets import (
     random_split,
 )
 from topomodelx_attention.harness.models import MODELS, build_model, register_model
+from topomodelx_attention.harness.results import ExperimentResult, SeedResult
 from topomodelx_attention.harness.training import (
-    ExperimentResult,
     GraphTaskModule,
-    SeedResult,
+    run_equal_budget,
     run_experiment,
 )
 
@@ -53,5 +56,6 @@ __all__ = [
     "prepare_dataset",
     "random_split",
     "register_model",
+    "run_equal_budget",
     "run_experiment",
 ]

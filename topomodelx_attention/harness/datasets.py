@@ -94,9 +94,11 @@ class DatasetInfo:
     categorical : list of (list of int or None)
         Per rank: categories of integer feature columns, or ``None`` for float features.
     pe_channels : int or None
-        Width of ``pe_r`` (``None`` without positional encoding).
+        Width of ``pe_r`` (``None`` without a positional encoding writing ``pe_r``).
     metric : str
         Monitored metric (``"accuracy"`` or ``"mae"``).
+    node_id_channels : int or None, default=None
+        Width of ``node_id`` (TokenGT node identifiers; ``None`` when the PE wrote none).
     """
 
     name: str
@@ -106,6 +108,7 @@ class DatasetInfo:
     categorical: list[list[int] | None]
     pe_channels: int | None
     metric: str
+    node_id_channels: int | None = None
 
     @property
     def max_rank(self) -> int:
@@ -442,8 +445,10 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
     metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
     if metric not in ("accuracy", "mae"):
         raise ValueError(f"dataset.monitor_metric must be 'accuracy' or 'mae', got {metric!r}")
-    pe_channels = None
-    if pe is not None:
+    pe_channels = node_id_channels = None
+    if pe is not None and "node_id" in first:  # TokenGT identifiers, not a pe_r encoding
+        node_id_channels = int(first["node_id"].shape[1])
+    elif pe is not None:
         pe_channels = getattr(pe, "dim", None)
         if pe_channels is None:
             if "pe_0" not in first:
@@ -457,6 +462,7 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
         categorical=[None if c is None else [int(v) for v in c] for c in categorical],
         pe_channels=None if pe_channels is None else int(pe_channels),
         metric=metric,
+        node_id_channels=node_id_channels,
     )
 
 

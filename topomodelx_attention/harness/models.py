@@ -8,10 +8,21 @@ keys of the data the model reads, so that the harness can drop the others before
 name                         domain       model
 ===========================  ===========  ======================================================
 ``cellular_transformer``     cell         :class:`~topomodelx_attention.nn.cell.CellularTransformer`
+``tokengt``                  graph        :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` (1-skeleton)
+``tokengt_cell``             cell         :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` (all cells)
+``n_simplicial``             simplicial   :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer`
 ``gin``                      graph        :class:`GINBaseline` (``torch_geometric.nn.GIN``)
+``gine``                     graph        :class:`GINEBaseline` (``torch_geometric.nn.GINEConv``)
+``gps``                      graph        :class:`GPSBaseline` (``torch_geometric.nn.GPSConv``, RWSE)
+``graph_transformer``        graph        :class:`GraphTransformerBaseline` (``TransformerConv``)
 ``cwn``                      cell         :class:`CWNBaseline` (TopoModelX ``CWN``)
 ``sccnn``                    simplicial   :class:`SCCNNBaseline` (TopoModelX ``SCCNN``)
 ===========================  ===========  ======================================================
+
+The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
+rank-0/1 part of a lifted complex: ``x_0`` (nodes), ``x_1`` (edges, as edge features) and the
+graph given by ``incidence_1`` (:func:`edge_graph`); their positional encoding is ``pe_0``,
+written by the ``model.pe`` transform of their YAML.
 
 New models register a builder with :func:`register_model` and ship a
 ``configs/model/<domain>/<name>.yaml``.
@@ -23,18 +34,30 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.harness.datasets import DatasetInfo
-from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
+from topomodelx_attention.nn.common import (
+    POOLINGS,
+    FeatureEncoder,
+    ReadoutMLP,
+    check_inputs,
+    segment_pool,
+)
 
 __all__ = [
     "MODELS",
     "CWNBaseline",
+    "EdgeGraphBaseline",
     "GINBaseline",
+    "GINEBaseline",
+    "GPSBaseline",
+    "GraphTransformerBaseline",
     "ModelSpec",
     "SCCNNBaseline",
     "build_model",
+    "edge_graph",
     "get_spec",
     "register_model",
 ]
@@ -67,8 +90,6 @@ class ModelSpec:
 
 MODELS: dict[str, ModelSpec] = {}
 """Registered models, by name."""
-
-_PLANNED: dict[str, str] = {}
 
 
 def register_model(
@@ -109,8 +130,7 @@ def register_model(
 def get_spec(name: str) -> ModelSpec:
     """Return the registered :class:`ModelSpec` of ``name`` (clear error for unknown names)."""
     if name not in MODELS:
-        hint = f" ({_PLANNED[name]})" if name in _PLANNED else ""
-        raise ValueError(f"unknown model {name!r}{hint}; registered models: {sorted(MODELS)}")
+        raise ValueError(f"unknown model {name!r}; registered models: {sorted(MODELS)}")
     return MODELS[name]
 
 
@@ -239,6 +259,393 @@ class GINBaseline(nn.Module):
 def build_gin(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """GIN baseline (``params``: :class:`GINBaseline` arguments)."""
     return GINBaseline(info, **params)
+
+
+# ----------------------------------------------------------------------------------------------
+# graph baselines with edge features: GINE, GPS, graph transformer
+# ----------------------------------------------------------------------------------------------
+def edge_graph(incidence_1: Tensor) -> tuple[Tensor, Tensor]:
+    """Directed graph of the 1-skeleton: both orientations of every edge (1-cell).
+
+    Parameters
+    ----------
+    incidence_1 : torch.Tensor, shape = (n_0, n_1)
+        Unsigned vertex–edge incidence (sparse COO; block-diagonal for a batch): exactly two
+        vertices per edge.
+
+    Returns
+    -------
+    edge_index : torch.Tensor, shape = (2, 2 * n_1)
+        ``[u_e, v_e]`` for every edge ``e``, then ``[v_e, u_e]`` (source row 0, target row 1).
+    edge_id : torch.Tensor, shape = (2 * n_1,)
+        Edge (column of ``incidence_1``) of every directed edge, to gather ``x_1``.
+
+    Raises
+    ------
+    ValueError
+        If an edge does not have exactly two vertices (self-loops, hyperedges).
+    """
+    incidence = incidence_1 if incidence_1.is_coalesced() else incidence_1.coalesce()
+    n_edges = incidence.shape[1]
+    vertices, edges = incidence.indices()
+    if vertices.numel() != 2 * n_edges or bool((torch.bincount(edges, minlength=n_edges) != 2).any()):
+        raise ValueError(
+            "incidence_1 must have exactly two vertices per edge (a graph without self-loops); "
+            "lift with self_loops='drop'"
+        )
+    ends = vertices[torch.argsort(edges, stable=True)].view(n_edges, 2)
+    source, target = ends[:, 0], ends[:, 1]
+    edge_index = torch.stack([torch.cat([source, target]), torch.cat([target, source])])
+    edge_id = torch.arange(n_edges, device=incidence.device).repeat(2)
+    return edge_index, edge_id
+
+
+def _edge_graph_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
+    keys = {"x_0", "x_1", "batch_0", "incidence_1"}
+    return keys | ({"pe_0"} if info.pe_channels is not None else set())
+
+
+class EdgeGraphBaseline(nn.Module):
+    """Shared frame of the graph baselines with edge features (GINE, GPS, graph transformer).
+
+    ``h_0 = [enc_0(x_0) ‖ Linear(BatchNorm(pe_0))]`` (the PE branch only when the data set has
+    ``pe_0``, as GraphGPS's RWSE/LapPE node encoders), ``e = enc_1(x_1)`` copied to both
+    orientations of every edge, the subclass's layers ``h = layers(h_0, edge_index, e,
+    batch_0)``, then ``segment_pool`` per complex and the :class:`ReadoutMLP`.
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes (``x_0``/``x_1`` widths and categories, ``pe_channels``, output width).
+    hidden_channels : int
+        Width.
+    pe_hidden_channels : int
+        Columns of ``h_0`` given to the encoded PE (ignored without ``pe_0``).
+    dropout : float
+        Dropout before the readout and inside the readout MLP.
+    readout_layers : int
+        Hidden layers of the readout MLP.
+    pooling : {"sum", "mean"}
+        Global pooling.
+    check_inputs : bool
+        Reject NaN/Inf/huge float inputs once per forward (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int,
+        *,
+        pe_hidden_channels: int,
+        dropout: float,
+        readout_layers: int,
+        pooling: str,
+        check_inputs: bool,
+    ) -> None:
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
+        h = int(hidden_channels)
+        pe = info.pe_channels
+        pe_width = int(pe_hidden_channels) if pe is not None else 0
+        if pe is not None and not 0 < pe_width < h:
+            raise ValueError(f"pe_hidden_channels must be in 1..{h - 1} (hidden_channels={h}), got {pe_hidden_channels}")
+        self.hidden_channels = h
+        self.pooling = pooling
+        self.check_inputs = bool(check_inputs)
+        self.node_encoder = FeatureEncoder(info.in_channels[0], h - pe_width, info.categorical[0], name="x_0")
+        self.edge_encoder = FeatureEncoder(info.in_channels[1], h, info.categorical[1], name="x_1")
+        self.pe_encoder = (
+            nn.Sequential(nn.BatchNorm1d(pe), nn.Linear(pe, pe_width)) if pe is not None else None
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
+
+    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
+        """Node states after the message-passing / attention layers (implemented by subclasses).
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (n_0, hidden_channels)
+            Encoded nodes.
+        edge_index : torch.Tensor, shape = (2, 2 * n_1)
+            Both orientations of every edge.
+        edge_attr : torch.Tensor, shape = (2 * n_1, hidden_channels)
+            Encoded edge features.
+        batch : torch.Tensor, shape = (n_0,)
+            Complex of every node.
+
+        Returns
+        -------
+        torch.Tensor, shape = (n_0, hidden_channels)
+        """
+        raise NotImplementedError
+
+    def forward(self, batch: Any) -> Tensor:
+        """Predict.
+
+        Parameters
+        ----------
+        batch : ComplexData
+            Needs ``x_0``, ``x_1``, ``batch_0``, ``incidence_1`` (and ``pe_0`` with a PE).
+
+        Returns
+        -------
+        torch.Tensor, shape = (num_complexes, out_channels)
+            Predictions (zeros-pooled rows for complexes without nodes).
+        """
+        pe = batch.pe_0 if self.pe_encoder is not None else None
+        if self.check_inputs:
+            check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
+        x = self.node_encoder(batch.x_0)
+        if pe is not None:
+            x = torch.cat([x, self.pe_encoder(pe)], dim=-1)
+        edge_index, edge_id = edge_graph(batch.incidence_1)
+        edge_attr = self.edge_encoder(batch.x_1)[edge_id]
+        h = self.layers(x, edge_index, edge_attr, batch.batch_0)
+        pooled = segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling)
+        return self.readout(self.dropout(pooled))
+
+
+def _gin_mlp(width: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width))
+
+
+class GINEBaseline(EdgeGraphBaseline):
+    """GIN with edge features (Hu et al., 2020; ``torch_geometric.nn.GINEConv``), ZINC's standard MPNN.
+
+    ``h ← MLP((1 + ε) h_v + Σ_u ReLU(h_u + e_uv))`` per layer, then BatchNorm, ReLU and dropout
+    between layers (as ``torch_geometric.nn.GIN``).
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes.
+    hidden_channels : int, default=32
+        Width.
+    n_layers : int, default=3
+        GINE layers.
+    dropout : float, default=0.0
+        Dropout between layers and in the readout.
+    readout_layers : int, default=1
+        Hidden layers of the readout MLP.
+    pooling : {"sum", "mean"}, default="sum"
+        Global pooling.
+    pe_hidden_channels : int, default=8
+        Width of the encoded PE (only with ``pe_0``).
+    check_inputs : bool, default=True
+        Validate float inputs once per forward.
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int = 32,
+        *,
+        n_layers: int = 3,
+        dropout: float = 0.0,
+        readout_layers: int = 1,
+        pooling: str = "sum",
+        pe_hidden_channels: int = 8,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__(
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+        )
+        from torch_geometric.nn import GINEConv
+
+        h = self.hidden_channels
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(int(n_layers)))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(int(n_layers) - 1))
+        self.layer_dropout = nn.Dropout(dropout)
+
+    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index, edge_attr)
+            if i < len(self.norms):
+                x = self.layer_dropout(torch.relu(self.norms[i](x)))
+        return x
+
+
+class GPSBaseline(EdgeGraphBaseline):
+    """GraphGPS (Rampášek et al., 2022; ``torch_geometric.nn.GPSConv``) with RWSE.
+
+    Each layer adds a local GINE message-passing update and a global multi-head attention
+    update over all nodes of the complex (``attn_type="multihead"``, dense per graph), each with
+    residual and BatchNorm, then an FFN (PyG's ``GPSConv``). The positional encoding is the
+    data set's ``pe_0``: RWSE (return probabilities of the random walk, ``gps.yaml``) or LapPE.
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes.
+    hidden_channels : int, default=32
+        Width.
+    n_layers : int, default=2
+        GPS layers.
+    heads : int, default=4
+        Attention heads (must divide ``hidden_channels``).
+    dropout : float, default=0.0
+        Dropout on the outputs of the local, global and FFN blocks (and the readout).
+    attention_dropout : float, default=0.1
+        Dropout on the attention weights.
+    attention : {"multihead", "performer"}, default="multihead"
+        Global attention of ``GPSConv``.
+    readout_layers : int, default=1
+        Hidden layers of the readout MLP.
+    pooling : {"sum", "mean"}, default="sum"
+        Global pooling.
+    pe_hidden_channels : int, default=8
+        Width of the encoded PE (only with ``pe_0``).
+    check_inputs : bool, default=True
+        Validate float inputs once per forward.
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int = 32,
+        *,
+        n_layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.1,
+        attention: str = "multihead",
+        readout_layers: int = 1,
+        pooling: str = "sum",
+        pe_hidden_channels: int = 8,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__(
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+        )
+        from torch_geometric.nn import GINEConv, GPSConv
+
+        h = self.hidden_channels
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        if int(heads) < 1 or h % int(heads):
+            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
+        if attention not in ("multihead", "performer"):
+            raise ValueError(f"attention must be 'multihead' or 'performer', got {attention!r}")
+        kwargs = {"dropout": float(attention_dropout)} if attention == "multihead" else {}
+        self.convs = nn.ModuleList(
+            GPSConv(h, GINEConv(_gin_mlp(h)), heads=int(heads), dropout=float(dropout),
+                    attn_type=attention, attn_kwargs=kwargs)
+            for _ in range(int(n_layers))
+        )
+
+    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
+        for conv in self.convs:
+            x = conv(x, edge_index, batch, edge_attr=edge_attr)
+        return x
+
+
+class _TransformerConvBlock(nn.Module):
+    """``h ← LN(h + Drop(TransformerConv(h, e)))``, ``h ← LN(h + Drop(FFN(h)))`` (post-norm)."""
+
+    def __init__(self, width: int, heads: int, dropout: float, attention_dropout: float) -> None:
+        super().__init__()
+        from torch_geometric.nn import TransformerConv
+
+        self.conv = TransformerConv(width, width // heads, heads=heads, dropout=attention_dropout, edge_dim=width)
+        self.norm_attention = nn.LayerNorm(width)
+        self.ffn = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * width, width))
+        self.norm_ffn = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        x = self.norm_attention(x + self.dropout(self.conv(x, edge_index, edge_attr)))
+        return self.norm_ffn(x + self.dropout(self.ffn(x)))
+
+
+class GraphTransformerBaseline(EdgeGraphBaseline):
+    """Sparse graph transformer: a stack of ``torch_geometric.nn.TransformerConv`` blocks.
+
+    Every node attends to its graph neighbours (keys and values get the encoded edge features,
+    Shi et al., 2021), as the graph transformer of Dwivedi & Bresson (2021) on the 1-skeleton:
+    attention, residual, LayerNorm, FFN (width ``2 × hidden``), residual, LayerNorm. Its usual
+    positional encoding is LapPE (``graph_transformer.yaml``: ``HodgeLaplacianPE`` on the
+    1-skeleton, whose ``pe_0`` are Laplacian eigenvectors, with random sign flips in training).
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes.
+    hidden_channels : int, default=32
+        Width.
+    n_layers : int, default=2
+        Transformer blocks.
+    heads : int, default=4
+        Attention heads (must divide ``hidden_channels``).
+    dropout : float, default=0.0
+        Dropout on the attention and FFN block outputs (and the readout).
+    attention_dropout : float, default=0.1
+        Dropout on the attention weights.
+    readout_layers : int, default=1
+        Hidden layers of the readout MLP.
+    pooling : {"sum", "mean"}, default="sum"
+        Global pooling.
+    pe_hidden_channels : int, default=8
+        Width of the encoded PE (only with ``pe_0``).
+    check_inputs : bool, default=True
+        Validate float inputs once per forward.
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int = 32,
+        *,
+        n_layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.1,
+        readout_layers: int = 1,
+        pooling: str = "sum",
+        pe_hidden_channels: int = 8,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__(
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+        )
+        h = self.hidden_channels
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        if int(heads) < 1 or h % int(heads):
+            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
+        self.blocks = nn.ModuleList(
+            _TransformerConvBlock(h, int(heads), float(dropout), float(attention_dropout))
+            for _ in range(int(n_layers))
+        )
+
+    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
+        for block in self.blocks:
+            x = block(x, edge_index, edge_attr)
+        return x
+
+
+@register_model("gine", "graph", _edge_graph_keys)
+def build_gine(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+    """GINE baseline (``params``: :class:`GINEBaseline` keyword arguments)."""
+    return GINEBaseline(info, **params)
+
+
+@register_model("gps", "graph", _edge_graph_keys)
+def build_gps(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+    """GPS baseline (``params``: :class:`GPSBaseline` keyword arguments)."""
+    return GPSBaseline(info, **params)
+
+
+@register_model("graph_transformer", "graph", _edge_graph_keys)
+def build_graph_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+    """Sparse graph transformer baseline (``params``: :class:`GraphTransformerBaseline` keyword arguments)."""
+    return GraphTransformerBaseline(info, **params)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -426,7 +833,7 @@ def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """
     from topomodelx_attention.nn.graph import OrderKTokenGT
 
-    if info.pe_channels is None:
+    if info.node_id_channels is None:
         raise ValueError(
             "TokenGT needs node identifiers: set model.pe to LaplacianNodeId or OrthogonalRandomNodeId"
         )
@@ -434,7 +841,7 @@ def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
         in_channels=info.in_channels,
         out_channels=info.out_channels,
         categorical=info.categorical,
-        node_id_dim=info.pe_channels,
+        node_id_dim=info.node_id_channels,
         **params,
     )
 

@@ -1,4 +1,8 @@
-"""Results of the harness: per-seed tables (Markdown, CSV), summaries and learning curves (PNG)."""
+"""Results of the harness: result records, tables (Markdown, CSV), curves and plots (PNG).
+
+This module owns the result records (:class:`SeedResult`, :class:`ExperimentResult`) and
+imports nothing else of the harness, so that :mod:`~.training` imports it and not the reverse.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +10,95 @@ import csv
 import math
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from topomodelx_attention.harness.training import ExperimentResult
-
 __all__ = [
+    "ExperimentResult",
+    "SeedResult",
     "comparison_table",
     "format_mean_std",
     "markdown_table",
     "plot_curves",
+    "plot_time_to_accuracy",
     "read_summary",
+    "seconds_per_epoch",
     "summary_row",
     "write_results",
 ]
+
+
+@dataclass
+class SeedResult:
+    """Outcome of one seed.
+
+    Attributes
+    ----------
+    seed : int
+        The seed (data split seed for random splits, initialisation seed always).
+    best_epoch : int
+        Epoch of the best validation metric (0-based).
+    epochs : int
+        Epochs trained (reached within the budget).
+    val : float
+        Best validation metric.
+    test : float
+        Test metric of the best-validation checkpoint (NaN without testing).
+    seconds : float
+        Wall time of training and testing.
+    history : list of dict
+        Per-epoch metrics, with ``epoch_seconds`` (wall time of the epoch's training part) and
+        ``wall_seconds`` (wall time since the start of training, validation included).
+    stopped_by_time : bool, default=False
+        Whether ``trainer.max_time`` ended the training.
+    """
+
+    seed: int
+    best_epoch: int
+    epochs: int
+    val: float
+    test: float
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    stopped_by_time: bool = False
+
+
+@dataclass
+class ExperimentResult:
+    """All seeds of one (data set, model) configuration.
+
+    Attributes
+    ----------
+    dataset : str
+        Data set name.
+    model : str
+        Model name.
+    metric : str
+        Metric name (``accuracy`` or ``mae``).
+    seeds : list of SeedResult
+        Per-seed results.
+    num_parameters : int
+        Trainable parameters of the model.
+    output_dir : pathlib.Path
+        Where results, curves and logs are.
+    config : dict
+        The resolved configuration.
+    max_time : float or None, default=None
+        Wall-time budget per seed in seconds (``trainer.max_time``), ``None`` without one.
+    """
+
+    dataset: str
+    model: str
+    metric: str
+    seeds: list[SeedResult]
+    num_parameters: int
+    output_dir: Path
+    config: dict[str, Any]
+    max_time: float | None = None
+
 
 _SCALE = {"accuracy": 100.0, "mae": 1.0}
 
@@ -51,6 +128,23 @@ def format_mean_std(values: Sequence[float], scale: float = 1.0, digits: int = 2
     return f"{array.mean():.{digits}f} ± {array.std(ddof=1):.{digits}f}"
 
 
+def seconds_per_epoch(seed: SeedResult) -> float:
+    """Median wall time of the training part of an epoch (``epoch_seconds`` of the history).
+
+    Parameters
+    ----------
+    seed : SeedResult
+        One seed.
+
+    Returns
+    -------
+    float
+        Seconds per epoch (NaN without timed epochs).
+    """
+    values = [row["epoch_seconds"] for row in seed.history if "epoch_seconds" in row]
+    return float(np.median(values)) if values else float("nan")
+
+
 def summary_row(result: ExperimentResult) -> dict[str, Any]:
     """One summary line of an experiment (for comparison tables).
 
@@ -62,19 +156,26 @@ def summary_row(result: ExperimentResult) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``dataset, model, metric, seeds, epochs, val, test, seconds, parameters``.
+        ``dataset, model, metric, seeds, epochs, val, test, seconds, s_per_epoch, budget_s,
+        parameters`` (``epochs``: mean epochs reached per seed; ``budget_s``: wall-time budget
+        per seed, empty without one).
     """
     scale = _SCALE.get(result.metric, 1.0)
     digits = 2 if result.metric == "accuracy" else 3
+    epochs = [s.epochs for s in result.seeds]
+    per_epoch = [seconds_per_epoch(s) for s in result.seeds]
+    per_epoch = [v for v in per_epoch if math.isfinite(v)]
     return {
         "dataset": result.dataset,
         "model": result.model,
         "metric": result.metric + (" (%)" if result.metric == "accuracy" else ""),
         "seeds": len(result.seeds),
-        "epochs": format_mean_std([s.epochs for s in result.seeds], digits=0).split(" ")[0],
+        "epochs": f"{np.mean(epochs):.0f}" if epochs else "0",
         "val": format_mean_std([s.val for s in result.seeds], scale, digits),
         "test": format_mean_std([s.test for s in result.seeds], scale, digits),
         "seconds": f"{sum(s.seconds for s in result.seeds):.0f}",
+        "s_per_epoch": f"{np.mean(per_epoch):.3f}" if per_epoch else "n/a",
+        "budget_s": "" if result.max_time is None else f"{result.max_time:g}",
         "parameters": result.num_parameters,
     }
 
@@ -99,19 +200,23 @@ def markdown_table(result: ExperimentResult) -> str:
         f"**{result.dataset} / {result.model}** — {result.num_parameters:,} parameters, "
         f"test {result.metric} at the best validation epoch",
         "",
-        f"| seed | best epoch | epochs | val {result.metric}{unit} | test {result.metric}{unit} | time (s) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        f"| seed | best epoch | epochs | val {result.metric}{unit} | test {result.metric}{unit} "
+        "| time (s) | s/epoch | stopped by budget |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for s in result.seeds:
         lines.append(
             f"| {s.seed} | {s.best_epoch} | {s.epochs} | {format_mean_std([s.val], scale, digits)} "
-            f"| {format_mean_std([s.test], scale, digits)} | {s.seconds:.1f} |"
+            f"| {format_mean_std([s.test], scale, digits)} | {s.seconds:.1f} "
+            f"| {seconds_per_epoch(s):.3f} | {'yes' if s.stopped_by_time else 'no'} |"
         )
     summary = summary_row(result)
     lines.append(
         f"| **mean ± std** | | | **{summary['val']}** | **{summary['test']}** "
-        f"| {summary['seconds']} |"
+        f"| {summary['seconds']} | {summary['s_per_epoch']} | |"
     )
+    if result.max_time is not None:
+        lines.append(f"\nwall-time budget: {result.max_time:g} s per seed (`trainer.max_time`)")
     return "\n".join(lines)
 
 
@@ -128,12 +233,16 @@ def comparison_table(rows: Iterable[dict[str, Any]]) -> str:
     str
         The table.
     """
-    header = "| data set | model | metric | seeds | epochs | val | test | time (s) | parameters |"
-    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    header = (
+        "| data set | model | metric | seeds | epochs | val | test | time (s) | s/epoch "
+        "| budget (s) | parameters |"
+    )
+    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {r['dataset']} | {r['model']} | {r['metric']} | {r['seeds']} | {r['epochs']} "
-            f"| {r['val']} | {r['test']} | {r['seconds']} | {int(r['parameters']):,} |"
+            f"| {r['val']} | {r['test']} | {r['seconds']} | {r.get('s_per_epoch', 'n/a')} "
+            f"| {r.get('budget_s') or '—'} | {int(r['parameters']):,} |"
         )
     return "\n".join(lines)
 
@@ -181,8 +290,63 @@ def plot_curves(result: ExperimentResult, path: str | os.PathLike) -> Path:
     return path
 
 
+def plot_time_to_accuracy(
+    results: Sequence[ExperimentResult], path: str | os.PathLike, title: str | None = None
+) -> Path:
+    """Plot the validation metric against wall time for every model of one data set (one PNG).
+
+    One colour per model, one line per seed (``wall_seconds`` of each epoch, validation
+    included, against the epoch's validation metric).
+
+    Parameters
+    ----------
+    results : sequence of ExperimentResult
+        The experiments (same data set and metric).
+    path : path-like
+        Output file.
+    title : str, optional
+        Figure title (default: the data set and the metric).
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+    """
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    if not results:
+        raise ValueError("plot_time_to_accuracy needs at least one experiment")
+    metric = results[0].metric
+    if any(r.metric != metric for r in results):
+        raise ValueError(f"all experiments must share one metric, got {sorted({r.metric for r in results})}")
+    scale = _SCALE.get(metric, 1.0)
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, result in enumerate(results):
+        color = colors[i % len(colors)]
+        for j, seed in enumerate(result.seeds):
+            rows = [r for r in seed.history if "wall_seconds" in r and f"val/{metric}" in r]
+            ax.plot([r["wall_seconds"] for r in rows], [scale * r[f"val/{metric}"] for r in rows],
+                    "-o", markersize=2, color=color, alpha=0.75, label=result.model if j == 0 else None)
+    budgets = {r.max_time for r in results if r.max_time is not None}
+    for budget in budgets:
+        ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
+    unit = " (%)" if metric == "accuracy" else ""
+    ax.set_xlabel("wall time (s, training + validation)")
+    ax.set_ylabel(f"validation {metric}{unit}")
+    ax.set_title(title or f"{results[0].dataset}: time to {metric}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path]:
-    """Write ``results.md``, ``results.csv``, ``summary.csv`` and ``curves.png``.
+    """Write ``results.md``, ``results.csv``, ``summary.csv``, ``curves.png`` and ``time_to_accuracy.png``.
 
     Parameters
     ----------
@@ -203,10 +367,14 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
     with open(files["csv"], "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
-                         f"test_{result.metric}", "seconds"])
+                         f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
+                         "budget_s", "parameters"])
         for s in result.seeds:
             writer.writerow([result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
-                             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}"])
+                             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
+                             f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
+                             "" if result.max_time is None else f"{result.max_time:g}",
+                             result.num_parameters])
     row = summary_row(result)
     with open(files["summary"], "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(row))
@@ -214,6 +382,7 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
         writer.writerow(row)
     if plot and result.seeds:
         files["curves"] = plot_curves(result, out / "curves.png")
+        files["time_to_accuracy"] = plot_time_to_accuracy([result], out / "time_to_accuracy.png")
     return files
 
 

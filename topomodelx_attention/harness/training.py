@@ -4,20 +4,29 @@
 prepares the data set once (cached lifting + PE), and for every seed trains a fresh model with
 :class:`GraphTaskModule` under a :class:`lightning.Trainer` (progress bar, early stopping on the
 monitored validation metric, best-validation checkpoint, CSV logger, gradient clipping,
-``trainer.devices``/``strategy``/``num_nodes`` passed through for DDP), then evaluates the test
-set with the best checkpoint. Results, learning curves and the resolved configuration are
-written to the output folder.
+``trainer.devices``/``strategy``/``num_nodes`` passed through for DDP, ``trainer.max_time`` as a
+wall-time budget per seed, ``compile: true`` for ``torch.compile``), then evaluates the test set
+with the best checkpoint. Wall time per epoch is recorded by :class:`EpochHistory`. Results,
+learning curves, the time-to-accuracy plot and the resolved configuration are written to the
+output folder.
+
+:func:`run_equal_budget` compares models under the same budget: the same wall time per seed
+and the same number of hyperparameter trials (drawn from one search space, selected on the
+validation metric only), and writes one table and one time-to-accuracy plot per data set.
 """
 
 from __future__ import annotations
 
+import copy
+import csv
+import itertools
 import math
 import os
 import time
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +44,43 @@ from topomodelx_attention.harness.datasets import (
     prune_keys,
 )
 from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.results import (
+    ExperimentResult,
+    SeedResult,
+    comparison_table,
+    plot_time_to_accuracy,
+    summary_row,
+    write_results,
+)
 
 __all__ = [
+    "BudgetTrial",
+    "EpochHistory",
     "ExperimentResult",
     "GraphTaskModule",
+    "ResampleNodeIds",
     "SeedResult",
     "cosine_warmup_lambda",
     "default_output_dir",
     "is_rank_zero",
+    "max_time_seconds",
+    "run_equal_budget",
     "run_experiment",
     "run_seed",
+    "search_trials",
+    "unused_parameters",
 ]
 
-_HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads")
+_HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads", "max_time")
 _RUN_DIR_ENV = "TOPOMODELX_ATTENTION_RUN_DIR"
 
 
-def cosine_warmup_lambda(warmup_steps: int, total_steps: int, min_ratio: float = 0.0):
+def cosine_warmup_lambda(
+    warmup_steps: int,
+    total_steps: int,
+    min_ratio: float = 0.0,
+    progress: Callable[[int], float] | None = None,
+):
     """Learning-rate factor: linear warmup to 1, then cosine decay to ``min_ratio``.
 
     Parameters
@@ -59,9 +88,13 @@ def cosine_warmup_lambda(warmup_steps: int, total_steps: int, min_ratio: float =
     warmup_steps : int
         Steps of linear warmup (factor ``(step + 1) / warmup_steps``).
     total_steps : int
-        Total optimisation steps.
+        Total optimisation steps (unused with ``progress``).
     min_ratio : float, default=0.0
         Final factor.
+    progress : callable, optional
+        ``step -> fraction`` (clipped to ``[0, 1]``) of the decay done after the warmup;
+        default ``(step - warmup_steps) / (total_steps - warmup_steps)``. Under a wall-time
+        budget the harness passes the elapsed fraction of ``trainer.max_time``.
 
     Returns
     -------
@@ -71,14 +104,71 @@ def cosine_warmup_lambda(warmup_steps: int, total_steps: int, min_ratio: float =
     warmup_steps = max(int(warmup_steps), 0)
     total_steps = max(int(total_steps), 1)
 
+    def step_progress(step: int) -> float:
+        return (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+
+    fraction = progress or step_progress
+
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / warmup_steps
-        span = max(total_steps - warmup_steps, 1)
-        progress = min((step - warmup_steps) / span, 1.0)
-        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        done = min(max(float(fraction(step)), 0.0), 1.0)
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * done))
 
     return factor
+
+
+class _TimeProgress:
+    """Elapsed fraction of a wall-time budget, counted from the first call (the fit start)."""
+
+    def __init__(self, budget_seconds: float) -> None:
+        self.budget = float(budget_seconds)
+        self.start: float | None = None
+
+    def __call__(self, step: int) -> float:
+        now = time.perf_counter()
+        if self.start is None:
+            self.start = now
+        return (now - self.start) / self.budget
+
+
+def max_time_seconds(value: Any) -> float | None:
+    """Seconds of a ``trainer.max_time`` value.
+
+    Parameters
+    ----------
+    value : None, number, str or mapping
+        Seconds (a number), Lightning's ``"DD:HH:MM:SS"`` string or ``timedelta`` keywords
+        (``{"minutes": 5}``).
+
+    Returns
+    -------
+    float or None
+        The budget in seconds, ``None`` without one.
+    """
+    if value is None:
+        return None
+    message = f"trainer.max_time must be seconds, 'DD:HH:MM:SS' or timedelta keywords, got {value!r}"
+    if isinstance(value, bool):
+        raise ValueError(message)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(message)
+        days, hours, minutes, secs = (int(p) for p in parts)
+        seconds = timedelta(days=days, hours=hours, minutes=minutes, seconds=secs).total_seconds()
+    elif isinstance(value, Mapping):
+        try:
+            seconds = timedelta(**{str(k): float(v) for k, v in value.items()}).total_seconds()
+        except TypeError as error:
+            raise ValueError(f"{message} ({error})") from error
+    else:
+        raise ValueError(message)
+    if not seconds > 0:
+        raise ValueError(f"trainer.max_time must be positive, got {value!r}")
+    return seconds
 
 
 class GraphTaskModule(L.LightningModule):
@@ -95,6 +185,11 @@ class GraphTaskModule(L.LightningModule):
         ``warmup_epochs``, ``min_lr_ratio``).
     augment : callable, optional
         Transform applied to training batches (e.g. ``RandomSignFlip``).
+    time_budget : float, optional
+        Wall-time budget of the training in seconds (``trainer.max_time``): the cosine schedule
+        then decays over the budget instead of over ``max_epochs``.
+    steps_per_epoch : int, optional
+        Optimisation steps per epoch (converts ``warmup_epochs`` to steps under a time budget).
     """
 
     def __init__(
@@ -103,6 +198,8 @@ class GraphTaskModule(L.LightningModule):
         info: DatasetInfo,
         optimizer: Mapping[str, Any],
         augment: Any = None,
+        time_budget: float | None = None,
+        steps_per_epoch: int | None = None,
     ) -> None:
         super().__init__()
         import torchmetrics
@@ -111,6 +208,8 @@ class GraphTaskModule(L.LightningModule):
         self.info = info
         self.optimizer_cfg = dict(optimizer)
         self.augment = augment
+        self.time_budget = time_budget
+        self.steps_per_epoch = steps_per_epoch
         if info.task == "classification":
             make = lambda: torchmetrics.classification.MulticlassAccuracy(  # noqa: E731
                 num_classes=info.out_channels, average="micro"
@@ -177,91 +276,187 @@ class GraphTaskModule(L.LightningModule):
             return {"optimizer": optimizer}
         if scheduler != "cosine_warmup":
             raise ValueError(f"optimizer.scheduler must be 'cosine_warmup' or 'constant', got {scheduler!r}")
-        total = int(self.trainer.estimated_stepping_batches)
-        epochs = max(int(self.trainer.max_epochs or 1), 1)
-        warmup = round(float(cfg.get("warmup_epochs", 0)) * total / epochs)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, cosine_warmup_lambda(warmup, total, float(cfg.get("min_lr_ratio", 0.0)))
-        )
+        min_ratio = float(cfg.get("min_lr_ratio", 0.0))
+        warmup_epochs = float(cfg.get("warmup_epochs", 0))
+        if self.time_budget is not None:
+            warmup = round(warmup_epochs * max(int(self.steps_per_epoch or 1), 1))
+            factor = cosine_warmup_lambda(warmup, 1, min_ratio, progress=_TimeProgress(self.time_budget))
+        else:
+            epochs = int(self.trainer.max_epochs or 0)
+            if epochs < 1:
+                raise ValueError("set trainer.max_epochs (>= 1) or trainer.max_time for the cosine schedule")
+            total = int(self.trainer.estimated_stepping_batches)
+            factor = cosine_warmup_lambda(round(warmup_epochs * total / epochs), total, min_ratio)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-class _History(L.Callback):
-    """Collect per-epoch metrics (rank 0) for the learning curves."""
+class EpochHistory(L.Callback):
+    """Per-epoch metrics and wall times (rank 0), for the learning curves and time-to-accuracy.
+
+    Every row holds ``epoch``, the logged ``train/*`` and ``val/*`` metrics,
+    ``epoch_seconds`` (wall time of the epoch's training part, collation included: from the
+    epoch start to the validation start, or to the epoch end without validation) and
+    ``wall_seconds`` (wall time since the start of training, validation included, at the end
+    of the epoch).
+    """
 
     def __init__(self) -> None:
         self.rows: list[dict[str, float]] = []
+        self._start = self._epoch_start = 0.0
+        self._train_end: float | None = None
 
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
+    def on_train_start(self, trainer, pl_module) -> None:  # noqa: D102
+        self._start = time.perf_counter()
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:  # noqa: D102
+        self._epoch_start = time.perf_counter()
+        self._train_end = None
+
+    def on_validation_start(self, trainer, pl_module) -> None:  # noqa: D102
+        if not trainer.sanity_checking and self._train_end is None:
+            self._train_end = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:  # noqa: D102
         if trainer.sanity_checking:
             return
-        row = {"epoch": float(trainer.current_epoch)}
+        now = time.perf_counter()
+        row = {
+            "epoch": float(trainer.current_epoch),
+            "epoch_seconds": (self._train_end or now) - self._epoch_start,
+            "wall_seconds": now - self._start,
+        }
         for key, value in trainer.callback_metrics.items():
             if key.startswith(("train/", "val/")):
                 row[key] = float(value)
         self.rows.append(row)
 
 
-@dataclass
-class SeedResult:
-    """Outcome of one seed.
+class ResampleNodeIds:
+    """Fresh random node identifiers for every complex of a training batch.
 
-    Attributes
+    Wraps a node-identifier transform with ``resample=True``
+    (:class:`~topomodelx_attention.transforms.OrthogonalRandomNodeId`): for each complex of the
+    batch (node counts from ``batch_0``) it calls the transform on an edgeless graph with the
+    complex's node count — resampled ORF identifiers depend on the node count only — and
+    replaces ``node_id``. The data set keeps fixed identifiers (the same transform with
+    ``resample=False``), used for validation and testing (see :func:`run_experiment`).
+
+    Parameters
     ----------
-    seed : int
-        The seed (data split seed for random splits, initialisation seed always).
-    best_epoch : int
-        Epoch of the best validation metric (0-based).
-    epochs : int
-        Epochs trained.
-    val : float
-        Best validation metric.
-    test : float
-        Test metric of the best-validation checkpoint (NaN without testing).
-    seconds : float
-        Wall time of training and testing.
-    history : list of dict
-        Per-epoch metrics.
+    transform : callable
+        ``transform(Data(num_nodes=n)).node_id`` of shape ``(n, dim)``, fresh at each call.
     """
 
-    seed: int
-    best_epoch: int
-    epochs: int
-    val: float
-    test: float
-    seconds: float
-    history: list[dict[str, float]] = field(default_factory=list)
+    def __init__(self, transform: Any) -> None:
+        if not getattr(transform, "resample", False):
+            raise ValueError(f"{transform!r} does not resample; pass a transform with resample=True")
+        self.transform = transform
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.transform!r})"
+
+    def __call__(self, batch: Any) -> Any:
+        """Return a shallow copy of ``batch`` with new ``node_id`` rows (the input is unchanged)."""
+        from torch_geometric.data import Data
+
+        if "node_id" not in batch or "batch_0" not in batch:
+            raise ValueError("ResampleNodeIds needs node_id and batch_0 in the batch")
+        counts = torch.bincount(batch.batch_0, minlength=int(batch.num_complexes)).tolist()
+        ids = [self.transform(Data(num_nodes=int(n))).node_id for n in counts]
+        out = copy.copy(batch)
+        out.node_id = torch.cat(ids).to(device=batch.node_id.device, dtype=batch.node_id.dtype)
+        return out
 
 
-@dataclass
-class ExperimentResult:
-    """All seeds of one (data set, model) configuration.
+class _Chain:
+    """Apply batch transforms in order."""
 
-    Attributes
+    def __init__(self, transforms: Sequence[Any]) -> None:
+        self.transforms = list(transforms)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.transforms!r})"
+
+    def __call__(self, batch: Any) -> Any:
+        for transform in self.transforms:
+            batch = transform(batch)
+        return batch
+
+
+def _data_pe_config(pe_cfg: Any) -> Any:
+    """PE config of the data set: a resampling identifier transform is stored fixed (``resample=False``)."""
+    if pe_cfg is None:
+        return None
+    plain = OmegaConf.to_container(pe_cfg, resolve=True) if OmegaConf.is_config(pe_cfg) else dict(pe_cfg)
+    if plain.get("resample"):
+        plain["resample"] = False
+    return plain
+
+
+def _training_augment(cfg: DictConfig) -> Any:
+    """Training batch transform: fresh node identifiers (``model.pe.resample``), then ``model.augment``."""
+    transforms = []
+    pe_cfg = cfg.model.get("pe")
+    if pe_cfg is not None and pe_cfg.get("resample"):
+        transforms.append(ResampleNodeIds(instantiate_transform(pe_cfg)))
+    augment = instantiate_transform(cfg.model.get("augment"))
+    if augment is not None:
+        transforms.append(augment)
+    if not transforms:
+        return None
+    return transforms[0] if len(transforms) == 1 else _Chain(transforms)
+
+
+def unused_parameters(model: nn.Module, batch: Any) -> list[str]:
+    """Names of the trainable parameters that get no gradient from ``model(batch)``.
+
+    One forward and backward in evaluation mode (no dropout, BatchNorm statistics untouched);
+    the gradients are cleared afterwards. DDP needs ``find_unused_parameters`` exactly when
+    this list is not empty.
+
+    Parameters
     ----------
-    dataset : str
-        Data set name.
-    model : str
-        Model name.
-    metric : str
-        Metric name (``accuracy`` or ``mae``).
-    seeds : list of SeedResult
-        Per-seed results.
-    num_parameters : int
-        Trainable parameters of the model.
-    output_dir : pathlib.Path
-        Where results, curves and logs are.
-    config : dict
-        The resolved configuration.
-    """
+    model : torch.nn.Module
+        The model.
+    batch : ComplexData
+        One batch.
 
-    dataset: str
-    model: str
-    metric: str
-    seeds: list[SeedResult]
-    num_parameters: int
-    output_dir: Path
-    config: dict[str, Any]
+    Returns
+    -------
+    list of str
+        Parameter names.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        model.zero_grad(set_to_none=True)
+        model(batch).sum().backward()
+        return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+
+
+def _ddp_strategy(strategy: Any, model: nn.Module, loader: Any) -> Any:
+    """DDP strategy for ``model``: ``<strategy>_find_unused_parameters_true`` only when needed.
+
+    DDP fails when a parameter gets no gradient (e.g. a layer updating cells that no readout
+    pools) unless it searches for unused parameters every step, which costs time. Whether that
+    is needed is measured on one batch (:func:`unused_parameters`), for any model.
+    """
+    ddp = ("ddp", "ddp_spawn", "ddp_fork", "ddp_notebook")
+    if not isinstance(strategy, str) or strategy not in ddp:
+        return strategy
+    unused = unused_parameters(model, next(iter(loader)))
+    if not unused:
+        return strategy
+    warnings.warn(
+        f"{len(unused)} parameters get no gradient ({', '.join(unused[:4])}, ...): using "
+        f"strategy={strategy}_find_unused_parameters_true",
+        stacklevel=2,
+    )
+    return f"{strategy}_find_unused_parameters_true"
 
 
 def default_output_dir(dataset: str, model: str, root: str | os.PathLike = "outputs") -> Path:
@@ -331,25 +526,24 @@ def run_seed(
         for part, shuffle in ((train, True), (val, False), (test, False))
     ]
     model = build_model(cfg.model.name, cfg.model.get("params"), info)
-    augment = instantiate_transform(cfg.model.get("augment"))
-    module = GraphTaskModule(model, info, cfg.optimizer, augment)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
     trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
-    patience = trainer_cfg.pop("early_stopping_patience", None)
+    patience = trainer_cfg.get("early_stopping_patience")
+    budget = max_time_seconds(trainer_cfg.get("max_time"))
     for key in _HARNESS_TRAINER_KEYS:
         trainer_cfg.pop(key, None)
-    if trainer_cfg.get("strategy") == "ddp":
-        # the CT's last layer also updates ranks its readout does not pool: DDP must allow
-        # parameters without gradients
-        trainer_cfg["strategy"] = "ddp_find_unused_parameters_true"
+    if budget is not None:
+        trainer_cfg["max_time"] = timedelta(seconds=budget)
+    trainer_cfg["strategy"] = _ddp_strategy(trainer_cfg.get("strategy"), model, loaders[0])
+    trained = torch.compile(model, dynamic=True) if cfg.get("compile", False) else model
     monitor = f"val/{info.metric}"
     seed_dir = output_dir / f"seed_{seed}"
     checkpoint = ModelCheckpoint(
         dirpath=seed_dir / "checkpoints", monitor=monitor, mode=info.mode, save_top_k=1,
         filename="best-{epoch}", auto_insert_metric_name=False,
     )
-    history = _History()
+    history = EpochHistory()
     callbacks: list[Any] = [checkpoint, history]
     if patience:
         callbacks.append(EarlyStopping(monitor=monitor, mode=info.mode, patience=int(patience)))
@@ -360,8 +554,11 @@ def run_seed(
         enable_model_summary=False,
         **trainer_cfg,
     )
+    steps_per_epoch = max(math.ceil(len(loaders[0]) / max(trainer.world_size, 1)), 1)
+    module = GraphTaskModule(trained, info, cfg.optimizer, _training_augment(cfg), budget, steps_per_epoch)
     start = time.perf_counter()
     trainer.fit(module, loaders[0], loaders[1])
+    stopped_by_time = _stopped_by_time(trainer)
     test_value = float("nan")
     if cfg.get("test", True):
         ckpt = checkpoint.best_model_path or None
@@ -376,8 +573,21 @@ def run_seed(
         best_epoch, best_val = int(best["epoch"]), float(best[monitor])
     else:
         best_epoch, best_val = -1, float("nan")
-    result = SeedResult(int(seed), best_epoch, len(history.rows), best_val, test_value, seconds, history.rows)
+    result = SeedResult(
+        int(seed), best_epoch, len(history.rows), best_val, test_value, seconds, history.rows,
+        stopped_by_time,
+    )
     return result, n_params
+
+
+def _stopped_by_time(trainer: L.Trainer) -> bool:
+    """Whether Lightning's ``Timer`` (``trainer.max_time``) ended the fit."""
+    from lightning.pytorch.callbacks import Timer
+
+    for callback in trainer.callbacks:
+        if isinstance(callback, Timer) and callback._duration is not None:
+            return bool(callback.time_elapsed("train") >= callback._duration)
+    return False
 
 
 def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None, verbose: bool = True) -> ExperimentResult:
@@ -386,7 +596,12 @@ def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None,
     Parameters
     ----------
     cfg : omegaconf.DictConfig
-        Composed configuration (:func:`~.config.compose_config`).
+        Composed configuration (:func:`~.config.compose_config`). Besides the groups:
+        ``seeds``, ``test``, ``plot``, ``compile`` (``torch.compile(model, dynamic=True)``),
+        ``trainer.max_time`` (wall-time budget per seed: seconds, ``"DD:HH:MM:SS"`` or
+        ``timedelta`` keywords). A node-identifier PE with ``resample: true``
+        (``OrthogonalRandomNodeId``) gives fixed identifiers to the data set (validation,
+        test) and fresh ones to every training batch (:class:`ResampleNodeIds`).
     output_dir : path-like, optional
         Output folder (default ``cfg.paths.output_dir`` or
         ``outputs/<dataset>/<model>/<timestamp>``).
@@ -396,11 +611,10 @@ def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None,
     Returns
     -------
     ExperimentResult
-        Per-seed results; ``results.csv``, ``results.md``, ``curves.png`` and ``config.yaml``
-        are in ``output_dir`` (written by the rank-0 process).
+        Per-seed results; ``results.csv``, ``results.md``, ``summary.csv``, ``curves.png``,
+        ``time_to_accuracy.png`` and ``config.yaml`` are in ``output_dir`` (written by the
+        rank-0 process).
     """
-    from topomodelx_attention.harness import results as results_module
-
     _quiet_warnings()
     seeds: Sequence[int] = list(cfg.get("seeds") or [0])
     name = cfg.model.get("name")
@@ -408,12 +622,15 @@ def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None,
     domain = cfg.model.get("domain", spec.domain)
     if domain != spec.domain:
         raise ValueError(f"model {name!r} works on the {spec.domain} domain, but model.domain={domain!r}")
+    budget = max_time_seconds(cfg.trainer.get("max_time"))
     threads = cfg.trainer.get("num_threads")
     previous_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(int(threads))
     try:
-        prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.get("pe"), cfg.paths.get("cache_dir"))
+        prepared = prepare_dataset(
+            cfg.dataset, cfg.model.lifting, _data_pe_config(cfg.model.get("pe")), cfg.paths.get("cache_dir")
+        )
         probe = build_model(name, cfg.model.get("params"), prepared.info)
         prune_keys(prepared.complexes, spec.keys(probe, prepared.info))
         out = output_dir or cfg.paths.get("output_dir")
@@ -433,7 +650,8 @@ def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None,
                 print(
                     f"[{prepared.info.name} / {name}] seed {seed}: best epoch {result.best_epoch}, "
                     f"val {prepared.info.metric} {result.val:.4f}, test {result.test:.4f} "
-                    f"({result.seconds:.1f} s)",
+                    f"({result.epochs} epochs, {result.seconds:.1f} s"
+                    f"{', stopped by the time budget' if result.stopped_by_time else ''})",
                     flush=True,
                 )
     finally:
@@ -441,10 +659,10 @@ def run_experiment(cfg: DictConfig, output_dir: str | os.PathLike | None = None,
     experiment = ExperimentResult(
         dataset=prepared.info.name, model=name, metric=prepared.info.metric, seeds=results,
         num_parameters=n_params, output_dir=out,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        config=OmegaConf.to_container(cfg, resolve=True), max_time=budget,
     )
     if is_rank_zero():
-        results_module.write_results(experiment, plot=bool(cfg.get("plot", True)))
+        write_results(experiment, plot=bool(cfg.get("plot", True)))
     return experiment
 
 
@@ -453,3 +671,200 @@ def is_rank_zero() -> bool:
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     return int(getattr(rank_zero_only, "rank", 0) or 0) == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# equal-budget comparison
+# ----------------------------------------------------------------------------------------------
+def search_trials(space: Mapping[str, Sequence[Any]], trials: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Hyperparameter trials: ``trials`` distinct points of the grid ``space``, drawn at random.
+
+    The same ``(space, trials, seed)`` gives the same trials, so every model of a comparison
+    gets the same search budget (and the same candidate values). With ``trials`` at least the
+    grid size, the whole grid is returned (in grid order).
+
+    Parameters
+    ----------
+    space : mapping of str to sequence
+        ``{config key: candidate values}``, e.g. ``{"optimizer.lr": [1e-3, 3e-4]}``.
+    trials : int
+        Number of trials (at least 1).
+    seed : int, default=0
+        Seed of the draw.
+
+    Returns
+    -------
+    list of dict
+        One ``{config key: value}`` per trial (``[{}]`` for an empty space).
+    """
+    if int(trials) < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    keys = sorted(space)
+    for key in keys:
+        if isinstance(space[key], str) or not isinstance(space[key], Sequence) or not space[key]:
+            raise ValueError(f"search space entry {key!r} must be a non-empty list of values, got {space[key]!r}")
+    grid = [dict(zip(keys, values)) for values in itertools.product(*(list(space[k]) for k in keys))]
+    if int(trials) >= len(grid):
+        return grid
+    import numpy as np
+
+    picked = np.random.default_rng(int(seed)).choice(len(grid), size=int(trials), replace=False)
+    return [grid[int(i)] for i in sorted(picked)]
+
+
+@dataclass
+class BudgetTrial:
+    """One hyperparameter trial of one model under the equal budget.
+
+    Attributes
+    ----------
+    model : str
+        Model name.
+    trial : int
+        Trial index.
+    values : dict
+        The trial's config values.
+    result : ExperimentResult
+        All seeds of the trial.
+    mean_val : float
+        Mean best validation metric over the seeds (the selection criterion).
+    selected : bool
+        Whether this trial was selected for the model.
+    """
+
+    model: str
+    trial: int
+    values: dict[str, Any]
+    result: ExperimentResult
+    mean_val: float
+    selected: bool = False
+
+
+def run_equal_budget(
+    datasets: Sequence[str],
+    models: Sequence[str],
+    *,
+    seeds: Sequence[int] = (1, 2, 3),
+    max_time: float | None = None,
+    max_epochs: int | None = None,
+    trials: int | None = None,
+    space: Mapping[str, Sequence[Any]] | None = None,
+    search_seed: int | None = None,
+    overrides: Sequence[str] = (),
+    model_overrides: Mapping[str, Sequence[str]] | None = None,
+    data_dirs: Mapping[str, str] | None = None,
+    output_root: str | os.PathLike = "outputs/equal_budget",
+    verbose: bool = True,
+) -> dict[str, list[BudgetTrial]]:
+    """Compare models with the same wall-time and hyperparameter-search budget.
+
+    For every data set and model, the same ``trials`` hyperparameter settings
+    (:func:`search_trials` over ``space``) are each trained on every seed with
+    ``trainer.max_time = max_time`` seconds per seed; the trial with the best mean validation
+    metric is selected (the test split is never used to select) and its test metric reported.
+    Writes, per data set, ``<output_root>/<dataset>/results.md`` (selected trials: test,
+    validation, parameters, epochs reached, seconds per epoch, budget; then every trial),
+    ``trials.csv`` and ``time_to_accuracy.png`` (validation metric against wall time, the
+    selected trial of every model), next to one run folder per (model, trial).
+
+    Parameters
+    ----------
+    datasets, models : sequence of str
+        Data set and model names.
+    seeds : sequence of int, default=(1, 2, 3)
+        Seeds of every trial.
+    max_time : float, optional
+        Wall-time budget per seed in seconds (default: ``budget.max_time`` of ``train.yaml``).
+    max_epochs : int, optional
+        Epoch cap (default ``-1``: the time budget alone ends training).
+    trials : int, optional
+        Trials per model (default: ``budget.trials``).
+    space : mapping, optional
+        Search space (default: ``budget.space``).
+    search_seed : int, optional
+        Seed of the trial draw (default: ``budget.search_seed``).
+    overrides : sequence of str
+        Hydra overrides for every run.
+    model_overrides : mapping of str to sequence of str, optional
+        Extra overrides per model name.
+    data_dirs : mapping of str to str, optional
+        ``dataset.data_dir`` per data set name.
+    output_root : path-like, default="outputs/equal_budget"
+        Output folder.
+    verbose : bool, default=True
+        Print progress and the tables.
+
+    Returns
+    -------
+    dict of str to list of BudgetTrial
+        Every trial, by data set.
+    """
+    from topomodelx_attention.harness.config import compose_config
+
+    defaults = compose_config().get("budget") or {}
+    max_time = float(max_time if max_time is not None else defaults.get("max_time", 60))
+    trials = int(trials if trials is not None else defaults.get("trials", 4))
+    space = dict(space if space is not None else OmegaConf.to_container(defaults.get("space") or {}))
+    search_seed = int(search_seed if search_seed is not None else defaults.get("search_seed", 0))
+    settings = search_trials(space, trials, search_seed)
+    root = Path(output_root)
+    out: dict[str, list[BudgetTrial]] = {}
+    for dataset in datasets:
+        rows: list[BudgetTrial] = []
+        for model in models:
+            base = [
+                f"trainer.max_time={max_time}",
+                f"trainer.max_epochs={-1 if max_epochs is None else int(max_epochs)}",
+                "seeds=[" + ",".join(str(int(s)) for s in seeds) + "]",
+                *overrides,
+                *((model_overrides or {}).get(model, ())),
+            ]
+            if data_dirs and data_dirs.get(dataset):
+                base.append(f"dataset.data_dir={data_dirs[dataset]}")
+            candidates = []
+            for index, values in enumerate(settings):
+                cfg = compose_config(base, dataset=dataset, model=model)
+                for key, value in values.items():
+                    OmegaConf.update(cfg, key, value, force_add=True)
+                result = run_experiment(cfg, output_dir=root / dataset / model / f"trial_{index}", verbose=verbose)
+                vals = [s.val for s in result.seeds if math.isfinite(s.val)]
+                mean_val = sum(vals) / len(vals) if vals else float("nan")
+                candidates.append(BudgetTrial(model, index, dict(values), result, mean_val))
+            finite = [c for c in candidates if math.isfinite(c.mean_val)]
+            if finite:
+                pick = max if candidates[0].result.metric == "accuracy" else min
+                pick(finite, key=lambda c: c.mean_val).selected = True
+            rows.extend(candidates)
+        out[dataset] = rows
+        _write_budget_tables(root / dataset, rows, max_time, trials, list(seeds), verbose)
+    return out
+
+
+def _write_budget_tables(
+    folder: Path, rows: Sequence[BudgetTrial], max_time: float, trials: int, seeds: list[int], verbose: bool
+) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    selected = [r for r in rows if r.selected]
+    lines = [
+        f"Equal budget: {max_time:g} s of wall time per seed, {trials} hyperparameter trials per "
+        f"model (selected on the mean validation metric), seeds {seeds}.",
+        "",
+        comparison_table([summary_row(r.result) for r in selected]),
+        "",
+        "| model | trial | values | mean val | selected |",
+        "|---|---:|---|---:|---|",
+    ]
+    for r in rows:
+        values = ", ".join(f"{k}={v}" for k, v in r.values.items()) or "defaults"
+        lines.append(f"| {r.model} | {r.trial} | {values} | {r.mean_val:.4f} | {'**yes**' if r.selected else ''} |")
+    text = "\n".join(lines)
+    (folder / "results.md").write_text(text + "\n")
+    with open(folder / "trials.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["model", "trial", "values", "mean_val", "selected", "run_dir"])
+        for r in rows:
+            writer.writerow([r.model, r.trial, repr(r.values), f"{r.mean_val:.6f}", int(r.selected), r.result.output_dir])
+    if selected:
+        plot_time_to_accuracy([r.result for r in selected], folder / "time_to_accuracy.png")
+    if verbose:
+        print(text, flush=True)

@@ -1,0 +1,191 @@
+"""Seconds per training epoch of the Cellular Transformer against its peers, one run, one table.
+
+One training epoch = a shuffled ``torch_geometric.loader.DataLoader`` pass over the whole data
+set (collation included) with forward, loss, backward and an AdamW step, as the harness trains.
+Every model is built through the harness registry from its packaged YAML (its lifting,
+positional encoding and options) at the same width and depth (``--hidden``, ``--layers``):
+
+* ``cellular_transformer`` — ``nn.cell.CellularTransformer`` (cycle-basis cell complex, RWPe);
+* ``tokengt`` — ``nn.graph.OrderKTokenGT`` on the 1-skeleton (Laplacian node identifiers);
+* ``gps`` — PyG ``GPSConv`` (GINE + multi-head attention, RWSE) — **the named baseline**;
+* ``graph_transformer`` — a stack of PyG ``TransformerConv`` blocks (LapPE);
+* ``gine`` and ``gin`` — message passing.
+
+Data: MUTAG (bundled, 188 molecules, lifted with ``lift_many``) and, with ``--zinc-csv`` pointing
+at ZINC-12k's ``smiles_score.csv`` (next to ``indexes_train_val_test.csv``), the first
+``--zinc-graphs`` training molecules (needs RDKit; skipped when the file is absent). Lifting and
+PE are computed once and cached (``--cache-dir``), outside the timed epochs.
+
+Timing: one warm-up epoch per model, then ``--repeats`` rounds in which every model trains one
+epoch (round-robin), minimum kept. Ratios are against GPS in the same run.
+
+It also prints the cost of the CT's sparse attention per stored neighbourhood entry (forward
+of its attention blocks, one extra epoch with timing hooks) next to this machine's floor for
+the same gathers and scatters: for every attention call, ``index_select`` of the source rows and
+``index_add_`` into the target rows, at the model width, over the same index arrays.
+
+Usage::
+
+    python benchmarks/epoch_vs_peers.py                       # MUTAG, width 32, 2 layers, batch 32
+    python benchmarks/epoch_vs_peers.py --zinc-csv /work/shared/data/zinc12k/smiles_score.csv
+    python benchmarks/epoch_vs_peers.py --models cellular_transformer gps --repeats 5 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from _measure import print_table
+from torch.nn import functional as F
+from torch_geometric.loader import DataLoader
+
+from topomodelx_attention.harness.config import compose_config
+from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
+from topomodelx_attention.harness.models import build_model, get_spec
+
+BASELINE = "gps"
+MODELS = ("cellular_transformer", "tokengt", "gps", "graph_transformer", "gine", "gin")
+
+
+def prepare(name: str, dataset: str, overrides: list[str], width: int, layers: int, cache: str | None):
+    """Model (fresh, seeded) and its pruned complexes, built as the harness builds them."""
+    params = [f"model.params.hidden_channels={width}", f"model.params.n_layers={layers}"]
+    cfg = compose_config([*params, *overrides], dataset=dataset, model=name)
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.get("pe"), cache)
+    torch.manual_seed(0)
+    model = build_model(name, cfg.model.params, prepared.info)
+    complexes = [c.clone() for c in prepared.complexes]
+    prune_keys(complexes, get_spec(name).keys(model, prepared.info))
+    return model, complexes, prepared.info
+
+
+def make_epoch(model, complexes, info, batch_size: int):
+    """A function training ``model`` for one epoch over ``complexes`` (collation included)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    classification = info.task == "classification"
+
+    def epoch() -> None:
+        model.train()
+        for batch in DataLoader(complexes, batch_size=batch_size, shuffle=True):
+            optimizer.zero_grad(set_to_none=True)
+            out = model(batch)
+            if classification:
+                loss = F.cross_entropy(out, batch.y.view(-1).long())
+            else:
+                loss = F.l1_loss(out.view(-1), batch.y.view(-1).to(out.dtype))
+            loss.backward()
+            optimizer.step()
+
+    return epoch
+
+
+def time_epochs(epochs: dict, repeats: int) -> dict[str, float]:
+    """Minimum epoch time of every model over ``repeats`` round-robin rounds (after a warm-up)."""
+    for run in epochs.values():
+        run()
+    best = dict.fromkeys(epochs, float("inf"))
+    for _ in range(repeats):
+        for name, run in epochs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def attention_cost(model, complexes, info, batch_size: int, repeats: int) -> tuple[float, float, int]:
+    """CT sparse attention (forward) and the gather/scatter floor, in ns per stored entry.
+
+    Returns ``(attention_ns, floor_ns, entries)`` for one epoch.
+    """
+    blocks = [block for layer in model.layers for block in layer.blocks.values()]
+    calls: list[tuple[torch.Tensor, int, int, int]] = []  # (indices, n_target, n_source, width)
+    seconds = [0.0]
+    started: list[float] = []
+
+    def pre(module, args):
+        target, source, matrix = args[0], args[1], args[2]
+        if matrix is not None:
+            indices = matrix.coalesce().indices() if matrix.is_sparse else matrix.nonzero().t()
+            calls.append((indices, target.shape[0], source.shape[0], source.shape[1]))
+        started.append(time.perf_counter())
+
+    def post(module, args, out):
+        seconds[0] += time.perf_counter() - started.pop()
+
+    handles = [b.register_forward_pre_hook(pre) for b in blocks] + [b.register_forward_hook(post) for b in blocks]
+    try:
+        make_epoch(model, complexes, info, batch_size)()
+    finally:
+        for handle in handles:
+            handle.remove()
+    entries = sum(int(idx.shape[1]) for idx, *_ in calls)
+    inputs = [(idx[0].contiguous(), idx[1].contiguous(), torch.randn(ns, w), torch.zeros(nt, w))
+              for idx, nt, ns, w in calls]
+    floor = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for rows, cols, source, out in inputs:
+            out.index_add_(0, rows, source.index_select(0, cols))
+        floor = min(floor, time.perf_counter() - start)
+    return 1e9 * seconds[0] / max(entries, 1), 1e9 * floor / max(entries, 1), entries
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the harness default is 1)")
+    parser.add_argument("--zinc-csv", default=None, help="ZINC-12k smiles_score.csv (skipped if absent)")
+    parser.add_argument("--zinc-graphs", type=int, default=3000, help="first N training molecules of ZINC-12k")
+    parser.add_argument("--cache-dir", default=None, help="lifting/PE cache (default: the harness cache)")
+    args = parser.parse_args(argv)
+    if BASELINE not in args.models:
+        parser.error(f"--models must include the baseline {BASELINE!r}")
+    torch.set_num_threads(args.threads)
+
+    datasets = [("MUTAG", [])]
+    if args.zinc_csv:
+        csv_path = Path(args.zinc_csv)
+        if csv_path.is_file():
+            subset = f"dataset.subset={{train:{args.zinc_graphs},val:1,test:1}}"
+            datasets.append(("ZINC", [f"dataset.data_dir={csv_path.parent}", subset]))
+        else:
+            print(f"{csv_path} not found: ZINC skipped")
+
+    for dataset, overrides in datasets:
+        built = {
+            name: prepare(name, dataset, overrides, args.hidden, args.layers, args.cache_dir)
+            for name in args.models
+        }
+        n = len(next(iter(built.values()))[1])
+        epochs = {name: make_epoch(model, c, info, args.batch_size) for name, (model, c, info) in built.items()}
+        best = time_epochs(epochs, args.repeats)
+        rows = []
+        for name, (model, _, _) in built.items():
+            params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+            rows.append([name, f"{params:,}", f"{best[name]:.3f}", f"{best[name] / best[BASELINE]:.2f}×"])
+        print_table(
+            f"{dataset} ({n} complexes): one training epoch, width {args.hidden}, {args.layers} layers, "
+            f"batch {args.batch_size}, {args.threads} thread(s), min of {args.repeats}",
+            ["model", "parameters", "s/epoch", f"vs {BASELINE}"],
+            rows,
+        )
+        if "cellular_transformer" in built:
+            model, complexes, info = built["cellular_transformer"]
+            attention_ns, floor_ns, entries = attention_cost(model, complexes, info, args.batch_size, args.repeats)
+            print(
+                f"\nCT sparse attention, forward: {attention_ns:.1f} ns per stored neighbourhood entry "
+                f"({entries:,} entries per epoch, all layers and arrows); floor on this machine "
+                f"(index_select + index_add_ of the same rows, width {args.hidden}): {floor_ns:.1f} ns "
+                f"per entry -> {attention_ns / floor_ns:.1f}× the floor"
+            )
+
+
+if __name__ == "__main__":
+    main()
