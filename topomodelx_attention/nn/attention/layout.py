@@ -447,8 +447,12 @@ def prepare_neighborhood(
     index_target, index_source, values = neighborhood_index(
         neighborhood, n_target, n_source, name=name
     )
+    # own copies: views into a sparse tensor's storage are not traceable graph inputs
     prepared = NeighborhoodIndex(
-        index_target.contiguous(), index_source.contiguous(), values, (n_target, n_source)
+        index_target.clone(),
+        index_source.clone(),
+        None if values is None else values.clone(),
+        (n_target, n_source),
     )
     return prepared if device is None else prepared.to(device)
 

@@ -243,7 +243,9 @@ class MultiHeadAttention(nn.Module):
         self.lin_value = (
             projection(source_channels, self.value_channels) if value_projection else None
         )
-        self.lin_out = nn.Linear(out_channels, out_channels, bias=bias) if output_projection else None
+        self.lin_out = (
+            nn.Linear(out_channels, out_channels, bias=bias) if output_projection else None
+        )
         self.reset_parameters()
 
     # ------------------------------------------------------------------------------------------

@@ -196,5 +196,3 @@ def _weighted_scatter(
         msg = weight.unsqueeze(-1) * src.index_select(0, index_src)
         return scatter_sum(msg, index_dst, dim_size)
     return _WeightedScatter.apply(weight, src, index_src, index_dst, dim_size)
-
-
