@@ -14,11 +14,17 @@ Tables
 2. Sparse attention vs the number of tokens (one big complex, fixed average degree).
 3. One complex of ``n`` tokens: sparse / dense / linear vs the baseline (dense kinds only up to
    the size where the quadratic cost stays reasonable).
+4. With ``--compile``: the molecule batch of table 1 per kind, eager vs
+   ``torch.compile(dynamic=True)`` (layout / neighbourhood index precomputed outside), with the
+   graph breaks counted by ``torch._dynamo.explain`` for the plain call (batch vectors, sparse
+   COO neighbourhood) and for the precomputed call, and the number of compilations over three
+   batch sizes.
 
 Usage::
 
     python benchmarks/attention_core.py            # full run (about 2 minutes on 2 CPU cores)
     python benchmarks/attention_core.py --quick    # seconds
+    python benchmarks/attention_core.py --quick --compile   # + compiled-vs-eager table
 """
 
 from __future__ import annotations
@@ -30,7 +36,11 @@ import torch
 from _measure import measure_once, memory_fwd_bwd, padded, print_table, time_cases
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention import MultiHeadAttention
+from topomodelx_attention.nn.attention import (
+    MultiHeadAttention,
+    padded_layout,
+    prepare_neighborhood,
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,6 +228,87 @@ def single_complex_table(args: argparse.Namespace, device: torch.device) -> None
     )
 
 
+def compile_table(args: argparse.Namespace, device: torch.device) -> None:
+    """Eager vs ``torch.compile(dynamic=True)`` on molecule batches, graph breaks per call."""
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    gen = torch.Generator().manual_seed(3)
+    channels, heads = args.channels, args.heads
+    batches = []
+    for num_graphs in args.compile_batches:
+        batch, index = molecule_batch(num_graphs, 20, 40, gen)
+        n = batch.numel()
+        x = torch.randn(n, channels, generator=gen).to(device)
+        adjacency = to_sparse(index, n, n, x.dtype, device)
+        batch = batch.to(device)
+        batches.append(
+            (
+                x,
+                batch,
+                adjacency,
+                num_graphs,
+                padded_layout(batch, num_graphs),
+                prepare_neighborhood(adjacency, n, n, device=device),
+            )
+        )
+    rows = []
+    for kind in ("sparse", "dense", "linear"):
+        module = MultiHeadAttention(channels, heads=heads, kind=kind).to(device)
+        with_n = kind == "sparse"
+
+        def plain(x, batch, adjacency, num_graphs, module=module, with_n=with_n):
+            return module(x, None, adjacency if with_n else None, batch, batch, num_graphs)
+
+        def prepared(x, layout, index, module=module, with_n=with_n):
+            return module(x, None, index if with_n else None, layout=layout)
+
+        x, batch, adjacency, num_graphs, layout, index = batches[0]
+        breaks_plain = torch._dynamo.explain(plain)(x, batch, adjacency, num_graphs)
+        breaks_prepared = torch._dynamo.explain(prepared)(x, layout, index)
+        torch._dynamo.reset()
+        counter = torch._dynamo.testing.CompileCounterWithBackend(args.compile_backend)
+        compiled = torch.compile(prepared, backend=counter, dynamic=True)
+        for x, _, _, _, layout, index in batches:  # warm-up: compile, then reuse
+            compiled(x.detach().requires_grad_(), layout, index).sum().backward()
+        x, batch, adjacency, num_graphs, layout, index = batches[0]
+        cases = {
+            "eager": lambda: plain(x.detach().requires_grad_(), batch, adjacency, num_graphs),
+            "eager, precomputed": lambda: prepared(x.detach().requires_grad_(), layout, index),
+            "compiled": lambda: compiled(x.detach().requires_grad_(), layout, index),
+        }
+        times = time_cases(cases, device, args.repeats, args.warmup)
+        base = times["eager"]
+        rows.append(
+            [
+                kind,
+                str(breaks_plain.graph_break_count),
+                str(breaks_prepared.graph_break_count),
+                str(counter.frame_count),
+                f"{base * 1e3:.2f}",
+                f"{times['eager, precomputed'] * 1e3:.2f}",
+                f"{times['compiled'] * 1e3:.2f} ({times['compiled'] / base:.2f}x)",
+            ]
+        )
+        torch._dynamo.reset()
+    sizes = ", ".join(str(b[0].shape[0]) for b in batches)
+    print_table(
+        f"torch.compile(dynamic=True, backend={args.compile_backend!r}) vs eager, molecule batches "
+        f"of {args.compile_batches} graphs ({sizes} tokens; timed on the first), d={channels}, "
+        f"heads={heads}, forward+backward",
+        [
+            "kind",
+            "graph breaks (batch vectors, sparse COO)",
+            "graph breaks (layout / NeighborhoodIndex)",
+            "compilations (3 batch sizes)",
+            "eager (ms)",
+            "eager, precomputed (ms)",
+            "compiled (ms, ratio vs eager)",
+        ],
+        rows,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
@@ -228,6 +319,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scaling-heads", type=int, default=4)
     parser.add_argument("--degree", type=int, default=8)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--compile", action="store_true", help="add the torch.compile table")
+    parser.add_argument("--compile-only", action="store_true", help="only the compile table")
+    parser.add_argument("--compile-backend", default="inductor")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -236,20 +330,25 @@ def main(argv: list[str] | None = None) -> None:
         args.sparse_sizes = [10**2, 10**3, 10**4]
         args.single_sizes = [10**2, 10**3]
         args.max_dense = 10**3
+        args.compile_batches = [16, 24, 32]
     else:
         args.repeats, args.warmup = 10, 3
         args.sparse_sizes = [10**2, 10**3, 10**4, 10**5, 10**6]
         args.single_sizes = [10**2, 10**3, 4 * 10**3, 10**4, 10**5]
         args.max_dense = 4 * 10**3
+        args.compile_batches = [128, 96, 160]
     device = torch.device(args.device)
     torch.manual_seed(0)
     print(
         f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
         f"memory = {'peak allocated' if device.type == 'cuda' else 'saved for backward'}"
     )
-    molecules_table(args, device)
-    sparse_scaling_table(args, device)
-    single_complex_table(args, device)
+    if not args.compile_only:
+        molecules_table(args, device)
+        sparse_scaling_table(args, device)
+        single_complex_table(args, device)
+    if args.compile or args.compile_only:
+        compile_table(args, device)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from topomodelx_attention.nn.attention import functional as fn
+from topomodelx_attention.nn.attention import linear as linear_module
 from topomodelx_attention.nn.attention import scatter
+from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention.functional import (
     default_num_random_features,
     dense_attention,
@@ -220,7 +222,7 @@ def test_sparse_chunking_gives_same_values_and_gradients(helpers, gen, monkeypat
         return [out] + [t.grad for t in inputs]
 
     whole = run()
-    monkeypatch.setattr(fn, "SPARSE_CHUNK_ELEMENTS", 5)  # about one edge per chunk
+    monkeypatch.setattr(sparse_module, "SPARSE_CHUNK_ELEMENTS", 5)  # about one edge per chunk
     for a, b in zip(run(), whole):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
 
@@ -250,7 +252,7 @@ def test_linear_strategies_and_chunks_agree(helpers, gen, monkeypatch):
         linear_attention(q, k, v, bt, bs, projection=projection, strategy=s)
         for s in ("auto", "scatter", "padded")
     ]
-    monkeypatch.setattr(fn, "LINEAR_CHUNK_ELEMENTS", 1)  # one token per chunk
+    monkeypatch.setattr(linear_module, "LINEAR_CHUNK_ELEMENTS", 1)  # one token per chunk
     outs.append(linear_attention(q, k, v, bt, bs, projection=projection, strategy="scatter"))
     for out in outs[1:]:
         torch.testing.assert_close(out, outs[0], atol=1e-12, rtol=1e-10)

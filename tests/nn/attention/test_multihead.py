@@ -72,7 +72,7 @@ def test_every_parameter_gets_a_gradient(helpers, gen, kind, bias, share_qk):
     names = [name for name, _ in module.named_parameters()]
     assert ("lin_key.weight" in names) is not share_qk
     assert ("lin_query.bias" in names) is bias
-    assert ("bias_scale" in names) is (kind == "dense")
+    assert ("kernel.bias_scale" in names) is (kind == "dense")
     for name, p in module.named_parameters():
         assert p.grad is not None, name
         assert torch.isfinite(p.grad).all(), name
@@ -155,8 +155,8 @@ def test_bias_scale_per_head_shared_and_fixed(helpers, gen):
     fixed = MultiHeadAttention(
         8, heads=4, kind="dense", learn_bias_scale=False, bias_scale_init=0.0
     )
-    assert "bias_scale" not in dict(fixed.named_parameters())
-    assert "bias_scale" in dict(fixed.named_buffers())
+    assert "kernel.bias_scale" not in dict(fixed.named_parameters())
+    assert "kernel.bias_scale" in dict(fixed.named_buffers())
     # θ = 0 makes the neighbourhood irrelevant
     x, batch, mask = _inputs(helpers, gen)
     fixed = fixed.double()
@@ -178,7 +178,7 @@ def test_linear_redraw_features(helpers, gen):
     x, batch, _ = _inputs(helpers, gen)
     module = _module("linear").eval()
     assert module.projection.shape == (module.num_random_features, module.head_channels)
-    assert "projection" in module.state_dict()
+    assert "kernel.projection" in module.state_dict()
     before = module.projection.clone()
     out = module(x, None, None, batch)
     module.redraw_features(generator=torch.Generator().manual_seed(5))

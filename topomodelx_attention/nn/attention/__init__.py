@@ -1,13 +1,20 @@
 """The attention core shared by every model family.
 
 * :mod:`~topomodelx_attention.nn.attention.scatter`: scatter reductions and segment softmax.
-* :mod:`~topomodelx_attention.nn.attention.functional`: sparse / dense / linear (FAVOR+)
-  multi-head attention on projected, head-split tensors.
+* :mod:`~topomodelx_attention.nn.attention.heads`: head split/merge, per-head projections.
+* :mod:`~topomodelx_attention.nn.attention.layout`: the padded layout of a batch of token sets
+  and the prepared neighbourhood index (both computed once, outside ``torch.compile``).
+* :mod:`~topomodelx_attention.nn.attention.sparse` / :mod:`~.dense` / :mod:`~.linear`: the
+  three attention kinds on projected, head-split tensors (re-exported by
+  :mod:`~topomodelx_attention.nn.attention.functional`).
+* :mod:`~topomodelx_attention.nn.attention.kernels`: one module per kind owning its options.
 * :mod:`~topomodelx_attention.nn.attention.multihead`: :class:`MultiHeadAttention`, the
   projected module (Eq. 2 of the Cellular Transformer paper).
 """
 
 from topomodelx_attention.nn.attention.functional import (
+    HeadwiseLinear,
+    NeighborhoodIndex,
     PaddedLayout,
     default_num_random_features,
     dense_attention,
@@ -18,8 +25,16 @@ from topomodelx_attention.nn.attention.functional import (
     neighborhood_index,
     orthogonal_random_matrix,
     padded_layout,
+    prepare_neighborhood,
     sparse_attention,
     split_heads,
+)
+from topomodelx_attention.nn.attention.kernels import (
+    BIAS_SCALES,
+    AttentionKernel,
+    DenseKernel,
+    LinearKernel,
+    SparseKernel,
 )
 from topomodelx_attention.nn.attention.multihead import ATTENTION_KINDS, MultiHeadAttention
 from topomodelx_attention.nn.attention.scatter import (
@@ -31,9 +46,16 @@ from topomodelx_attention.nn.attention.scatter import (
 
 __all__ = [
     "ATTENTION_KINDS",
+    "BIAS_SCALES",
     "HAS_TORCH_SCATTER",
+    "AttentionKernel",
+    "DenseKernel",
+    "HeadwiseLinear",
+    "LinearKernel",
     "MultiHeadAttention",
+    "NeighborhoodIndex",
     "PaddedLayout",
+    "SparseKernel",
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
@@ -43,6 +65,7 @@ __all__ = [
     "neighborhood_index",
     "orthogonal_random_matrix",
     "padded_layout",
+    "prepare_neighborhood",
     "scatter_max",
     "scatter_sum",
     "segment_softmax",

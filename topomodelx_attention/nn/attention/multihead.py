@@ -2,43 +2,32 @@ r"""Projected multi-head attention module, the building block of every model fam
 
 :class:`MultiHeadAttention` implements Eq. (2) of the Cellular Transformer paper (§4.2.1),
 :math:`\mathcal{A}^\bullet(X_t, X_s) = \mathrm{softmax}(X_t Q (X_s K)^\top \star \phi(N))\, X_s V`,
-followed by an output projection, for the three kinds ``sparse`` / ``dense`` / ``linear`` of
-:mod:`topomodelx_attention.nn.attention.functional`. The projections are separate methods
-(:meth:`~MultiHeadAttention.project_query`, ...) and the attention itself is
-:meth:`~MultiHeadAttention.attend`, so that models can override or reuse them; e.g. the general
-cellular attention (Eq. 3), with queries/keys shared over all ranks and one value projection per
-rank, calls :meth:`~MultiHeadAttention.attend` on its own concatenated values.
+with the Q/K/V (and optional output) projections around an injected attention kernel
+(:mod:`~topomodelx_attention.nn.attention.kernels`: sparse / dense / linear). The projections
+are separate methods (:meth:`~MultiHeadAttention.project_query`, ...) and the attention itself
+is :meth:`~MultiHeadAttention.attend`, so that models can override or reuse them; e.g. the
+general cellular attention (Eq. 3), with queries/keys shared over all ranks and one value
+projection per rank, calls :meth:`~MultiHeadAttention.attend` on its own concatenated values.
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention.functional import (
-    Neighborhood,
-    PaddedLayout,
-    default_num_random_features,
-    dense_attention,
-    dense_attention_weights,
-    linear_attention,
-    merge_heads,
-    orthogonal_random_matrix,
-    sparse_attention,
-    split_heads,
+from topomodelx_attention.nn.attention.heads import HeadwiseLinear, merge_heads, split_heads
+from topomodelx_attention.nn.attention.kernels import (
+    BIAS_SCALES,
+    AttentionKernel,
+    DenseKernel,
+    LinearKernel,
+    SparseKernel,
+    positive_int,
 )
+from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 
 __all__ = ["ATTENTION_KINDS", "MultiHeadAttention"]
 
 ATTENTION_KINDS: tuple[str, ...] = ("sparse", "dense", "linear")
-
-
-def _positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
 
 
 class MultiHeadAttention(nn.Module):
@@ -55,12 +44,24 @@ class MultiHeadAttention(nn.Module):
     * ``kind="dense"``: all pairs inside each complex; if ``N`` is given its values are added as
       :math:`\theta N` (:math:`\star` = sum) with a learnable :math:`\theta` (one per head by
       default, initialised to ``bias_scale_init = 1``, so neighbours start with a +1 logit).
+      ``neighborhood_bias=False`` gives plain softmax attention without any :math:`\theta`.
     * ``kind="linear"``: Performer / FAVOR+ approximation of the dense kind (no bias; passing
       ``N`` raises ``ValueError``; attention dropout does not apply since no attention matrix is
       formed).
 
-    Tokens of different complexes (given by the sorted batch vectors) never attend to each
-    other; a target without sources outputs ``O``'s bias (zeros when ``bias=False``).
+    The per-kind part is an :class:`~topomodelx_attention.nn.attention.kernels.AttentionKernel`
+    (``self.kernel``) built from ``kind`` and the kind's options, or passed as ``kernel``.
+
+    Paper-exact switches (Cellular Transformer, Eq. 2 and §4.2.1; defaults unchanged):
+    ``scale=1.0`` (logits without :math:`1/\sqrt{d}`), ``output_projection=False`` (the
+    paper's multi-head attention: the target and source cochains are split into ``heads``
+    pieces of smaller dimension, one single-head attention per pair of pieces with its own
+    :math:`Q_h, K_h, V_h`, outputs concatenated, no :math:`O`), ``bias_scale="shared"`` (one
+    scalar :math:`\theta`).
+
+    Tokens of different complexes (given by the sorted batch vectors, or a precomputed
+    layout) never attend to each other; a target without sources outputs ``O``'s bias (zeros
+    when ``bias=False`` or without output projection).
 
     Parameters
     ----------
@@ -76,16 +77,27 @@ class MultiHeadAttention(nn.Module):
         Channels ``d_s`` of the source features (keys/values); ``in_channels`` by default.
     head_channels : int, optional
         Query/key dimension per head; ``out_channels // heads`` by default.
-    kind : {"sparse", "dense", "linear"}, default = "sparse"
-        Attention kind.
+    kind : {"sparse", "dense", "linear"}, optional
+        Attention kind (``"sparse"`` by default, or the kind of ``kernel``).
+    kernel : AttentionKernel, optional
+        A prebuilt kernel (:class:`~.kernels.SparseKernel`, :class:`~.kernels.DenseKernel`,
+        :class:`~.kernels.LinearKernel`); then the kernel options below must keep their
+        defaults.
     bias : bool, default = False
         Bias in the Q/K/V/O projections (the paper uses none "for simplicity").
     dropout : float, default = 0.0
-        Dropout on the attention weights (training only; ``sparse`` and ``dense``).
+        Dropout on the attention weights (training only; ``sparse`` and ``dense``; ignored by
+        ``linear``).
+    neighborhood_bias : bool, default = True
+        Dense kind: whether a neighbourhood may be passed as the :math:`\theta N` bias. With
+        ``False`` no :math:`\theta` is created (plain softmax attention, e.g. TokenGT).
+    bias_scale : {"per_head", "shared"}, default = "per_head"
+        Dense kind: one :math:`\theta` per head, or one shared scalar (the paper's).
     learn_bias_scale : bool, default = True
         Whether :math:`\theta` is a trainable parameter (else a fixed buffer). Dense kind only.
-    bias_scale_per_head : bool, default = True
-        One :math:`\theta` per head (shape ``(heads,)``) or a single shared one (``(1,)``).
+    bias_scale_per_head : bool, optional
+        Former spelling of ``bias_scale`` (``True`` = ``"per_head"``, ``False`` =
+        ``"shared"``); kept for compatibility.
     bias_scale_init : float, default = 1.0
         Initial value of :math:`\theta`.
     num_random_features : int, optional
@@ -103,7 +115,15 @@ class MultiHeadAttention(nn.Module):
         of Eq. 3 with one ``V`` per rank); :meth:`project_value` is then the identity (needs
         ``source_channels == out_channels``), so no parameter stays unused.
     scale : float, optional
-        Logit scale; ``1 / sqrt(head_channels)`` by default.
+        Logit scale; ``1 / sqrt(head_channels)`` by default; ``1.0`` is the paper's Eq. (2).
+    output_projection : bool, default = True
+        ``True``: full-width Q/K/V projections split into heads, heads merged by the output
+        projection ``O`` (standard transformer). ``False``: the paper's split-input multi-head
+        attention (§4.2.1): ``in_channels`` and ``source_channels`` are split into ``heads``
+        consecutive pieces, head ``h`` projects its own pieces
+        (:class:`~topomodelx_attention.nn.attention.heads.HeadwiseLinear`), and the heads are
+        concatenated with no ``O``. Needs ``heads`` to divide ``in_channels`` and
+        ``source_channels``.
     """
 
     def __init__(
@@ -114,31 +134,41 @@ class MultiHeadAttention(nn.Module):
         *,
         source_channels: int | None = None,
         head_channels: int | None = None,
-        kind: str = "sparse",
+        kind: str | None = None,
+        kernel: AttentionKernel | None = None,
         bias: bool = False,
         dropout: float = 0.0,
+        neighborhood_bias: bool = True,
+        bias_scale: str = "per_head",
         learn_bias_scale: bool = True,
-        bias_scale_per_head: bool = True,
+        bias_scale_per_head: bool | None = None,
         bias_scale_init: float = 1.0,
         num_random_features: int | None = None,
         redraw_features_in_training: bool = False,
         share_qk: bool = False,
         value_projection: bool = True,
         scale: float | None = None,
+        output_projection: bool = True,
     ) -> None:
         super().__init__()
-        in_channels = _positive_int(in_channels, "in_channels")
+        in_channels = positive_int(in_channels, "in_channels")
         out_channels = (
-            in_channels if out_channels is None else _positive_int(out_channels, "out_channels")
+            in_channels if out_channels is None else positive_int(out_channels, "out_channels")
         )
-        heads = _positive_int(heads, "heads")
+        heads = positive_int(heads, "heads")
         source_channels = (
             in_channels
             if source_channels is None
-            else _positive_int(source_channels, "source_channels")
+            else positive_int(source_channels, "source_channels")
         )
+        if kernel is not None and not isinstance(kernel, AttentionKernel):
+            raise TypeError(f"kernel must be an AttentionKernel, got {type(kernel).__name__}")
+        if kind is None:
+            kind = "sparse" if kernel is None else kernel.kind
         if kind not in ATTENTION_KINDS:
             raise ValueError(f"unknown attention kind {kind!r}; choose one of {ATTENTION_KINDS}")
+        if kernel is not None and kernel.kind != kind:
+            raise ValueError(f"kind={kind!r} but the kernel is of kind {kernel.kind!r}")
         if out_channels % heads != 0:
             raise ValueError(
                 f"heads={heads} must divide out_channels={out_channels} (values are split into "
@@ -146,9 +176,7 @@ class MultiHeadAttention(nn.Module):
             )
         if head_channels is None:
             head_channels = out_channels // heads
-        head_channels = _positive_int(head_channels, "head_channels")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        head_channels = positive_int(head_channels, "head_channels")
         if share_qk and source_channels != in_channels:
             raise ValueError(
                 f"share_qk needs source_channels == in_channels, got {source_channels} != "
@@ -159,8 +187,40 @@ class MultiHeadAttention(nn.Module):
                 "value_projection=False (identity values) needs source_channels == out_channels, "
                 f"got {source_channels} != {out_channels}"
             )
-        if scale is not None and scale <= 0:
-            raise ValueError(f"scale must be positive, got {scale}")
+        if not output_projection:
+            for name, channels in (
+                ("in_channels", in_channels),
+                ("source_channels", source_channels),
+            ):
+                if channels % heads != 0:
+                    raise ValueError(
+                        f"output_projection=False splits the inputs into heads: heads={heads} "
+                        f"must divide {name}={channels}"
+                    )
+        if bias_scale_per_head is not None:
+            legacy = "per_head" if bias_scale_per_head else "shared"
+            if bias_scale != "per_head" and bias_scale != legacy:
+                raise ValueError(
+                    f"bias_scale={bias_scale!r} contradicts bias_scale_per_head="
+                    f"{bias_scale_per_head}; pass only bias_scale"
+                )
+            bias_scale = legacy
+        if bias_scale not in BIAS_SCALES:
+            raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
+        if kernel is None:
+            kernel = _build_kernel(
+                kind,
+                heads,
+                head_channels,
+                scale=scale,
+                dropout=dropout,
+                neighborhood_bias=neighborhood_bias,
+                bias_scale=bias_scale,
+                learn_bias_scale=learn_bias_scale,
+                bias_scale_init=bias_scale_init,
+                num_random_features=num_random_features,
+                redraw_features_in_training=redraw_features_in_training,
+            )
 
         self.in_channels = in_channels
         self.out_channels = out_channels
@@ -169,58 +229,70 @@ class MultiHeadAttention(nn.Module):
         self.head_channels = head_channels
         self.value_channels = out_channels // heads
         self.kind = kind
-        self.dropout = float(dropout)
         self.share_qk = share_qk
-        self.scale = scale
-        self.redraw_features_in_training = redraw_features_in_training
-        self.bias_scale_init = float(bias_scale_init)
+        self.output_projection = bool(output_projection)
+        self.kernel = kernel
 
-        self.lin_query = nn.Linear(in_channels, heads * head_channels, bias=bias)
-        self.lin_key = (
-            None if share_qk else nn.Linear(source_channels, heads * head_channels, bias=bias)
-        )
+        def projection(channels: int, head_width: int) -> nn.Module:
+            if output_projection:
+                return nn.Linear(channels, heads * head_width, bias=bias)
+            return HeadwiseLinear(channels, head_width, heads, bias=bias)
+
+        self.lin_query = projection(in_channels, head_channels)
+        self.lin_key = None if share_qk else projection(source_channels, head_channels)
         self.lin_value = (
-            nn.Linear(source_channels, out_channels, bias=bias) if value_projection else None
+            projection(source_channels, self.value_channels) if value_projection else None
         )
-        self.lin_out = nn.Linear(out_channels, out_channels, bias=bias)
-
-        if kind == "dense":
-            theta = torch.empty(heads if bias_scale_per_head else 1)
-            if learn_bias_scale:
-                self.bias_scale = nn.Parameter(theta)
-            else:
-                self.register_buffer("bias_scale", theta)
-        else:
-            self.bias_scale = None
-
-        if kind == "linear":
-            if num_random_features is None:
-                num_random_features = default_num_random_features(head_channels)
-            num_random_features = _positive_int(num_random_features, "num_random_features")
-            self.num_random_features = num_random_features
-            self.register_buffer(
-                "projection", orthogonal_random_matrix(num_random_features, head_channels)
-            )
-        else:
-            self.num_random_features = None
-            self.projection = None
+        self.lin_out = (
+            nn.Linear(out_channels, out_channels, bias=bias) if output_projection else None
+        )
         self.reset_parameters()
 
     # ------------------------------------------------------------------------------------------
-    def reset_parameters(self) -> None:
-        r"""Reset: Xavier-uniform weights, zero biases, :math:`\theta` = ``bias_scale_init``."""
-        for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out):
-            if lin is None:
-                continue
-            nn.init.xavier_uniform_(lin.weight)
-            if lin.bias is not None:
-                nn.init.zeros_(lin.bias)
-        if self.bias_scale is not None:
-            with torch.no_grad():
-                self.bias_scale.fill_(self.bias_scale_init)
+    # the kernel's options, readable on the module (compatibility)
+    @property
+    def scale(self) -> float | None:
+        """Logit scale of the kernel (``None``: ``1 / sqrt(head_channels)``)."""
+        return self.kernel.scale
 
-    @torch.no_grad()
-    def redraw_features(self, generator: torch.Generator | None = None) -> None:
+    @property
+    def dropout(self) -> float:
+        """Attention dropout of the kernel (0 for the linear kind)."""
+        return getattr(self.kernel, "dropout", 0.0)
+
+    @property
+    def bias_scale(self) -> Tensor | None:
+        r""":math:`\theta` of the dense kernel's θ·N bias (``None`` without one)."""
+        return getattr(self.kernel, "bias_scale", None)
+
+    @property
+    def projection(self) -> Tensor | None:
+        """FAVOR+ random projection of the linear kernel (``None`` for other kinds)."""
+        return getattr(self.kernel, "projection", None)
+
+    @property
+    def num_random_features(self) -> int | None:
+        """Random features of the linear kernel (``None`` for other kinds)."""
+        return getattr(self.kernel, "num_random_features", None)
+
+    @property
+    def redraw_features_in_training(self) -> bool:
+        """Whether the linear kernel redraws its projection at every training forward."""
+        return getattr(self.kernel, "redraw_features_in_training", False)
+
+    # ------------------------------------------------------------------------------------------
+    def reset_parameters(self) -> None:
+        r"""Reset: Xavier-uniform weights, zero biases, the kernel's own parameters."""
+        for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out):
+            if isinstance(lin, HeadwiseLinear):
+                lin.reset_parameters()
+            elif lin is not None:
+                nn.init.xavier_uniform_(lin.weight)
+                if lin.bias is not None:
+                    nn.init.zeros_(lin.bias)
+        self.kernel.reset_parameters()
+
+    def redraw_features(self, generator=None) -> None:
         """Draw a new FAVOR+ projection into the ``projection`` buffer (linear kind only).
 
         Parameters
@@ -228,20 +300,17 @@ class MultiHeadAttention(nn.Module):
         generator : torch.Generator, optional
             CPU generator for reproducibility.
         """
-        if self.projection is None:
+        if not isinstance(self.kernel, LinearKernel):
             raise ValueError(
                 f"redraw_features is only defined for kind='linear', not {self.kind!r}"
             )
-        new = orthogonal_random_matrix(
-            self.projection.shape[0],
-            self.projection.shape[1],
-            generator=generator,
-            dtype=self.projection.dtype,
-            device=self.projection.device,
-        )
-        self.projection.copy_(new)
+        self.kernel.redraw_features(generator)
 
     # ------------------------------------------------------------------------------------------
+    def _project(self, lin: nn.Module, x: Tensor) -> Tensor:
+        out = lin(x)
+        return out if isinstance(lin, HeadwiseLinear) else split_heads(out, self.heads)
+
     def project_query(self, x_target: Tensor) -> Tensor:
         """Project the targets to queries :math:`X_t Q`, split into heads.
 
@@ -255,7 +324,7 @@ class MultiHeadAttention(nn.Module):
         torch.Tensor, shape = (n_target, heads, head_channels)
             Queries.
         """
-        return split_heads(self.lin_query(x_target), self.heads)
+        return self._project(self.lin_query, x_target)
 
     def project_key(self, x_source: Tensor) -> Tensor:
         """Project the sources to keys :math:`X_s K` (:math:`K = Q` if ``share_qk``), split.
@@ -271,7 +340,7 @@ class MultiHeadAttention(nn.Module):
             Keys.
         """
         lin = self.lin_query if self.lin_key is None else self.lin_key
-        return split_heads(lin(x_source), self.heads)
+        return self._project(lin, x_source)
 
     def project_value(self, x_source: Tensor) -> Tensor:
         """Project the sources to values :math:`X_s V` (identity without ``value_projection``).
@@ -288,10 +357,10 @@ class MultiHeadAttention(nn.Module):
         """
         if self.lin_value is None:
             return split_heads(x_source, self.heads)
-        return split_heads(self.lin_value(x_source), self.heads)
+        return self._project(self.lin_value, x_source)
 
     def project_output(self, out: Tensor) -> Tensor:
-        """Merge the heads and apply the output projection :math:`O`.
+        """Merge the heads and apply the output projection :math:`O` (if any).
 
         Parameters
         ----------
@@ -301,9 +370,10 @@ class MultiHeadAttention(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (n_target, out_channels)
-            Projected output.
+            Concatenated heads, projected by :math:`O` unless ``output_projection=False``.
         """
-        return self.lin_out(merge_heads(out))
+        merged = merge_heads(out)
+        return merged if self.lin_out is None else self.lin_out(merged)
 
     def attend(
         self,
@@ -314,9 +384,9 @@ class MultiHeadAttention(nn.Module):
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
         num_graphs: int | None = None,
-        layout: PaddedLayout | None = None,
+        layout: LayoutArg | None = None,
     ) -> Tensor:
-        r"""Attention of this module's kind on already projected, head-split tensors.
+        r"""Attention of this module's kernel on already projected, head-split tensors.
 
         Parameters
         ----------
@@ -326,79 +396,31 @@ class MultiHeadAttention(nn.Module):
             Keys.
         value : torch.Tensor, shape = (n_source, heads, d_v)
             Values (any ``d_v``).
-        neighborhood : torch.Tensor or tuple of torch.Tensor, optional
+        neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
             ``(n_target, n_source)`` neighbourhood: the mask of the sparse kind (required),
             the :math:`\theta N` bias of the dense kind (optional); must be ``None`` for the
-            linear kind.
+            linear kind. Under ``torch.compile`` pass a
+            :func:`~topomodelx_attention.nn.attention.prepare_neighborhood` result (sparse
+            tensors cannot be traced).
         batch_target : torch.Tensor, shape = (n_target,), optional
             Sorted complex index of every target.
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source.
         num_graphs : int, optional
             Number of complexes.
-        layout : PaddedLayout, optional
-            Precomputed padding of a self-attention token set (dense and linear kinds; see
-            :func:`~topomodelx_attention.nn.attention.functional.padded_layout`); replaces the
-            batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
+        layout : PaddedLayout or tuple of PaddedLayout, optional
+            Precomputed padding (dense and linear kinds; see
+            :func:`~topomodelx_attention.nn.attention.padded_layout`): one layout for
+            self-attention, ``(target_layout, source_layout)`` for cross-attention; replaces
+            the batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
 
         Returns
         -------
         torch.Tensor, shape = (n_target, heads, d_v)
             Attention output per head.
         """
-        if self.kind == "sparse":
-            if neighborhood is None:
-                raise ValueError(
-                    "kind='sparse' needs a neighborhood (n_target, n_source); use kind='dense' "
-                    "for all-pairs attention"
-                )
-            return sparse_attention(
-                query,
-                key,
-                value,
-                neighborhood,
-                scale=self.scale,
-                dropout_p=self.dropout,
-                training=self.training,
-            )
-        if self.kind == "dense":
-            return dense_attention(
-                query,
-                key,
-                value,
-                batch_target,
-                batch_source,
-                bias=neighborhood,
-                bias_scale=self.bias_scale if neighborhood is not None else None,
-                scale=self.scale,
-                dropout_p=self.dropout,
-                training=self.training,
-                num_graphs=num_graphs,
-                layout=layout,
-            )
-        if neighborhood is not None:
-            raise ValueError(
-                "kind='linear' (FAVOR+) cannot use a neighbourhood bias θ·N: there is no attention "
-                "matrix to add it to; pass neighborhood=None or use kind='dense'/'sparse'"
-            )
-        projection = self.projection
-        if self.training and self.redraw_features_in_training:
-            projection = orthogonal_random_matrix(
-                projection.shape[0],
-                projection.shape[1],
-                dtype=projection.dtype,
-                device=projection.device,
-            )
-        return linear_attention(
-            query,
-            key,
-            value,
-            batch_target,
-            batch_source,
-            projection=projection,
-            scale=self.scale,
-            num_graphs=num_graphs,
-            layout=layout,
+        return self.kernel(
+            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
         )
 
     def attention_weights(
@@ -409,14 +431,13 @@ class MultiHeadAttention(nn.Module):
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
         num_graphs: int | None = None,
-        layout: PaddedLayout | None = None,
+        layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Softmax attention probabilities per complex and head, padded (dense kind only).
 
         The weights the ``dense`` kind uses in :meth:`forward` (without attention dropout),
-        from :func:`~topomodelx_attention.nn.attention.functional.dense_attention_weights`:
-        for inspecting or supervising attention maps. Memory is quadratic in the largest
-        complex.
+        from :func:`~topomodelx_attention.nn.attention.dense_attention_weights`: for
+        inspecting or supervising attention maps. Memory is quadratic in the largest complex.
 
         Parameters
         ----------
@@ -430,8 +451,8 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every token.
         num_graphs : int, optional
             Number of complexes.
-        layout : PaddedLayout, optional
-            Precomputed self-attention layout (replaces the batch vectors).
+        layout : PaddedLayout or tuple of PaddedLayout, optional
+            Precomputed layout(s) (replaces the batch vectors).
 
         Returns
         -------
@@ -439,7 +460,7 @@ class MultiHeadAttention(nn.Module):
             ``[b, h, i, j]``: weight of source ``j`` of complex ``b`` for its target ``i``
             (positions inside the complex, or the layout's slots); zero on padding.
         """
-        if self.kind != "dense":
+        if not isinstance(self.kernel, DenseKernel):
             raise ValueError(
                 f"attention_weights needs kind='dense' (explicit softmax), not {self.kind!r}"
             )
@@ -450,16 +471,14 @@ class MultiHeadAttention(nn.Module):
                 batch_source = batch_target
         else:
             self._check_features(x_source, self.source_channels, "x_source")
-        return dense_attention_weights(
+        return self.kernel.weights(
             self.project_query(x_target),
             self.project_key(x_source),
+            neighborhood,
             batch_target,
             batch_source,
-            bias=neighborhood,
-            bias_scale=self.bias_scale if neighborhood is not None else None,
-            scale=self.scale,
-            num_graphs=num_graphs,
-            layout=layout,
+            num_graphs,
+            layout,
         )
 
     # ------------------------------------------------------------------------------------------
@@ -479,7 +498,7 @@ class MultiHeadAttention(nn.Module):
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
         num_graphs: int | None = None,
-        layout: PaddedLayout | None = None,
+        layout: LayoutArg | None = None,
     ) -> Tensor:
         """Attend from ``x_source`` to ``x_target``.
 
@@ -490,21 +509,24 @@ class MultiHeadAttention(nn.Module):
         x_source : torch.Tensor, shape = (n_source, source_channels), optional
             Source (key/value) features; ``None`` means self-attention (``x_source = x_target``
             and ``batch_source = batch_target``).
-        neighborhood : torch.Tensor or tuple of torch.Tensor, optional
+        neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
             Sparse ``(n_target, n_source)`` neighbourhood (coalesced COO), ``(2, nnz)`` edge
-            index or ``(index_target, index_source)`` pair. Required for ``sparse``, optional
-            θ·N bias for ``dense``, forbidden for ``linear``.
+            index, ``(index_target, index_source)`` pair or prepared
+            :class:`~topomodelx_attention.nn.attention.NeighborhoodIndex` (for
+            ``torch.compile``). Required for ``sparse``, optional θ·N bias for ``dense``,
+            forbidden for ``linear``.
         batch_target : torch.Tensor, shape = (n_target,), optional
             Sorted complex index of every target token (``None``: one complex).
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source token.
         num_graphs : int, optional
             Number of complexes (inferred otherwise).
-        layout : PaddedLayout, optional
-            Precomputed padding of the token set for self-attention (dense and linear kinds):
-            computed once per forward by
-            :func:`~topomodelx_attention.nn.attention.functional.padded_layout` and shared by
-            a stack of layers; replaces the batch vectors (tokens need not be sorted).
+        layout : PaddedLayout or tuple of PaddedLayout, optional
+            Precomputed padding of the token set(s) (dense and linear kinds): computed once
+            per forward by :func:`~topomodelx_attention.nn.attention.padded_layout` and shared
+            by a stack of layers; one layout for self-attention, ``(target_layout,
+            source_layout)`` for cross-attention; replaces the batch vectors (tokens need not
+            be sorted) and makes the call free of data-dependent sizes (``torch.compile``).
 
         Returns
         -------
@@ -548,5 +570,42 @@ class MultiHeadAttention(nn.Module):
         return (
             f"{self.in_channels}, {self.out_channels}, heads={self.heads}, kind={self.kind!r}, "
             f"source_channels={self.source_channels}, head_channels={self.head_channels}, "
-            f"dropout={self.dropout}{extra}"
+            f"dropout={self.dropout}, output_projection={self.output_projection}{extra}"
         )
+
+
+def _build_kernel(
+    kind: str,
+    heads: int,
+    head_channels: int,
+    *,
+    scale: float | None,
+    dropout: float,
+    neighborhood_bias: bool,
+    bias_scale: str,
+    learn_bias_scale: bool,
+    bias_scale_init: float,
+    num_random_features: int | None,
+    redraw_features_in_training: bool,
+) -> AttentionKernel:
+    """Build the kernel of ``kind`` with the options that apply to it (others unused)."""
+    if kind == "sparse":
+        return SparseKernel(scale=scale, dropout=dropout)
+    if kind == "dense":
+        return DenseKernel(
+            heads,
+            scale=scale,
+            dropout=dropout,
+            bias=neighborhood_bias,
+            bias_scale=bias_scale,
+            learn_bias_scale=learn_bias_scale,
+            bias_scale_init=bias_scale_init,
+        )
+    if not 0.0 <= float(dropout) < 1.0:  # accepted and unused: no attention matrix
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    return LinearKernel(
+        head_channels,
+        scale=scale,
+        num_random_features=num_random_features,
+        redraw_features_in_training=redraw_features_in_training,
+    )

@@ -1,0 +1,229 @@
+r"""Dense attention: all pairs inside every complex, optional θ·N bias (Eq. 2/3, dense kind).
+
+:math:`\mathrm{softmax}(\mathrm{scale}\; Q K^\top + \theta N) V` per complex, with
+:math:`\star` = sum and :math:`\phi(N) = \theta N`. Targets and sources are padded per complex
+(:class:`~topomodelx_attention.nn.attention.layout.PaddedLayout`) and fed to one
+:func:`torch.nn.functional.scaled_dot_product_attention` call with a key-padding mask; the bias
+is scattered into a ``(B, 1 or heads, Lt, Ls)`` float mask. No ``n_target × n_source`` matrix
+is ever built.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
+from topomodelx_attention.nn.attention.layout import (
+    LayoutArg,
+    Neighborhood,
+    PaddedLayout,
+    neighborhood_index,
+    resolve_layouts,
+)
+
+__all__ = ["dense_attention", "dense_attention_weights"]
+
+
+def dense_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    batch_target: Tensor | None = None,
+    batch_source: Tensor | None = None,
+    *,
+    bias: Neighborhood | None = None,
+    bias_scale: Tensor | float | None = None,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    training: bool = False,
+    num_graphs: int | None = None,
+    layout: LayoutArg | None = None,
+) -> Tensor:
+    r"""All-pairs multi-head attention in every complex, with an optional θ·N bias (Eq. 2, dense).
+
+    For every complex ``b``, head ``h``, target ``t`` and source ``s`` of ``b``:
+    :math:`e_{ts} = \mathrm{scale}\,\langle q_t, k_s\rangle + \theta_h N_{ts}`
+    (:math:`\star` = sum, :math:`\phi(N) = \theta N`), softmax over the sources of ``b``.
+    Computed per complex block: tokens are padded to ``(B, heads, L_max, d)`` and fed to
+    :func:`torch.nn.functional.scaled_dot_product_attention` with a key-padding mask; the bias
+    is scattered into a ``(B, 1 or heads, Lt_max, Ls_max)`` float mask.
+
+    Parameters
+    ----------
+    query : torch.Tensor, shape = (n_target, heads, d)
+        Projected queries.
+    key : torch.Tensor, shape = (n_source, heads, d)
+        Projected keys.
+    value : torch.Tensor, shape = (n_source, heads, d_v)
+        Projected values.
+    batch_target : torch.Tensor, shape = (n_target,), optional
+        Sorted complex index of every target token; ``None`` means one complex.
+    batch_source : torch.Tensor, shape = (n_source,), optional
+        Sorted complex index of every source token; ``None`` means one complex.
+    bias : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
+        Neighbourhood ``N`` of shape ``(n_target, n_source)`` (sparse tensor whose values,
+        shape ``(nnz,)`` or hybrid ``(nnz, heads)``, are used, an index pair meaning values 1,
+        or a prepared ``NeighborhoodIndex``). Must be block-diagonal w.r.t. the batch vectors;
+        entries linking two different complexes are ignored. Pairs not stored in ``N`` get
+        bias 0.
+    bias_scale : torch.Tensor or float, shape = () or (1,) or (heads,), optional
+        The learnable :math:`\theta` multiplying ``N`` (one per head or shared). ``None``
+        means 1 (values of ``bias`` already pre-multiplied).
+    scale : float, optional
+        Logit scale; ``1 / sqrt(d)`` by default (``1.0``: the paper's Eq. 2 without scaling).
+    dropout_p : float, default = 0.0
+        Dropout probability on the attention weights (only when ``training``).
+    training : bool, default = False
+        Whether dropout is active.
+    num_graphs : int, optional
+        Number of complexes ``B`` (inferred from the batch vectors otherwise; complexes beyond
+        the last index are empty).
+    layout : PaddedLayout or tuple of PaddedLayout, optional
+        Precomputed padding (:func:`~topomodelx_attention.nn.attention.padded_layout`): one
+        layout for self-attention (``n_target = n_source = layout.num_tokens``) or the pair
+        ``(target_layout, source_layout)`` for cross-attention. Replaces the batch vectors
+        (``num_graphs`` must then be ``None`` or equal), tokens need not be sorted, and the
+        call has no data-dependent size (``torch.compile`` without graph breaks). Use it to
+        pay the index arithmetic once for a stack of layers.
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_target, heads, d_v)
+        Attention output; zeros for targets whose complex has no source token.
+    """
+    check_qkv(query, key, value)
+    check_dropout(dropout_p)
+    target, source = resolve_layouts(
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+    )
+    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
+    out = F.scaled_dot_product_attention(
+        target._heads(query),
+        source._heads(key),
+        source._heads(value),
+        attn_mask=attn_mask,
+        dropout_p=dropout_p if training else 0.0,
+        scale=resolve_scale(scale, query.shape[2]),
+    )  # (B, heads, Lt, d_v)
+    return target._unheads(out)
+
+
+def dense_attention_weights(
+    query: Tensor,
+    key: Tensor,
+    batch_target: Tensor | None = None,
+    batch_source: Tensor | None = None,
+    *,
+    bias: Neighborhood | None = None,
+    bias_scale: Tensor | float | None = None,
+    scale: float | None = None,
+    num_graphs: int | None = None,
+    layout: LayoutArg | None = None,
+) -> Tensor:
+    r"""Return the attention probabilities of :func:`dense_attention`, per complex, padded.
+
+    :math:`\alpha^h_{ts} = \mathrm{softmax}_s(\mathrm{scale}\,\langle q_t, k_s\rangle +
+    \theta_h N_{ts})` inside every complex, materialised as a ``(B, heads, Lt, Ls)`` tensor
+    (memory quadratic in the largest complex: meant for inspection, visualisation and for
+    supervising attention maps, e.g. the equivariant-basis experiment of TokenGT §5.1; use
+    :func:`dense_attention` to attend). Differentiable.
+
+    Parameters
+    ----------
+    query : torch.Tensor, shape = (n_target, heads, d)
+        Projected queries.
+    key : torch.Tensor, shape = (n_source, heads, d)
+        Projected keys.
+    batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
+        Sorted complex index of every token; ``None`` means one complex.
+    bias : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
+        Neighbourhood bias ``N`` as in :func:`dense_attention`.
+    bias_scale : torch.Tensor or float, optional
+        :math:`\theta` as in :func:`dense_attention`.
+    scale : float, optional
+        Logit scale; ``1 / sqrt(d)`` by default.
+    num_graphs : int, optional
+        Number of complexes.
+    layout : PaddedLayout or tuple of PaddedLayout, optional
+        Precomputed layout(s) as in :func:`dense_attention` (then slot ``p`` of graph ``b`` is
+        the token ``t`` with ``layout.index[t] = b * L + p``).
+
+    Returns
+    -------
+    torch.Tensor, shape = (B, heads, Lt, Ls)
+        ``out[b, h, i, j]``: weight of the ``j``-th source of complex ``b`` for its ``i``-th
+        target (positions in the order of the tokens inside the complex, or the layout's
+        slots). Rows sum to one over the real sources; padded source columns, padded target
+        rows and rows of complexes without sources are zero.
+    """
+    if not isinstance(query, Tensor) or not isinstance(key, Tensor):
+        raise TypeError("query and key must be tensors")
+    check_qkv(query, key, key)
+    target, source = resolve_layouts(
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+    )
+    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
+    q, k = target._heads(query), source._heads(key)
+    scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))
+    if attn_mask is not None and attn_mask.dtype != torch.bool:
+        scores = scores + attn_mask  # θ·N bias (its -inf entries repeat the key mask below)
+    num_b = source.num_graphs
+    valid_s = source.key_valid
+    has_source = valid_s.any(-1)  # (B,)
+    scores = scores.masked_fill(~valid_s.view(num_b, 1, 1, -1), float("-inf"))
+    # complexes without any source: finite rows, zeroed below
+    scores = scores.masked_fill(~has_source.view(num_b, 1, 1, 1), 0.0)
+    weights = torch.softmax(scores, dim=-1)
+    rows = target.key_valid & has_source.unsqueeze(1)  # (B, Lt)
+    return weights * rows.view(num_b, 1, -1, 1).to(weights.dtype)
+
+
+def _attention_mask(
+    query: Tensor,
+    key: Tensor,
+    target: PaddedLayout,
+    source: PaddedLayout,
+    bias: Neighborhood | None,
+    bias_scale: Tensor | float | None,
+) -> Tensor | None:
+    """SDPA mask: the key-padding mask, plus the θ·N bias scattered into (B, 1|H, Lt, Ls)."""
+    key_mask = source.key_mask
+    if bias is None:
+        return key_mask
+    heads = query.shape[1]
+    device = query.device
+    index_t, index_s, values = neighborhood_index(bias, query.shape[0], key.shape[0], name="bias")
+    index_t = index_t.to(device)
+    index_s = index_s.to(device)
+    if values is None:
+        values = query.new_ones((index_t.shape[0], 1))
+    else:
+        values = values.to(device=device, dtype=query.dtype)
+        values = values.unsqueeze(1) if values.dim() == 1 else values.flatten(1)
+    theta = None
+    if bias_scale is not None:
+        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=device).reshape(-1)
+    widths = {values.shape[1], 1 if theta is None else theta.shape[0]}
+    if not widths <= {1, heads}:
+        raise ValueError(
+            f"bias values and bias_scale must give 1 or heads={heads} logits per entry, got "
+            f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
+            "must have shape (), (1,) or (heads,)"
+        )
+    num_b, length_t, length_s = target.num_graphs, target.length, source.length
+    b = target.batch.index_select(0, index_t)
+    same = b == source.batch.index_select(0, index_s)  # entries across complexes are dropped
+    values = values * same.unsqueeze(1).to(values.dtype)
+    pos_t = target.positions().index_select(0, index_t)
+    pos_s = source.positions().index_select(0, index_s)
+    row = (b * length_t + pos_t) * length_s + pos_s
+    hv = values.shape[1]
+    dense_n = values.new_zeros((num_b * length_t * length_s, hv)).index_add(0, row, values)
+    attn_mask = dense_n.view(num_b, length_t, length_s, hv).permute(0, 3, 1, 2)
+    if theta is not None:  # θ·N, broadcast over the heads: (B, 1 or heads, Lt, Ls)
+        attn_mask = attn_mask * theta.view(1, -1, 1, 1)
+    if key_mask is not None:
+        attn_mask = attn_mask.masked_fill(~key_mask, float("-inf"))
+    return attn_mask

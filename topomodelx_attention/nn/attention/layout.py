@@ -1,0 +1,552 @@
+r"""Where tokens and token pairs sit: the ONE padding system and the neighbourhood index.
+
+* :class:`PaddedLayout` (built by :func:`padded_layout`): the tokens of a batch of complexes
+  padded into a ``(num_graphs, length)`` grid, ``length`` = the largest complex. Every kernel
+  that works per complex (dense, linear) attends on the padded grid of its targets and the
+  padded grid of its sources (the same object for self-attention). Build it once outside a
+  ``torch.compile`` region: the grid size is data-dependent, so the compiled attention takes
+  it as an input and has none.
+* :class:`NeighborhoodIndex` (built by :func:`prepare_neighborhood`): the validated
+  ``(target, source)`` index pair and values of a sparse neighbourhood, also computed once
+  outside a compiled region (``torch.compile`` does not trace sparse tensors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Neighborhood",
+    "NeighborhoodIndex",
+    "PaddedLayout",
+    "neighborhood_index",
+    "padded_layout",
+    "prepare_neighborhood",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# padded layout
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PaddedLayout:
+    r"""Precomputed padding of a batch of token sets into a ``(num_graphs, length)`` grid.
+
+    Build it once per forward with :func:`padded_layout` and pass it to every attention call
+    (:func:`~topomodelx_attention.nn.attention.dense_attention`,
+    :func:`~topomodelx_attention.nn.attention.linear_attention`,
+    :func:`~topomodelx_attention.nn.attention.dense_attention_weights`,
+    :class:`~topomodelx_attention.nn.attention.MultiHeadAttention`): the index arithmetic
+    (counts, positions, key-padding mask) is then done once instead of once per layer, the
+    tokens need not be sorted by graph, and the attention call has no data-dependent size
+    (``torch.compile`` traces it without graph breaks). Self-attention takes one layout;
+    cross-attention the pair ``(target_layout, source_layout)`` of two layouts with the same
+    ``num_graphs``. Two forms:
+
+    * **packed** (``index`` given): ``n`` tokens in any order; token ``t`` sits in slot
+      ``index[t] = b * length + position``; attention pads / unpads with one
+      ``index_copy`` / ``index_select`` per tensor.
+    * **padded** (``index is None``, from :meth:`padded`): the rows *are* the
+      ``num_graphs * length`` slots, row-major; attention only reshapes (no copy). Padding
+      rows carry arbitrary finite values and are masked as keys.
+
+    Attributes
+    ----------
+    index : torch.Tensor or None, shape = (n,)
+        Flat slot of every token (long), or ``None`` for the padded form.
+    batch : torch.Tensor, shape = (n,)
+        Graph of every row (long); ``slot // length`` in the padded form.
+    counts : torch.Tensor, shape = (num_graphs,)
+        Number of real tokens of every graph.
+    key_mask : torch.Tensor or None, shape = (num_graphs, 1, 1, length)
+        Boolean mask for :func:`~torch.nn.functional.scaled_dot_product_attention` (``True`` =
+        attend); ``None`` when no slot is padding. Graphs without tokens attend to all their
+        (zero or masked) slots, which gives finite outputs instead of NaN.
+    key_valid : torch.Tensor, shape = (num_graphs, length)
+        ``True`` on the slots holding a real token. Its shape gives ``num_graphs`` and
+        ``length`` (symbolic sizes under ``torch.compile(dynamic=True)``, no recompilation).
+    """
+
+    index: Tensor | None
+    batch: Tensor
+    counts: Tensor
+    key_mask: Tensor | None
+    key_valid: Tensor
+
+    @property
+    def num_graphs(self) -> int:
+        """Number of graphs ``B``."""
+        return self.key_valid.shape[0]
+
+    @property
+    def length(self) -> int:
+        """Slots per graph ``L = max(counts)`` (at least 1)."""
+        return self.key_valid.shape[1]
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of rows ``n`` the layout describes (``B * L`` in the padded form)."""
+        return self.batch.shape[0]
+
+    @property
+    def fill(self) -> float:
+        """Fraction of the ``B * L`` slots holding a real token."""
+        return float(self.counts.sum()) / max(1, self.num_graphs * self.length)
+
+    @classmethod
+    def single(cls, n: int, device: torch.device | str | None = None) -> PaddedLayout:
+        """Layout of one complex of ``n`` tokens (no index arithmetic, no data-dependent size).
+
+        Parameters
+        ----------
+        n : int
+            Number of tokens.
+        device : torch.device or str, optional
+            Device of the index tensors.
+
+        Returns
+        -------
+        PaddedLayout
+            ``num_graphs = 1``, ``length = max(n, 1)``; the padded form when ``n > 0``.
+        """
+        batch = torch.zeros(n, dtype=torch.long, device=device)
+        counts = torch.full((1,), n, dtype=torch.long, device=device)
+        if n > 0:
+            valid = torch.ones(1, n, dtype=torch.bool, device=device)
+            return cls(None, batch, counts, None, valid)
+        valid = torch.zeros(1, 1, dtype=torch.bool, device=device)
+        return cls(batch, batch, counts, None, valid)
+
+    def pad(self, x: Tensor, value: float = 0.0) -> Tensor:
+        """Scatter token rows into the grid.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (n, ...)
+            One row per token of the packed form (or per slot of the padded form).
+        value : float, default = 0.0
+            Fill value of the padding slots (packed form only).
+
+        Returns
+        -------
+        torch.Tensor, shape = (num_graphs, length, ...)
+            Padded tensor (a view in the padded form).
+        """
+        if x.shape[0] != self.num_tokens:
+            raise ValueError(f"x has {x.shape[0]} rows but the layout has {self.num_tokens}")
+        rest = tuple(x.shape[1:])
+        if self.index is None:
+            return x.reshape(self.num_graphs, self.length, *rest)
+        out = x.new_full((self.num_graphs * self.length, *rest), value)
+        return out.index_copy(0, self.index, x).view(self.num_graphs, self.length, *rest)
+
+    def unpad(self, x: Tensor) -> Tensor:
+        """Gather the token rows back from the grid (inverse of :meth:`pad`).
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (num_graphs, length, ...)
+            Padded tensor.
+
+        Returns
+        -------
+        torch.Tensor, shape = (n, ...)
+            One row per token (per slot in the padded form).
+        """
+        if tuple(x.shape[:2]) != (self.num_graphs, self.length):
+            raise ValueError(
+                f"x must have shape ({self.num_graphs}, {self.length}, ...), got {tuple(x.shape)}"
+            )
+        flat = x.reshape(self.num_graphs * self.length, *x.shape[2:])
+        return flat if self.index is None else flat.index_select(0, self.index)
+
+    def padded(self) -> PaddedLayout:
+        """Return the layout of the padded rows themselves (``index=None``: ``pad`` reshapes)."""
+        if self.index is None:
+            return self
+        device = self.counts.device
+        batch = torch.arange(self.num_graphs, device=device).repeat_interleave(self.length)
+        return PaddedLayout(None, batch, self.counts, self.key_mask, self.key_valid)
+
+    def positions(self) -> Tensor:
+        """Position of every row inside its graph's slots, shape ``(n,)``."""
+        slots = self.index
+        if slots is None:
+            slots = torch.arange(self.num_tokens, device=self.batch.device)
+        return slots - self.batch * self.length
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(n, heads, d) → (B, heads, L, d) (zeros at padded slots in the packed form)."""
+        return self.pad(x).transpose(1, 2)
+
+    def _unheads(self, x: Tensor) -> Tensor:
+        """(B, heads, L, d) → (n, heads, d)."""
+        return self.unpad(x.transpose(1, 2))
+
+
+def _check_batch(batch: Tensor | None, n: int, name: str) -> Tensor | None:
+    if batch is None:
+        return None
+    if not isinstance(batch, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(batch).__name__}")
+    if batch.dim() != 1 or batch.shape[0] != n:
+        raise ValueError(
+            f"{name} must have shape ({n},) (one complex index per token), got {tuple(batch.shape)}"
+        )
+    if batch.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an integer (long) tensor, got {batch.dtype}")
+    return batch.long()
+
+
+def _build_layout(batch: Tensor, num_graphs: int) -> PaddedLayout:
+    """Build the layout of validated graph indices (``num_graphs >= batch.max() + 1``)."""
+    n = batch.shape[0]
+    counts = torch.bincount(batch, minlength=num_graphs)
+    length = max(int(counts.max()), 1)
+    ptr = torch.cumsum(counts, 0) - counts  # exclusive cumsum: first token of every graph
+    key_valid = torch.arange(length, device=batch.device).unsqueeze(0) < counts.unsqueeze(1)
+    # A graph without tokens would give a fully masked row (NaN in SDPA): let it attend to its
+    # all-zero padded keys/values instead, which yields exactly zero output and finite gradients.
+    attend = key_valid | (counts == 0).unsqueeze(1)
+    key_mask = None if bool(attend.all()) else attend.view(num_graphs, 1, 1, length)
+    unsorted = n > 1 and bool((batch[1:] < batch[:-1]).any())
+    if not unsorted and n == num_graphs * length:
+        # sorted tokens filling the grid: the slots are the rows (padded form, no copies)
+        return PaddedLayout(None, batch, counts, key_mask, key_valid)
+    if unsorted:
+        order = torch.argsort(batch, stable=True)
+        position = torch.empty_like(batch)
+        position[order] = torch.arange(n, device=batch.device) - ptr.index_select(
+            0, batch.index_select(0, order)
+        )
+    else:
+        position = torch.arange(n, device=batch.device) - ptr.index_select(0, batch)
+    return PaddedLayout(batch * length + position, batch, counts, key_mask, key_valid)
+
+
+def padded_layout(batch: Tensor, num_graphs: int | None = None) -> PaddedLayout:
+    """Compute the :class:`PaddedLayout` of tokens with graph indices ``batch``.
+
+    Tokens keep their relative order inside each graph (a stable sort), so ``batch`` need not
+    be sorted: e.g. ``torch.cat([special_tokens_batch, node_batch, edge_batch])`` puts every
+    graph's special token first in its slots.
+
+    Parameters
+    ----------
+    batch : torch.Tensor, shape = (n,)
+        Graph index of every token (long, non-negative).
+    num_graphs : int, optional
+        Number of graphs (``batch.max() + 1`` by default; graphs beyond it are empty).
+
+    Returns
+    -------
+    PaddedLayout
+        The packed layout (``index`` given), or the padded form (``index=None``) when the
+        tokens are sorted by graph and all graphs have the same size (no copy is needed).
+    """
+    if not isinstance(batch, Tensor):
+        raise TypeError(f"batch must be a (n,) long tensor, got {type(batch).__name__}")
+    batch = _check_batch(batch, batch.shape[0], "batch")
+    top = _graph_bound(batch, "batch")
+    if num_graphs is None:
+        num_graphs = max(top, 1)
+    elif not isinstance(num_graphs, int) or isinstance(num_graphs, bool) or num_graphs < top:
+        raise ValueError(f"num_graphs={num_graphs!r} must be an int >= batch.max() + 1 = {top}")
+    return _build_layout(batch, max(num_graphs, 1))
+
+
+def _graph_bound(batch: Tensor, name: str) -> int:
+    """``batch.max() + 1`` (0 when empty); raise on negative graph indices."""
+    if batch.numel() == 0:
+        return 0
+    if int(batch.min()) < 0:
+        raise ValueError(f"{name} has negative graph indices")
+    return int(batch.max()) + 1
+
+
+def batch_layouts(
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    n_target: int,
+    n_source: int,
+    num_graphs: int | None,
+    device: torch.device,
+) -> tuple[PaddedLayout, PaddedLayout]:
+    """Target and source layouts of sorted batch vectors (``None``: one complex).
+
+    Parameters
+    ----------
+    batch_target, batch_source : torch.Tensor or None
+        Sorted complex index of every target / source token; both or neither.
+    n_target, n_source : int
+        Number of target / source tokens.
+    num_graphs : int or None
+        Number of complexes (inferred otherwise).
+    device : torch.device
+        Device of the layouts.
+
+    Returns
+    -------
+    tuple of PaddedLayout
+        ``(target_layout, source_layout)`` with the same ``num_graphs``.
+    """
+    batch_target = _check_batch(batch_target, n_target, "batch_target")
+    batch_source = _check_batch(batch_source, n_source, "batch_source")
+    if (batch_target is None) != (batch_source is None):
+        raise ValueError("give both batch_target and batch_source, or neither (one complex)")
+    if num_graphs is not None and (
+        isinstance(num_graphs, bool) or not isinstance(num_graphs, int) or num_graphs < 0
+    ):
+        raise ValueError(f"num_graphs must be a non-negative int or None, got {num_graphs!r}")
+    if batch_target is None:
+        if num_graphs not in (None, 0, 1) and (n_target > 0 or n_source > 0):
+            raise ValueError("num_graphs must be 1 when batch vectors are None (one complex)")
+        if num_graphs in (None, 1) or (n_target == 0 and n_source == 0):
+            return PaddedLayout.single(n_target, device), PaddedLayout.single(n_source, device)
+        batch_target = torch.zeros(n_target, dtype=torch.long, device=device)
+        batch_source = torch.zeros(n_source, dtype=torch.long, device=device)
+    top = 0
+    for name, batch in (("batch_target", batch_target), ("batch_source", batch_source)):
+        top = max(top, _graph_bound(batch, name))
+        if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+            raise ValueError(
+                f"{name} must be sorted (tokens of complex 0 first, as PyG batching produces)"
+            )
+    if num_graphs is None:
+        num_graphs = top
+    elif top > num_graphs:
+        raise ValueError(f"batch vectors index complex {top - 1} but num_graphs={num_graphs}")
+    num_graphs = max(num_graphs, 1)
+    target = _build_layout(batch_target.to(device), num_graphs)
+    if batch_source is batch_target:
+        return target, target
+    return target, _build_layout(batch_source.to(device), num_graphs)
+
+
+LayoutArg = PaddedLayout | tuple[PaddedLayout, PaddedLayout]
+
+
+def resolve_layouts(
+    layout: LayoutArg | None,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    n_target: int,
+    n_source: int,
+    num_graphs: int | None,
+    device: torch.device,
+) -> tuple[PaddedLayout, PaddedLayout]:
+    """Return the ``(target, source)`` layouts of a call: given, or from batch vectors."""
+    if layout is None:
+        return batch_layouts(batch_target, batch_source, n_target, n_source, num_graphs, device)
+    if batch_target is not None or batch_source is not None:
+        raise ValueError("give either a layout or batch vectors, not both")
+    if isinstance(layout, PaddedLayout):
+        if not n_target == n_source == layout.num_tokens:
+            raise ValueError(
+                "a single layout describes self-attention: queries and keys must both have "
+                f"layout.num_tokens={layout.num_tokens} rows, got {n_target} and {n_source}; "
+                "pass (target_layout, source_layout) for cross-attention"
+            )
+        pair = (layout, layout)
+    elif (
+        isinstance(layout, tuple)
+        and len(layout) == 2
+        and all(isinstance(part, PaddedLayout) for part in layout)
+    ):
+        pair = layout
+        for side, part, n in (("target", pair[0], n_target), ("source", pair[1], n_source)):
+            if part.num_tokens != n:
+                raise ValueError(
+                    f"the {side} layout has {part.num_tokens} tokens but there are {n} {side}s"
+                )
+        if pair[0].num_graphs != pair[1].num_graphs:
+            raise ValueError(
+                f"target and source layouts must have the same num_graphs, got "
+                f"{pair[0].num_graphs} and {pair[1].num_graphs}"
+            )
+    else:
+        raise TypeError(
+            "layout must be a PaddedLayout (padded_layout(...)) or a pair (target_layout, "
+            f"source_layout), got {type(layout)!r}"
+        )
+    if num_graphs is not None and num_graphs != pair[0].num_graphs:
+        raise ValueError(f"num_graphs={num_graphs} but layout.num_graphs={pair[0].num_graphs}")
+    return pair
+
+
+# ----------------------------------------------------------------------------------------------
+# neighbourhoods
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NeighborhoodIndex:
+    r"""A validated sparse ``(n_target, n_source)`` neighbourhood as plain index tensors.
+
+    Built by :func:`prepare_neighborhood` (once per batch, outside a ``torch.compile`` region:
+    sparse tensors cannot be traced and the range checks read tensor values); the kernels use
+    it as is, without checks.
+
+    Attributes
+    ----------
+    index_target : torch.Tensor, shape = (nnz,)
+        Row (target) of every entry, long, in coalesced (row-major) order for sparse inputs.
+    index_source : torch.Tensor, shape = (nnz,)
+        Column (source) of every entry, long.
+    values : torch.Tensor or None, shape = (nnz, ...)
+        Stored values (used as the θ·N bias of the dense kind), ``None`` for index pairs
+        (values 1).
+    shape : tuple of int
+        ``(n_target, n_source)``.
+    """
+
+    index_target: Tensor
+    index_source: Tensor
+    values: Tensor | None
+    shape: tuple[int, int]
+
+    def to(self, device: torch.device | str) -> NeighborhoodIndex:
+        """Move the index tensors (and values) to ``device``."""
+        values = None if self.values is None else self.values.to(device)
+        return NeighborhoodIndex(
+            self.index_target.to(device), self.index_source.to(device), values, self.shape
+        )
+
+
+Neighborhood = Tensor | Sequence[Tensor] | NeighborhoodIndex
+
+
+def prepare_neighborhood(
+    neighborhood: Neighborhood,
+    n_target: int,
+    n_source: int,
+    *,
+    device: torch.device | str | None = None,
+    name: str = "neighborhood",
+) -> NeighborhoodIndex:
+    """Validate a neighbourhood once and return it as a :class:`NeighborhoodIndex`.
+
+    Parameters
+    ----------
+    neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
+        Any format accepted by :func:`neighborhood_index`.
+    n_target, n_source : int
+        Expected shape.
+    device : torch.device or str, optional
+        Move the indices there (e.g. the device of the features).
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    NeighborhoodIndex
+        Index pair and values, ready for ``torch.compile``-d attention.
+    """
+    index_target, index_source, values = neighborhood_index(
+        neighborhood, n_target, n_source, name=name
+    )
+    # own copies: views into a sparse tensor's storage are not traceable graph inputs
+    prepared = NeighborhoodIndex(
+        index_target.clone(),
+        index_source.clone(),
+        None if values is None else values.clone(),
+        (n_target, n_source),
+    )
+    return prepared if device is None else prepared.to(device)
+
+
+def neighborhood_index(
+    neighborhood: Neighborhood, n_target: int, n_source: int, *, name: str = "neighborhood"
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Return the (target, source) index pair and the values of a neighbourhood.
+
+    Parameters
+    ----------
+    neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
+        Either a sparse COO (or CSR) tensor of shape ``(n_target, n_source)`` (coalesced by
+        convention; coalesced here otherwise), a ``(2, nnz)`` integer tensor
+        ``[index_target; index_source]``, a pair ``(index_target, index_source)`` of
+        ``(nnz,)`` integer tensors, or a :class:`NeighborhoodIndex` (already validated: used
+        as is, its shape is only checked in eager mode). Every stored entry counts as a
+        neighbour, whatever its value (the package convention is that neighbourhoods have no
+        explicit zeros).
+    n_target, n_source : int
+        Expected shape.
+    name : str
+        Name used in error messages.
+
+    Returns
+    -------
+    index_target : torch.Tensor, shape = (nnz,)
+        Row (target) of every entry, long.
+    index_source : torch.Tensor, shape = (nnz,)
+        Column (source) of every entry, long.
+    values : torch.Tensor or None, shape = (nnz, ...)
+        The stored values of a sparse tensor, ``None`` for index pairs.
+    """
+    if isinstance(neighborhood, NeighborhoodIndex):
+        # The shape was validated at construction; comparing it with the (symbolic) token
+        # counts while compiling would specialise them, so only eager mode re-checks it.
+        if not torch.compiler.is_compiling() and neighborhood.shape != (n_target, n_source):
+            raise ValueError(
+                f"{name} has shape {neighborhood.shape} but must be (n_target, n_source) = "
+                f"({n_target}, {n_source}); neighbourhoods are oriented (target, source)"
+            )
+        return neighborhood.index_target, neighborhood.index_source, neighborhood.values
+    if isinstance(neighborhood, Tensor):
+        if neighborhood.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr):
+            neighborhood = neighborhood.to_sparse_coo()
+        if neighborhood.layout == torch.sparse_coo:
+            if neighborhood.sparse_dim() != 2:
+                raise ValueError(
+                    f"{name} must be a 2-D sparse (n_target, n_source) matrix, got sparse_dim="
+                    f"{neighborhood.sparse_dim()}"
+                )
+            shape = tuple(neighborhood.shape[:2])
+            if shape != (n_target, n_source):
+                raise ValueError(
+                    f"{name} has shape {shape} but must be (n_target, n_source) = "
+                    f"({n_target}, {n_source}); neighbourhoods are oriented (target, source)"
+                )
+            if not neighborhood.is_coalesced():
+                neighborhood = neighborhood.coalesce()
+            index = neighborhood.indices()
+            return index[0], index[1], neighborhood.values()
+        if neighborhood.layout != torch.strided:
+            raise TypeError(f"{name}: unsupported tensor layout {neighborhood.layout}")
+        if neighborhood.is_floating_point() or neighborhood.dtype == torch.bool:
+            raise TypeError(
+                f"{name} is a dense {tuple(neighborhood.shape)} {neighborhood.dtype} tensor; pass "
+                "a sparse COO matrix (e.g. dense.to_sparse()) or an integer (2, nnz) edge index"
+            )
+        if neighborhood.dim() != 2 or neighborhood.shape[0] != 2:
+            raise ValueError(
+                f"{name} as an edge index must have shape (2, nnz), got {tuple(neighborhood.shape)}"
+            )
+        index_target, index_source = neighborhood[0], neighborhood[1]
+    elif isinstance(neighborhood, (tuple, list)) and len(neighborhood) == 2:
+        index_target, index_source = neighborhood
+    else:
+        raise TypeError(
+            f"{name} must be a sparse (n_target, n_source) tensor, a (2, nnz) edge index, a pair "
+            f"(index_target, index_source) or a NeighborhoodIndex, got "
+            f"{type(neighborhood).__name__}"
+        )
+    for part, idx, bound in (
+        ("target", index_target, n_target),
+        ("source", index_source, n_source),
+    ):
+        if not isinstance(idx, Tensor) or idx.dim() != 1:
+            raise TypeError(f"{name}: index_{part} must be a 1-D integer tensor")
+        if idx.is_floating_point() or idx.dtype == torch.bool:
+            raise TypeError(f"{name}: index_{part} must be an integer tensor, got {idx.dtype}")
+        if idx.numel() > 0 and (int(idx.min()) < 0 or int(idx.max()) >= bound):
+            raise ValueError(f"{name}: index_{part} out of range [0, {bound})")
+    if index_target.shape[0] != index_source.shape[0]:
+        raise ValueError(
+            f"{name}: index_target and index_source must have the same length, got "
+            f"{index_target.shape[0]} and {index_source.shape[0]}"
+        )
+    return index_target.long(), index_source.long(), None
