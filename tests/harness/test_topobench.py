@@ -12,7 +12,7 @@ from topomodelx_attention.data.datasets import load_tu_dataset
 from topomodelx_attention.harness.config import CONFIG_DIR
 from topomodelx_attention.harness.topobench import (
     CellularTransformerBackbone,
-    CellularTransformerWrapper,
+    TopoBenchWrapper,
 )
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -36,7 +36,7 @@ def test_wrapper_returns_topobench_model_out(tmp_path):
     hidden = 8
     plain, batch = _topobench_like_batch(tmp_path, hidden)
     backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2)
-    wrapper = CellularTransformerWrapper(backbone, out_channels=hidden, num_cell_dimensions=3)
+    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=3)
     out = wrapper(plain)
     assert set(out) == {"labels", "batch_0", "x_0", "x_1", "x_2"}
     assert torch.equal(out["labels"], plain.y)
@@ -96,7 +96,7 @@ def test_backbone_pads_ranks_topobench_expects_but_the_lifting_lacks(tmp_path):
     hidden = 8
     plain, batch = _topobench_like_batch(tmp_path, hidden)
     backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2, num_cell_dimensions=4)
-    wrapper = CellularTransformerWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
+    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
     out = wrapper(plain)
     assert out["x_3"].shape == (0, hidden)
     assert plain["incidence_3"].shape == (batch["x_2"].shape[0], 0)
@@ -108,3 +108,29 @@ def test_backbone_pads_ranks_topobench_expects_but_the_lifting_lacks(tmp_path):
 def test_backbone_rank_arguments_must_agree():
     with pytest.raises(ValueError, match="max_rank"):
         CellularTransformerBackbone(8, 8, max_rank=2, num_cell_dimensions=4)
+
+
+def test_n_simplicial_backbone_runs_on_a_topobench_batch_and_every_parameter_learns(tmp_path):
+    from topomodelx_attention.harness.topobench import NSimplicialBackbone
+
+    hidden = 8
+    plain, batch = _topobench_like_batch(tmp_path, hidden)
+    backbone = NSimplicialBackbone(hidden, 12, n_layers=2, heads=2, num_cell_dimensions=4, kv_bias=True)
+    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
+    out = wrapper(plain)
+    for rank in range(3):
+        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
+        assert torch.isfinite(out[f"x_{rank}"]).all()
+    assert out["x_3"].shape == (0, hidden)
+    out["x_0"].square().sum().backward()
+    missing = [name for name, p in backbone.named_parameters() if p.grad is None]
+    assert not missing, missing
+
+
+def test_every_topobench_yaml_targets_exist():
+    for path in _topobench_yamls():
+        cfg = yaml.safe_load(path.read_text())
+        for section in ("backbone", "backbone_wrapper"):
+            module, _, name = cfg[section]["_target_"].rpartition(".")
+            if module.startswith("topomodelx_attention."):
+                assert hasattr(importlib.import_module(module), name), (path.name, name)

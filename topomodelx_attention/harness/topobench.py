@@ -25,7 +25,8 @@ from topomodelx_attention.data import ComplexData
 
 __all__ = [
     "CellularTransformerBackbone",
-    "CellularTransformerWrapper",
+    "NSimplicialBackbone",
+    "TopoBenchWrapper",
     "pad_empty_ranks",
     "to_complex_data",
 ]
@@ -82,6 +83,20 @@ def pad_empty_ranks(batch: Any, max_rank: int) -> None:
                 batch[f"{name}_{rank}"] = torch.sparse_coo_tensor(
                     indices, torch.zeros(0, **empty), (0, 0)
                 ).coalesce()
+
+
+def _max_rank(max_rank: int | None, num_cell_dimensions: int | None) -> int:
+    """Highest rank of a backbone from ``max_rank`` or TopoBench's ``num_cell_dimensions``."""
+    if max_rank is None:
+        max_rank = 2 if num_cell_dimensions is None else int(num_cell_dimensions) - 1
+    elif num_cell_dimensions is not None and int(max_rank) != int(num_cell_dimensions) - 1:
+        raise ValueError(
+            f"max_rank={max_rank} disagrees with num_cell_dimensions={num_cell_dimensions}; "
+            "give one of them"
+        )
+    if int(max_rank) < 0:
+        raise ValueError(f"max_rank must be at least 0, got {max_rank}")
+    return int(max_rank)
 
 
 def to_complex_data(batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_key: str = "pe") -> ComplexData:
@@ -172,16 +187,7 @@ class CellularTransformerBackbone(nn.Module):
         super().__init__()
         from topomodelx_attention.nn.cell import CellularTransformer
 
-        if max_rank is None:
-            max_rank = 2 if num_cell_dimensions is None else int(num_cell_dimensions) - 1
-        elif num_cell_dimensions is not None and int(max_rank) != int(num_cell_dimensions) - 1:
-            raise ValueError(
-                f"max_rank={max_rank} disagrees with num_cell_dimensions={num_cell_dimensions}; "
-                "give one of them"
-            )
-        if int(max_rank) < 0:
-            raise ValueError(f"max_rank must be at least 0, got {max_rank}")
-        self.max_rank = int(max_rank)
+        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         self.out_channels = int(hidden_channels)
         self.transformer = CellularTransformer(
             [int(in_channels)] * (self.max_rank + 1), hidden_channels, hidden_channels,
@@ -205,6 +211,109 @@ class CellularTransformerBackbone(nn.Module):
         pad_empty_ranks(batch, self.max_rank)
         data = to_complex_data(batch, self.max_rank, self.neighborhoods)
         return self.transformer.encode(data)
+
+
+class NSimplicialBackbone(nn.Module):
+    """N-simplicial transformer layers as a TopoBench backbone (features already encoded).
+
+    The tokens are the rank-``rank`` cells of the TopoBench batch; the allowed ``(N+1)``-tuples
+    come from its incidences (:func:`~topomodelx_attention.nn.simplicial.masks.complex_data_to_tuples`:
+    the vertices of every ``N``-simplex for ``rank=0``). Cells of the other ranks pass through
+    unchanged (TopoBench's wrapper adds its residual + LayerNorm, its readout propagates down).
+
+    Parameters
+    ----------
+    in_channels : int
+        Width of every ``x_r`` after TopoBench's feature encoder.
+    hidden_channels : int
+        Token width (a linear map adapts ``in_channels`` when they differ; outputs are projected
+        back so every rank keeps ``in_channels`` columns for the readout).
+    n_layers : int, default=2
+        Layers.
+    heads : int, default=1
+        Attention heads.
+    order : int, default=2
+        ``N`` (2: attention over triangles of tokens).
+    rank : int, default=0
+        Rank of the token cells.
+    max_rank : int, optional
+        Highest rank of the batch (default ``num_cell_dimensions - 1``, else 2); missing ranks
+        are padded as empty (:func:`pad_empty_ranks`).
+    num_cell_dimensions : int, optional
+        TopoBench's count of cell dimensions.
+    **layer_kwargs
+        Other :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformerLayer`
+        options (``dropout``, ``attention_dropout``, ``kv_bias``, ``router_k``, ...).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        *,
+        n_layers: int = 2,
+        heads: int = 1,
+        order: int = 2,
+        rank: int = 0,
+        max_rank: int | None = None,
+        num_cell_dimensions: int | None = None,
+        include_lower: bool | None = None,
+        self_loops: bool = False,
+        **layer_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        from topomodelx_attention.nn.simplicial import NSimplicialTransformerLayer
+
+        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
+        if not 0 <= int(rank) <= self.max_rank:
+            raise ValueError(f"rank must be in 0..{self.max_rank}, got {rank}")
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        self.rank, self.order = int(rank), int(order)
+        self.include_lower = bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
+        self.self_loops = bool(self_loops)
+        self.causal = bool(layer_kwargs.get("causal", False))
+        self.out_channels = int(in_channels)
+        same = int(in_channels) == int(hidden_channels)
+        self.lift = nn.Identity() if same else nn.Linear(in_channels, hidden_channels)
+        self.layers = nn.ModuleList(
+            NSimplicialTransformerLayer(
+                hidden_channels, heads, self.order, include_lower=self.include_lower,
+                self_loops=self.self_loops, **layer_kwargs,
+            )
+            for _ in range(int(n_layers))
+        )
+        self.norm = nn.LayerNorm(hidden_channels)
+        self.project = nn.Identity() if same else nn.Linear(hidden_channels, in_channels)
+
+    def forward(self, batch: Any) -> list[Tensor]:
+        """Cell embeddings of every rank (rank ``rank`` transformed, the others unchanged).
+
+        Parameters
+        ----------
+        batch : torch_geometric.data.Data
+            Encoded TopoBench batch (``x_r``, ``incidence_r``, ``batch_r``).
+
+        Returns
+        -------
+        list of torch.Tensor
+            ``h_r`` of shape ``(n_r, in_channels)``, ``r = 0..max_rank``.
+        """
+        from topomodelx_attention.nn.simplicial.masks import complex_data_to_tuples
+        from topomodelx_attention.nn.simplicial.n_simplicial_attention import resolve_tuples
+
+        pad_empty_ranks(batch, self.max_rank)
+        incidences = [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
+        data = to_complex_data(batch, self.max_rank, incidences)
+        tuples = complex_data_to_tuples(data, self.order, self.rank, self.include_lower, self.self_loops)
+        mask = resolve_tuples(tuples, self.order, self.include_lower, self.self_loops, self.causal)
+        h = self.lift(data[f"x_{self.rank}"])
+        context = None
+        for layer in self.layers:
+            h, context = layer(h, tuples=mask, context=context, return_context=True)
+        out = [data[f"x_{r}"] for r in range(self.max_rank + 1)]
+        out[self.rank] = self.project(self.norm(h))
+        return out
 
 
 class _WrapperBase(nn.Module):
@@ -235,13 +344,14 @@ except ImportError:  # pragma: no cover - depends on the environment
     _Base = _WrapperBase
 
 
-class CellularTransformerWrapper(_Base):
-    """TopoBench backbone wrapper of :class:`CellularTransformerBackbone`.
+class TopoBenchWrapper(_Base):
+    """TopoBench backbone wrapper of every backbone of this module (CT, N-simplicial, TokenGT).
 
     Parameters
     ----------
-    backbone : CellularTransformerBackbone
-        The backbone (TopoBench passes it; the YAML sets ``_partial_: true``).
+    backbone : torch.nn.Module
+        A backbone of this module returning ``[h_0, ..., h_R]`` (TopoBench passes it; the YAML
+        sets ``_partial_: true``).
     **kwargs
         ``out_channels`` and ``num_cell_dimensions`` (required, as for every TopoBench
         wrapper), ``residual_connections`` (default ``True``).
