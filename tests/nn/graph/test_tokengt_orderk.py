@@ -36,7 +36,7 @@ def lifted(lifting, num_nodes_extra: int = 0) -> list[ComplexData]:
     return out
 
 
-def make_model(max_rank: int = 2, attention: str = "softmax", **kwargs) -> OrderKTokenGT:
+def make_model(max_rank: int = 2, kind: str = "dense", **kwargs) -> OrderKTokenGT:
     torch.manual_seed(0)
     defaults = dict(
         in_channels=[3] * (max_rank + 1),
@@ -45,9 +45,9 @@ def make_model(max_rank: int = 2, attention: str = "softmax", **kwargs) -> Order
         n_layers=2,
         heads=4,
         node_id_dim=DIM,
-        attention=attention,
+        kind=kind,
         num_random_features=32,
-        cell_readout=tuple(range(max_rank + 1)),
+        outputs=("complex", *range(max_rank + 1)),
     )
     defaults.update(kwargs)
     return OrderKTokenGT(**defaults).double().eval()
@@ -55,14 +55,16 @@ def make_model(max_rank: int = 2, attention: str = "softmax", **kwargs) -> Order
 
 
 
-@pytest.mark.parametrize("attention", ["softmax", "performer"])
+@pytest.mark.parametrize(
+    ("kind", "identifiers"), [("dense", "ordered"), ("linear", "ordered"), ("dense", "sum")]
+)
 @pytest.mark.parametrize(
     ("lifting", "max_rank"),
     [(CellCycleLifting(), 2), (SimplicialCliqueLifting(complex_dim=3), 3)],
     ids=["cell", "clique"],
 )
-def test_runs_on_lifted_complexes_batched_equals_single(lifting, max_rank, attention):
-    model = make_model(max_rank, attention)
+def test_runs_on_lifted_complexes_batched_equals_single(lifting, max_rank, kind, identifiers):
+    model = make_model(max_rank, kind, identifiers=identifiers)
     items = lifted(lifting, num_nodes_extra=2)  # the last complex has isolated vertices
     batch = Batch.from_data_list(items)
     out = model(batch)
@@ -75,13 +77,16 @@ def test_runs_on_lifted_complexes_batched_equals_single(lifting, max_rank, atten
         torch.testing.assert_close(cells[r], single, atol=1e-10, rtol=1e-8)
 
 
+@pytest.mark.parametrize("identifiers", ["ordered", "sum"])
 @pytest.mark.parametrize(
     ("lifting", "max_rank"),
     [(CellCycleLifting(), 2), (SimplicialCliqueLifting(complex_dim=2), 2)],
     ids=["cell", "clique"],
 )
-def test_gradients_reach_every_parameter(lifting, max_rank):
-    model = make_model(max_rank, drop_path=0.1, eigenvector_dropout=0.1, dropout=0.1).train()
+def test_gradients_reach_every_parameter(lifting, max_rank, identifiers):
+    model = make_model(
+        max_rank, identifiers=identifiers, drop_path=0.1, eigenvector_dropout=0.1, dropout=0.1
+    ).train()
     batch = Batch.from_data_list(lifted(lifting))
     loss = model(batch).square().sum()
     loss = loss + sum(o.square().sum() for o in model.cell_outputs(batch).values())
@@ -92,9 +97,9 @@ def test_gradients_reach_every_parameter(lifting, max_rank):
         assert parameter.grad.abs().sum() > 0, name
 
 
-@pytest.mark.parametrize("id_pooling", ["sum", "mean"])
-def test_invariant_to_relabelling_cells_of_every_rank(id_pooling):
-    model = make_model(2, id_pooling=id_pooling)
+@pytest.mark.parametrize("identifiers", ["ordered", "sum", "mean"])
+def test_invariant_to_relabelling_cells_of_every_rank(identifiers):
+    model = make_model(2, identifiers=identifiers)
     data = lifted(CellCycleLifting())[0]
     generator = torch.Generator().manual_seed(5)
     perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
@@ -105,7 +110,13 @@ def test_invariant_to_relabelling_cells_of_every_rank(id_pooling):
         torch.testing.assert_close(cells_perm[r], cells[r][perms[r]], atol=1e-10, rtol=1e-8)
 
 
-def test_runs_on_a_hypergraph():
+@pytest.mark.parametrize(
+    ("identifiers", "sizes"),
+    # ordered: 6 vertices; hyperedges of 3, 2, 4 vertices -> 3! + 2! + 4! tokens; the rank-2
+    # cell {0,1,2,3} is bounded by hyperedges (no ring), so its 4! vertex orderings
+    [("ordered", (6, 32, 24)), ("sum", (6, 3, 1))],
+)
+def test_runs_on_a_hypergraph(identifiers, sizes):
     complexes = []
     for seed, cells in enumerate([[[0, 1, 2], [2, 3], [0, 3, 4, 5]], [[0, 1], [1, 2, 3]]]):
         cc = tnx.CombinatorialComplex()
@@ -114,13 +125,15 @@ def test_runs_on_a_hypergraph():
         cc.add_cell([0, 1, 2, 3], rank=2)
         data = OrthogonalRandomNodeId(DIM, seed=seed)(from_toponetx(cc))
         complexes.append(data)
-    model = OrderKTokenGT([0, 0, 0], 16, 3, n_layers=2, heads=4, node_id_dim=DIM).eval()
+    model = OrderKTokenGT(
+        [0, 0, 0], 16, 3, n_layers=2, heads=4, node_id_dim=DIM, identifiers=identifiers
+    ).eval()
     batch = Batch.from_data_list(complexes)
     out = model(batch)
     assert out.shape == (2, 3) and torch.isfinite(out).all()
     torch.testing.assert_close(out, torch.cat([model(c) for c in complexes]), atol=1e-5, rtol=1e-5)
     tokens = model.tokenize(complexes[0])
-    assert tokens.sizes == (6, 3, 1)
+    assert tokens.sizes == sizes
 
 
 def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
@@ -132,7 +145,7 @@ def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
         graph.x = data.x_0
         graph.node_id = data.node_id
         graphs.append(graph)
-    order_k = make_model(1, in_channels=[3, 0], cell_readout=())
+    order_k = make_model(1, in_channels=[3, 0], outputs=("complex",), identifiers="sum")
     torch.manual_seed(1)
     tokengt = (
         TokenGT(3, 0, 16, 2, n_layers=2, heads=4, node_id_dim=DIM, edge_tokens="undirected")
@@ -142,7 +155,7 @@ def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
     with torch.no_grad():
         tokengt.graph_token.copy_(order_k.graph_token)
         tokengt.encoder.load_state_dict(order_k.encoder.state_dict())
-        tokengt.readout_heads["graph"].load_state_dict(order_k.graph_head.state_dict())
+        tokengt.heads["complex"].load_state_dict(order_k.heads["complex"].state_dict())
         tokengt.tokenizer.node_encoder.load_state_dict(order_k.encoders["0"].state_dict())
         tokengt.tokenizer.id_first.weight.copy_(order_k.id_projection.weight)
         tokengt.tokenizer.id_second.weight.zero_()
@@ -162,5 +175,11 @@ def test_errors():
         model(graph_from_edges([(0, 1)]))
     with pytest.raises(ValueError, match="stops at rank"):
         make_model(3)(lifted(CellCycleLifting())[0])
-    with pytest.raises(ValueError, match="id_pooling"):
-        OrderKTokenGT([3], 16, 1, id_pooling="max")
+    with pytest.raises(ValueError, match="identifiers"):
+        OrderKTokenGT([3], 16, 1, identifiers="max")
+    with pytest.raises(ValueError, match="outputs"):
+        OrderKTokenGT([3, 3], 16, 1, outputs=("complex", 2))
+    with pytest.raises(TypeError):
+        OrderKTokenGT([3], 16, 1, 2)  # every option after the widths is keyword-only
+    with pytest.raises(ValueError, match="ring of length 3.*max_cell_size=2"):
+        make_model(2, max_cell_size=2)(lifted(CellCycleLifting())[0])  # triangles
