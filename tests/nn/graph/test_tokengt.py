@@ -414,7 +414,7 @@ def test_directed_edge_tokens_reject_a_one_direction_edge_index():
     graph = graphs()[0]
     one_way = graph.edge_index[:, graph.edge_index[0] < graph.edge_index[1]]
     graph.edge_index, graph.edge_attr = one_way, graph.edge_attr[: one_way.shape[1]]
-    with pytest.raises(ValueError, match="has no reverse.*to_undirected"):
+    with pytest.raises(ValueError, match=r"has no reverse.*to_undirected"):
         make_model(edge_tokens="directed")(graph)
     # one token per undirected edge merges any mix of directions: same result as symmetric
     undirected = make_model(edge_tokens="undirected", edge_channels=0)
