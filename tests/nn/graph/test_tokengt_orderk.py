@@ -25,8 +25,6 @@ EDGES = [
 ]
 
 
-
-
 def lifted(lifting, num_nodes_extra: int = 0) -> list[ComplexData]:
     out = []
     for i, edges in enumerate(EDGES):
@@ -51,8 +49,6 @@ def make_model(max_rank: int = 2, kind: str = "dense", **kwargs) -> OrderKTokenG
     )
     defaults.update(kwargs)
     return OrderKTokenGT(**defaults).double().eval()
-
-
 
 
 @pytest.mark.parametrize(
@@ -245,8 +241,14 @@ def test_two_rings_on_the_same_vertices_are_told_apart_by_ordered_identifiers(ki
             # still invariant: relabelling vertices 1 <-> 2 maps ring 0-1-2-3 to 0-2-1-3
             swap = torch.tensor([0, 2, 1, 3])
             edges = both.incidence_1.to_dense()[swap]  # vertex rows permuted
-            cols = [next(j for j in range(6) if torch.equal(edges[:, j], both.incidence_1.to_dense()[:, k]))
-                    for k in range(6)]
+            cols = [
+                next(
+                    j
+                    for j in range(6)
+                    if torch.equal(edges[:, j], both.incidence_1.to_dense()[:, k])
+                )
+                for k in range(6)
+            ]
             permuted = permute_complex(both, [swap, torch.tensor(cols), torch.tensor([1, 0])])
             torch.testing.assert_close(
                 model.cell_outputs(permuted)[2], rings.flip(0), atol=1e-10, rtol=1e-8

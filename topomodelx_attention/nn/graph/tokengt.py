@@ -145,7 +145,9 @@ def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_complexes: int, p: f
     """
     if p == 0.0:
         return node_id
-    keep = torch.empty((num_complexes, node_id.shape[1]), dtype=node_id.dtype, device=node_id.device)
+    keep = torch.empty(
+        (num_complexes, node_id.shape[1]), dtype=node_id.dtype, device=node_id.device
+    )
     keep = keep.bernoulli_(1.0 - p) / (1.0 - p)
     return node_id * keep.index_select(0, batch)
 
@@ -438,7 +440,9 @@ def _check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tup
         outputs = (outputs,)
     outputs = tuple(outputs)
     if not outputs or any(o not in allowed or isinstance(o, bool) for o in outputs):
-        raise ValueError(f"outputs must be a non-empty subset of {tuple(allowed)} ({what}), got {outputs}")
+        raise ValueError(
+            f"outputs must be a non-empty subset of {tuple(allowed)} ({what}), got {outputs}"
+        )
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"outputs lists an entry twice: {outputs}")
     return outputs
@@ -1031,7 +1035,11 @@ class OrderKTokenGT(_TokenModel):
             raise ValueError("in_channels must list the feature width of every rank (0 = none)")
         if identifiers not in IDENTIFIERS:
             raise ValueError(f"identifiers must be one of {IDENTIFIERS}, got {identifiers!r}")
-        if isinstance(max_cell_size, bool) or not isinstance(max_cell_size, int) or max_cell_size < 1:
+        if (
+            isinstance(max_cell_size, bool)
+            or not isinstance(max_cell_size, int)
+            or max_cell_size < 1
+        ):
             raise ValueError(f"max_cell_size must be a positive int, got {max_cell_size!r}")
         self.max_rank = len(in_channels) - 1
         self.in_channels = in_channels
