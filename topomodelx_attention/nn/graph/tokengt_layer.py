@@ -153,7 +153,7 @@ class TokenGTLayer(nn.Module):
             dropout=attention_dropout,
             num_random_features=num_random_features if kind == "linear" else None,
             redraw_features_in_training=redraw_features_in_training,
-            learn_bias_scale=False,  # no θ·N bias: TokenGT's attention is unmodified (§2)
+            neighborhood_bias=False,  # no θ·N bias: TokenGT's attention is unmodified (§2)
         )
         self.norm_attention = nn.LayerNorm(channels, eps=layer_norm_eps)
         self.norm_ffn = nn.LayerNorm(channels, eps=layer_norm_eps)
