@@ -482,7 +482,7 @@ def hodge_laplacians(
 def _nonzero_gram_pairs(
     boundary: Coo, k: int, eigh_threshold: int, dense_threshold: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` smallest nonzero eigenpairs of ``Bᵀ B`` (vectors of length ``n_cols``).
+    """Return the ``k`` smallest nonzero eigenpairs of ``Bᵀ B`` (vectors of length ``n_cols``).
 
     Solved on the smaller of ``Bᵀ B`` and ``B Bᵀ``: they share their nonzero eigenvalues, and
     ``B Bᵀ u = λ u`` gives the unit eigenvector ``v = Bᵀ u / √λ`` of ``Bᵀ B``.
