@@ -127,6 +127,10 @@ def test_orf_resample_draws_fresh_ids():
     np.testing.assert_allclose(ids(second) @ ids(second).T, np.eye(6), atol=1e-6)
     torch.manual_seed(0)
     torch.testing.assert_close(transform(graph).node_id, first.node_id)  # follows torch's RNG
+    draws = [transform(graph).node_id for _ in range(5)]  # a new draw at every call
+    for i in range(5):
+        for j in range(i):
+            assert (draws[i] - draws[j]).abs().max() > 1e-3
 
 
 def test_orf_more_nodes_than_dim_is_nearly_orthonormal():

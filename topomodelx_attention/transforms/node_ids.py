@@ -199,6 +199,16 @@ class OrthogonalRandomNodeId(BaseTransform):
         so evaluation is reproducible across runs and processes. ``True``: fresh identifiers
         at every call (training-time augmentation), drawn from PyTorch's global generator
         (reseeded per DataLoader worker, unlike a generator stored on the transform).
+
+    Notes
+    -----
+    *Which default, and why.* TokenGT draws the ORFs at random, anew for every forward pass
+    during training (Appendix A.3.1): use ``resample=True`` as a *training-time* transform
+    (applied to each batch or sample, never cached). The class default is ``resample=False``
+    because this transform is also used as a dataset ``pre_transform`` (cached on disk) and
+    for evaluation, where identifiers must be reproducible: a cached "random" draw would be
+    one fixed draw per graph for the whole training, i.e. the model would memorise
+    identifiers instead of learning their invariance.
     """
 
     def __init__(self, dim: int, seed: int = 0, resample: bool = False) -> None:

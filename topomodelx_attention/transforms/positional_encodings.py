@@ -261,6 +261,12 @@ class CellPositionalEncoding(BaseTransform):
     """Whether the columns are eigenvectors, i.e. carry an arbitrary sign (see
     :class:`RandomSignFlip`)."""
 
+    per_rank: ClassVar[bool] = False
+    """Whether each rank has its own columns (a *local* encoding: one eigenproblem per rank, so
+    column ``i`` of ``pe_0`` and of ``pe_1`` are unrelated vectors with independent signs) or
+    one global column is split over the ranks. Written as ``data.pe_per_rank`` (a bool tensor
+    of shape ``(1,)``) for :class:`RandomSignFlip`."""
+
     def __init__(self, dim: int) -> None:
         self.dim = check_dim(dim)
 
@@ -297,12 +303,13 @@ class CellPositionalEncoding(BaseTransform):
 
         Returns
         -------
-        ComplexData
-            The (shallow-copied) complex with the ``pe_r`` keys.
+        ComplexData or torch_geometric.data.Data
+            The input with the ``pe_r`` keys and ``pe_per_rank`` (see :attr:`per_rank`).
         """
         counts = check_single_complex(data, self.__class__.__name__)
         for rank, encoding in enumerate(self.encode(data, counts)):
             data[f"pe_{rank}"] = torch.from_numpy(np.ascontiguousarray(encoding, dtype=np.float32))
+        data.pe_per_rank = torch.tensor([self.per_rank])
         return data
 
 
@@ -432,6 +439,8 @@ class CellularRandomWalkPE(CellPositionalEncoding):
         Walks on at most this many cells use dense matrix products, larger ones sparse ones.
     """
 
+    per_rank = True
+
     def __init__(self, dim: int, dense_threshold: int = DENSE_THRESHOLD) -> None:
         super().__init__(dim)
         self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
@@ -542,6 +551,8 @@ class HodgeLaplacianPE(CellPositionalEncoding):
 
     eigenvector_based = True
 
+    per_rank = True
+
     def __init__(
         self,
         dim: int,
@@ -594,8 +605,14 @@ class RandomSignFlip(BaseTransform):
     Eigenvector encodings are defined up to the sign of each eigenvector (CT paper,
     Appendix B; TokenGT, Appendix A.3.1); multiplying each column by a random ``±1`` at every
     training step teaches the model that ambiguity. One sign is drawn per **(complex,
-    column)**: never per cell, and shared by all ranks of one encoding (a global encoding
-    such as BSPe splits *one* eigenvector over ``pe_0, pe_1, ...``, which must flip together).
+    column)** — never per cell — and, depending on the encoding:
+
+    * *global* encodings (BSPe: one eigenproblem over all cells) split **one** eigenvector
+      over ``pe_0, pe_1, ...``: one sign shared by all ranks (``per_rank=False``);
+    * *local* encodings (HodgeLapPE, TopoSlepiansPE: one eigenproblem per rank) have
+      unrelated vectors in column ``i`` of each rank: one independent sign per **(complex,
+      rank, column)** (``per_rank=True``).
+
     On a batch (after :class:`~torch_geometric.loader.DataLoader`) each complex gets its own
     signs, through ``batch_r`` (``batch_0`` or ``batch`` for ``node_id``).
 
@@ -612,12 +629,19 @@ class RandomSignFlip(BaseTransform):
         Probability that a column is negated.
     generator : torch.Generator, optional
         Random generator (default: PyTorch's global one, reseeded per DataLoader worker).
+    per_rank : bool, optional
+        Independent signs per rank (local encodings) or shared ones (global encodings).
+        Default ``None``: read ``data.pe_per_rank``, which every
+        :class:`CellPositionalEncoding` writes (``True`` for :class:`HodgeLaplacianPE`, the
+        Slepians and :class:`CellularRandomWalkPE`; ``False`` for the barycentric ones); when
+        the input has no such key (data encoded before it existed), signs are shared — give
+        ``per_rank`` explicitly then.
 
     Notes
     -----
     Keys are grouped by their prefix (``pe_0, pe_1, ...`` form the group ``pe``); each group
-    gets its own sign table of shape ``(num_complexes, width)``. Input tensors are never
-    modified in place.
+    gets its own sign table of shape ``(num_complexes, width)``, or one per key with
+    ``per_rank``. Input tensors are never modified in place.
     """
 
     def __init__(
@@ -625,6 +649,8 @@ class RandomSignFlip(BaseTransform):
         keys: Sequence[str] | None = None,
         p: float = 0.5,
         generator: torch.Generator | None = None,
+        *,
+        per_rank: bool | None = None,
     ) -> None:
         if isinstance(keys, str):
             raise TypeError(
@@ -635,9 +661,10 @@ class RandomSignFlip(BaseTransform):
             raise ValueError(f"p must be a probability in [0, 1], got {p}")
         self.p = float(p)
         self.generator = generator
+        self.per_rank = None if per_rank is None else bool(per_rank)
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(keys={self.keys}, p={self.p})"
+        return f"{self.__class__.__name__}(keys={self.keys}, p={self.p}, per_rank={self.per_rank})"
 
     def _groups(self, data: Data) -> dict[str, list[str]]:
         """Map group name → keys to flip."""
@@ -690,17 +717,23 @@ class RandomSignFlip(BaseTransform):
         torch_geometric.data.Data
             A shallow copy with the flipped tensors.
         """
+        per_rank = self.per_rank
+        if per_rank is None:
+            flag = data.get("pe_per_rank", None)
+            per_rank = isinstance(flag, Tensor) and bool(flag.any())
         for keys in self._groups(data).values():
             widths = {data[key].size(-1) for key in keys}
-            if len(widths) != 1:
+            if len(widths) != 1 and not per_rank:
                 raise ValueError(
                     f"RandomSignFlip: keys {keys} have different widths {sorted(widths)}"
                 )
             index = {key: self._complex_index(data, key, data[key].size(0)) for key in keys}
             num = 1 + max((int(i.max()) for i in index.values() if i.numel()), default=0)
-            flip = torch.rand((num, widths.pop()), generator=self.generator) < self.p
-            signs = 1.0 - 2.0 * flip.float()
+            shared = None
             for key in keys:
+                if shared is None or per_rank:
+                    flip = torch.rand((num, data[key].size(-1)), generator=self.generator) < self.p
+                    shared = 1.0 - 2.0 * flip.float()
                 value = data[key]
-                data[key] = value * signs[index[key]].to(value.dtype)
+                data[key] = value * shared[index[key]].to(value.dtype)
         return data

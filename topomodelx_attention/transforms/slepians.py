@@ -393,6 +393,7 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
     """
 
     eigenvector_based = True
+    per_rank = True
 
     def __init__(
         self,
