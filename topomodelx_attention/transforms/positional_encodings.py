@@ -264,7 +264,7 @@ class CellPositionalEncoding(BaseTransform):
     per_rank: ClassVar[bool] = False
     """Whether each rank has its own columns (a *local* encoding: one eigenproblem per rank, so
     column ``i`` of ``pe_0`` and of ``pe_1`` are unrelated vectors with independent signs) or
-    one global column is split over the ranks. Written as ``data.pe_per_rank`` (a bool tensor
+    one global column is split over the ranks. Written as ``data.pe_per_rank`` (a 0/1 long tensor
     of shape ``(1,)``) for :class:`RandomSignFlip`."""
 
     def __init__(self, dim: int) -> None:
@@ -309,7 +309,7 @@ class CellPositionalEncoding(BaseTransform):
         counts = check_single_complex(data, self.__class__.__name__)
         for rank, encoding in enumerate(self.encode(data, counts)):
             data[f"pe_{rank}"] = torch.from_numpy(np.ascontiguousarray(encoding, dtype=np.float32))
-        data.pe_per_rank = torch.tensor([self.per_rank])
+        data.pe_per_rank = torch.tensor([int(self.per_rank)])
         return data
 
 
