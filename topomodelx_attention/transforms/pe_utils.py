@@ -75,6 +75,9 @@ DENSE_FALLBACK: int = 4096
 MAX_ITERATIVE_PAIRS: int = 256
 """Most eigenpairs asked from ARPACK at once (its cost grows with their square)."""
 
+_FILL_DENSITY = 0.02
+"""Sparse walks denser than this (and at most ``DENSE_FALLBACK`` rows) are powered densely."""
+
 KERNEL_TOL: float = 1e-8
 """Eigenvalues ``<= KERNEL_TOL * scale`` count as zero (``scale`` bounds the spectral radius)."""
 
@@ -698,7 +701,8 @@ def return_probabilities(transition: Matrix, steps: int, symmetric: bool = False
     input, SciPy sparse products for a CSR input). For a symmetric matrix ``S`` only the
     powers up to ``ceil(steps / 2)`` are formed: ``diag(S^{2h}) = Σ_j (S^h)_{ij}²`` and
     ``diag(S^{2h+1}) = Σ_j (S^h)_{ij} (S^{h+1})_{ij}`` — half the products, and less fill-in
-    on the sparse path. A reversible walk ``RW = A D^{-1}`` has the same return
+    on the sparse path. A sparse input with more than 2 % nonzeros (and at most
+    ``DENSE_FALLBACK`` rows) is powered densely: its powers fill in within a few steps. A reversible walk ``RW = A D^{-1}`` has the same return
     probabilities as its symmetric similar ``D^{-1/2} RW D^{1/2} = D^{-1/2} A D^{-1/2}``.
 
     Parameters
@@ -720,6 +724,9 @@ def return_probabilities(transition: Matrix, steps: int, symmetric: bool = False
     out = np.zeros((n, steps), dtype=np.float64)
     if n == 0 or steps < 1:
         return out
+    if sp.issparse(transition) and n <= DENSE_FALLBACK and transition.nnz > _FILL_DENSITY * n * n:
+        # dense enough that its powers fill in: dense BLAS products beat sparse ones
+        transition = transition.toarray()
     if not symmetric:
         power = transition
         for t in range(steps):
