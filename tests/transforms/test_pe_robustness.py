@@ -55,14 +55,16 @@ def test_iterative_path_agrees_with_dense_on_a_mid_size_complex():
     data = dense_complex()
     counts = data.cell_counts()
     assert counts[2] - (counts[1] - counts[0] + 1) > 16  # dim ker L_2 > 16: a large kernel
-    dense, iterative = (
-        HodgeLaplacianPE(4)(data.clone()),
-        HodgeLaplacianPE(4, eigh_threshold=0)(data.clone()),
-    )
+    dense = HodgeLaplacianPE(4)(data.clone())  # one dense eigh of each L_r
+    iterative = HodgeLaplacianPE(4, eigh_threshold=0)(data.clone())  # eigsh on L_r
+    gram = HodgeLaplacianPE(4, dense_threshold=0)(data.clone())  # the Gram path, dense eigh
+    gram_iterative = HodgeLaplacianPE(4, dense_threshold=0, eigh_threshold=0)(data.clone())
     laplacians = hodge_laplacians(boundary_coos(data, signed=True), counts)
     for rank in range(3):
         a, b = pe(dense, rank), pe(iterative, rank)
         same_span(a, b, atol=1e-5)
+        same_span(a, pe(gram, rank), atol=1e-5)
+        same_span(a, pe(gram_iterative, rank), atol=1e-5)
         # the columns are eigenvectors of L_r for its smallest nonzero eigenvalues
         lap = laplacians[rank]
         values = np.linalg.eigvalsh(lap)

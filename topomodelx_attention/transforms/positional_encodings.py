@@ -545,8 +545,9 @@ class HodgeLaplacianPE(CellPositionalEncoding):
     B_{r+1}ᵀ``, with orthogonal eigenvectors. Each part is solved on the smaller of its two
     Gram matrices (``B_r B_rᵀ`` has ``n_{r-1}`` rows): a 25-vertex graph lifted with its
     chordless cycles has ~1,300 2-cells but only ~110 edges, so ``L_2`` (a kernel of
-    dimension ~1,200, on which ARPACK did not converge) reduces to a 110 × 110 problem. With
-    ``include_harmonic=True`` the kernel is needed, and ``L_r`` itself is solved.
+    dimension ~1,200, on which ARPACK did not converge) reduces to a 110 × 110 problem. This
+    path is taken for complexes of more than ``dense_threshold`` cells; smaller ones, and
+    ``include_harmonic=True`` (the kernel is needed), solve ``L_r`` itself.
     """
 
     eigenvector_based = True
@@ -571,16 +572,19 @@ class HodgeLaplacianPE(CellPositionalEncoding):
 
     def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
         signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)
-        if self.include_harmonic:
-            laplacians = hodge_laplacians(signed, counts, self.dense_threshold)
+        if self.include_harmonic or sum(counts) <= self.dense_threshold:
+            # small complexes: one dense eigh of L_r is cheapest
             return [
                 pad_columns(
                     smallest_eigenpairs(
-                        laplacian, self.dim, drop_kernel=False, eigh_threshold=self.eigh_threshold
+                        laplacian,
+                        self.dim,
+                        drop_kernel=not self.include_harmonic,
+                        eigh_threshold=self.eigh_threshold,
                     )[1],
                     self.dim,
                 )
-                for laplacian in laplacians
+                for laplacian in hodge_laplacians(signed, counts, self.dense_threshold)
             ]
         out = []
         for rank, n in enumerate(counts):
