@@ -12,7 +12,7 @@ import os
 import pickle
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,9 @@ from torch_geometric.data import Data
 __all__ = [
     "CONVERT_COMMAND",
     "GCB_SOURCE",
-    "RestrictedUnpickler",
     "SPLITS",
     "ZINC_SOURCE",
+    "RestrictedUnpickler",
     "convert_gcb",
     "gcb_graph",
     "gcb_plain_path",
@@ -271,9 +271,9 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> Any:
     with archive.open(member) as handle:
         version = np.lib.format.read_magic(handle)
         if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle)
         else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle)
         if not dtype.hasobject:
             return np.lib.format.read_array(archive.open(member), allow_pickle=False)
         try:
@@ -412,19 +412,22 @@ def read_zinc12k(
     folder = Path(folder)
     molecules = _require(folder / "smiles_score.csv", "ZINC-12k molecules", ZINC_SOURCE)
     index_file = _require(folder / "indexes_train_val_test.csv", "ZINC-12k split", ZINC_SOURCE)
-    with open(molecules, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    if rows and ("SMILES" not in rows[0] or target not in rows[0]):
-        raise ValueError(f"{molecules} needs the columns SMILES and {target!r}, got {list(rows[0])}")
-    with open(index_file, newline="") as handle:
-        reader = csv.DictReader(handle)
-        columns = {name: [] for name in SPLITS}
-        if set(SPLITS) - set(reader.fieldnames or ()):
-            raise ValueError(f"{index_file} needs the columns {list(SPLITS)}, got {reader.fieldnames}")
-        for line in reader:
-            for name in SPLITS:
-                if line[name] not in ("", None):
-                    columns[name].append(int(float(line[name])))
+    rows = _read_csv(molecules, ("SMILES", target))
+    columns: dict[str, list[int]] = {name: [] for name in SPLITS}
+    for line, record in _read_csv(index_file, SPLITS, numbered=True):
+        for name in SPLITS:
+            value = record[name]
+            if value in ("", None):
+                continue
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(
+                    f"{index_file}, line {line}: column {name} holds {value!r}, expected a row index"
+                ) from None
+            if number != int(number):
+                raise ValueError(f"{index_file}, line {line}: column {name} holds {value!r}, not an integer")
+            columns[name].append(int(number))
     limits = dict(limits or {})
     out = {}
     for name in SPLITS:
@@ -435,8 +438,41 @@ def read_zinc12k(
         bad = [i for i in indices if not 0 <= i < len(rows)]
         if bad:
             raise ValueError(f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules")
-        out[name] = [
-            smiles_to_graph(rows[i]["SMILES"], y=torch.tensor([float(rows[i][target])]))
-            for i in indices
-        ]
+        graphs = []
+        for i in indices:
+            line = i + 2  # the header is line 1
+            try:
+                y = float(rows[i][target])
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{molecules}, line {line}: column {target} holds {rows[i][target]!r}, expected a number"
+                ) from None
+            try:
+                graphs.append(smiles_to_graph(rows[i]["SMILES"], y=torch.tensor([y])))
+            except ValueError as error:
+                raise ValueError(f"{molecules}, line {line}: {error}") from error
+        out[name] = graphs
     return out
+
+
+def _read_csv(path: Path, required: Sequence[str], numbered: bool = False) -> list[Any]:
+    """Rows of a CSV file as dicts (with their line numbers when ``numbered``); errors name the file and line."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = [name for name in required if name not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"{path} needs the columns {list(required)}, got {reader.fieldnames}")
+            rows = []
+            for record in reader:
+                if None in record or any(record[name] is None for name in required):
+                    raise ValueError(
+                        f"{path}, line {reader.line_num}: expected {len(reader.fieldnames)} columns "
+                        f"{reader.fieldnames}"
+                    )
+                rows.append((reader.line_num, record) if numbered else record)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})") from None
+    except csv.Error as error:
+        raise ValueError(f"{path}: malformed CSV ({error})") from error
+    return rows
