@@ -469,8 +469,11 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
                     and nnz.shape == (len(owners),) and coalesced.shape == (len(owners),)
                     and bool((nnz >= 0).all()) and bool((sizes >= 0).all()) and int(nnz.sum()) == values.numel()):
                 raise _CacheError(f"sparse entry {key!r} is malformed")
-            bounds = sizes.repeat_interleave(nnz, dim=0).t()  # (2, total nnz)
-            if indices.numel() and (bool((indices < 0).any()) or bool((indices >= bounds).any())):
+            owner = torch.repeat_interleave(torch.arange(len(nnz)), nnz)  # matrix of each entry
+            if indices.numel() and (
+                int(indices.min()) < 0 or bool((indices[0] >= sizes[owner, 0]).any())
+                or bool((indices[1] >= sizes[owner, 1]).any())
+            ):
                 raise _CacheError(f"sparse entry {key!r} has indices outside its matrices")
             counts = nnz.tolist()
             for owner, idx, val, size, flag in zip(
