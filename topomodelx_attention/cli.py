@@ -136,8 +136,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={_quote(value)}")
     if args.no_progress_bar:
         overrides.append("trainer.enable_progress_bar=false")
-    if args.data_dir is not None and not Path(args.data_dir).expanduser().is_dir():
-        raise UserError(f"--data-dir {args.data_dir} is not a folder")
     for flag, value in (("--output-dir", args.output_dir), ("--cache-dir", args.cache_dir)):
         if value is not None:
             _check_writable_dir(flag, Path(value).expanduser())
