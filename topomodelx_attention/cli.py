@@ -68,7 +68,8 @@ def _seed(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
+        hint = " (put KEY=VALUE overrides before --seeds)" if "=" in text else ""
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}{hint}") from None
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"seeds must be in 0..2**32-1, got {value}")
     return value

@@ -107,6 +107,8 @@ def gcb_plain_path(path: str | os.PathLike) -> Path:
 
 def _open_npz(path: Path) -> Any:
     """``np.load(path, allow_pickle=False)`` with one ``ValueError`` naming the file when unreadable."""
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a .npz (zip) archive: it is empty, truncated or another kind of file")
     try:
         return np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
