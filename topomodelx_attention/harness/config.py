@@ -223,8 +223,11 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
                 )
     for key in _POSITIVE_INTS:
         value = values.get(key)
+        if key == "trainer.max_epochs" and value == -1 and values.get("trainer.max_time") is not None:
+            continue  # Lightning's "no epoch limit": the wall-time budget stops training
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"invalid configuration: {key}={value!r} must be a positive integer")
+            hint = " (or -1 together with trainer.max_time)" if key == "trainer.max_epochs" else ""
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a positive integer{hint}")
     for key in _NON_NEGATIVE:
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
