@@ -146,7 +146,9 @@ def encoder_table(args, title: str, batch: Batch) -> None:
     )
     encoders = {}
     for form in ("auto", "packed", "padded"):
-        encoder = TokenGTEncoder(d, args.layers, args.heads, args.ffn, token_layout=form)
+        encoder = TokenGTEncoder(
+            d, n_layers=args.layers, heads=args.heads, ffn_channels=args.ffn, token_layout=form
+        )
         for mine, theirs in zip(encoder.layers, baseline.layers):
             mine.load_from_torch(theirs)
         encoders[form] = encoder
@@ -199,8 +201,8 @@ def scaling_table(args) -> None:
         n = max(4, round((tokens + 7) / 5))  # BA(n, 2): 1 + n + 4 (n - 2) tokens
         graph = ba_graph(n, 2, 0, args.in_channels, args.edge_channels, args.id_dim)
         num_tokens = 1 + n + graph.edge_index.shape[1]
-        for attention in ("performer", "softmax"):
-            if attention == "softmax" and num_tokens > args.max_softmax_tokens:
+        for kind in ("linear", "dense"):
+            if kind == "dense" and num_tokens > args.max_softmax_tokens:
                 continue
             torch.manual_seed(0)
             model = TokenGT(
@@ -211,7 +213,7 @@ def scaling_table(args) -> None:
                 n_layers=args.scaling_layers,
                 heads=args.scaling_heads,
                 node_id_dim=args.id_dim,
-                attention=attention,
+                kind=kind,
                 ffn_channels=2 * d,
             )
             repeats = args.repeats if num_tokens <= 20_000 else max(1, args.repeats // 3)
@@ -220,7 +222,7 @@ def scaling_table(args) -> None:
             rows.append(
                 [
                     f"{num_tokens:,}",
-                    attention,
+                    kind,
                     f"{1e3 * seconds:.1f}",
                     f"{1e6 * seconds / num_tokens:.2f}",
                     f"{mib:.1f}",
@@ -232,7 +234,7 @@ def scaling_table(args) -> None:
         f"TokenGT on one BA graph (k=2), whole model, {args.scaling_layers} layers, d={d}, "
         f"{args.scaling_heads} heads, FFN {2 * d}, {features} random features; forward+backward "
         f"(flat per-token columns = linear growth)",
-        ["tokens", "attention", "time (ms)", "µs / token", "saved (MiB)", "bytes / token"],
+        ["tokens", "kind", "time (ms)", "µs / token", "saved (MiB)", "bytes / token"],
         rows,
     )
 

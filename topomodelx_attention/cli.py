@@ -10,24 +10,69 @@ train
 bench
     Run one of the speed benchmarks of a source checkout (``benchmarks/<name>.py``) in a
     subprocess; ``bench --list`` lists them.
+convert-gcb
+    Convert an original GCB ``.npz`` (pickled scipy matrices) once to the plain numeric format
+    the harness reads (a restricted unpickler: numpy arrays and scipy CSR matrices only).
+
+User errors (bad paths, unknown names, damaged data files, unwritable folders) print one line
+``topomodelx-attention <command>: error: ...`` on stderr and exit with status 2; other
+exceptions are bugs and keep their traceback (``TOPOMODELX_ATTENTION_TRACEBACK=1`` shows the
+traceback of user errors too).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import csv
 import os
+import pickle
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-__all__ = ["main"]
+__all__ = ["USER_ERRORS", "UserError", "main"]
 
 LIFTINGS = ("cell_cycle", "clique")
+
+
+class UserError(Exception):
+    """An error the user can fix (printed as one line, exit status 2)."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UserError, ValueError, TypeError, OSError, zipfile.BadZipFile, EOFError, csv.Error,
+    pickle.UnpicklingError, ImportError,
+)
+"""Exceptions :func:`main` reports as one line (bad input, files, options); others are bugs."""
+
+
+def _positive_int(text: str) -> int:
+    """``argparse`` type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """``argparse`` type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        hint = " (put KEY=VALUE overrides before --seeds)" if "=" in text else ""
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}{hint}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"seeds must be in 0..2**32-1, got {value}")
+    return value
 
 
 def _lifting(args: argparse.Namespace):
@@ -39,11 +84,10 @@ def _lifting(args: argparse.Namespace):
 
 
 def _cmd_lift(args: argparse.Namespace) -> int:
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.data.datasets import load_tu_graphs
 
-    dataset = load_tu_dataset(args.dataset, root=args.root)
+    graphs = load_tu_graphs(args.dataset, data_dir=args.data_dir, root=args.root)
     lifting = _lifting(args)
-    graphs = [dataset[i] for i in range(len(dataset))]
     start = time.perf_counter()
     complexes = lifting.lift_many(graphs)
     elapsed = time.perf_counter() - start
@@ -93,19 +137,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={_quote(value)}")
     if args.no_progress_bar:
         overrides.append("trainer.enable_progress_bar=false")
+    for flag, value in (("--output-dir", args.output_dir), ("--cache-dir", args.cache_dir)):
+        if value is not None:
+            _check_writable_dir(flag, Path(value).expanduser())
     try:
         cfg = compose_config(overrides, dataset=args.dataset, model=args.model)
+    except ValueError as error:
+        raise UserError(str(error)) from error
+    try:
         result = run_experiment(cfg)
-    except (ValueError, TypeError, FileNotFoundError) as error:
-        print(f"topomodelx-attention train: error: {error}", file=sys.stderr)
-        return 2
     except ImportError as error:
-        print(
-            f"topomodelx-attention train: error: {error} (training needs the extra `train`, ZINC "
-            "also `chem`: pip install 'topomodelx-attention[train,chem]')",
-            file=sys.stderr,
-        )
-        return 2
+        raise UserError(
+            f"{error} (training needs the extra `train`, ZINC also `chem`: pip install "
+            "'topomodelx-attention[train,chem]')"
+        ) from error
     from topomodelx_attention.harness.training import is_rank_zero
 
     if is_rank_zero():  # DDP: only the global rank 0 reports
@@ -113,6 +158,29 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(markdown_table(result))
         print()
         print(f"results, learning curves and logs: {result.output_dir}")
+    return 0
+
+
+def _check_writable_dir(flag: str, folder: Path) -> None:
+    """Raise :class:`UserError` when ``folder`` cannot be created or written (before any work)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test.{os.getpid()}.tmp"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise UserError(
+            f"{flag} {folder} is not a writable folder ({error.strerror or error}); choose another one"
+        ) from error
+
+
+def _cmd_convert_gcb(args: argparse.Namespace) -> int:
+    from topomodelx_attention.data.benchmark_graphs import convert_gcb, read_gcb
+
+    dst = convert_gcb(args.src, args.dst)
+    graphs = read_gcb(dst)
+    counts = "/".join(str(len(graphs[k])) for k in ("train", "val", "test"))
+    print(f"wrote {dst}: {counts} train/val/test graphs (plain arrays, read without unpickling)")
     return 0
 
 
@@ -203,12 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     lift = sub.add_parser("lift", help="lift a graph data set and print cell counts per rank")
-    lift.add_argument("--dataset", default="MUTAG", help="TU data set name (MUTAG is bundled)")
+    lift.add_argument(
+        "--dataset", default="MUTAG", help="TU data set name (MUTAG is bundled; others need --data-dir)"
+    )
+    lift.add_argument("--data-dir", default=None, help="folder of the TU raw files (<NAME>/raw/<NAME>_A.txt ...)")
     lift.add_argument("--lifting", default="cell_cycle", choices=LIFTINGS)
-    lift.add_argument("--max-cell-length", type=int, default=None, help="cell_cycle: longest ring")
+    lift.add_argument("--max-cell-length", type=_positive_int, default=None, help="cell_cycle: longest ring")
     lift.add_argument("--cycles", default="basis", choices=("basis", "chordless"))
-    lift.add_argument("--complex-dim", type=int, default=2, help="clique: highest simplex rank")
-    lift.add_argument("--root", default=None, help="data folder (default: ~/.cache/...)")
+    lift.add_argument("--complex-dim", type=_positive_int, default=2, help="clique: highest simplex rank")
+    lift.add_argument("--root", default=None, help="cache of downloaded raw files (default: ~/.cache/...)")
     lift.set_defaults(func=_cmd_lift)
 
     train = sub.add_parser(
@@ -221,19 +292,22 @@ def build_parser() -> argparse.ArgumentParser:
             "packaged configs, e.g. model.params.hidden_channels=64 optimizer.lr=5e-4."
         ),
     )
-    train.add_argument("--dataset", default="MUTAG", help="MUTAG (bundled), PROTEINS, GCB, ZINC")
+    train.add_argument(
+        "--dataset", default="MUTAG",
+        help="MUTAG (bundled), PROTEINS, GCB, ZINC, or any TU data set name with --data-dir",
+    )
     train.add_argument(
         "--model", default="cellular_transformer", help="cellular_transformer, gin, cwn, sccnn"
     )
-    train.add_argument("--max-epochs", type=int, default=None, help="epochs per seed")
-    train.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 1..5)")
+    train.add_argument("--max-epochs", type=_positive_int, default=None, help="epochs per seed (>= 1)")
+    train.add_argument("--seeds", type=_seed, nargs="+", default=None, help="seeds >= 0 (default 1..5)")
     train.add_argument("--data-dir", default=None, help="folder of the data set's files")
     train.add_argument("--cache-dir", default=None, help="cache of lifted complexes")
     train.add_argument("--output-dir", default=None, help="default outputs/<dataset>/<model>/<time>")
     train.add_argument("--accelerator", default=None, help="cpu, gpu, auto (trainer.accelerator)")
     train.add_argument("--devices", default=None, help="devices per node (trainer.devices)")
     train.add_argument("--strategy", default=None, help="auto, ddp, ... (trainer.strategy)")
-    train.add_argument("--num-nodes", type=int, default=None, help="nodes (trainer.num_nodes)")
+    train.add_argument("--num-nodes", type=_positive_int, default=None, help="nodes (trainer.num_nodes)")
     train.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     train.add_argument("overrides", nargs="*", help="hydra overrides KEY=VALUE")
     train.set_defaults(func=_cmd_train)
@@ -248,6 +322,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("name", nargs="?", help="benchmark name (e.g. lifting)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     bench.set_defaults(func=_cmd_bench)
+
+    convert = sub.add_parser(
+        "convert-gcb",
+        help="convert an original GCB .npz (pickled objects) once to the plain format the harness reads",
+        description=(
+            "Read SRC (keys tr_adj, tr_feat, tr_class, val_*, te_*; object arrays of scipy CSR "
+            "matrices) with a restricted unpickler that accepts only numpy arrays and scipy CSR "
+            "matrices, and write DST with plain numeric arrays (read with allow_pickle=False). "
+            "Put DST next to SRC as <stem>.plain.npz and `train --dataset GCB --data-dir DIR` reads it."
+        ),
+    )
+    convert.add_argument("src", help="original GCB file, e.g. hard_small.npz")
+    convert.add_argument("dst", nargs="?", default=None, help="output (default: <stem>.plain.npz next to SRC)")
+    convert.set_defaults(func=_cmd_convert_gcb)
     return parser
 
 
@@ -266,7 +354,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except USER_ERRORS as error:
+        if os.environ.get("TOPOMODELX_ATTENTION_TRACEBACK"):
+            raise
+        print(f"topomodelx-attention {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(error: BaseException) -> str:
+    """One line describing a user error (the file of an ``OSError`` named)."""
+    if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in str(error):
+        text = f"{error.strerror or error}: {error.filename}"
+    elif isinstance(error, OSError) and error.filename is not None and error.strerror:
+        text = f"{error.strerror}: {error.filename}" + (f" -> {error.filename2}" if error.filename2 else "")
+    else:
+        text = str(error) or type(error).__name__
+    if isinstance(error, (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, csv.Error)):
+        text = f"damaged or unreadable data file ({type(error).__name__}: {text})"
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -76,6 +76,9 @@ def test_mutag_random_splits_per_seed(tmp_path):
 
 
 def test_gcb_fixed_split_with_concatenated_endpoint_edge_features(tmp_path, gcb_file):
+    from topomodelx_attention.data.benchmark_graphs import convert_gcb
+
+    convert_gcb(gcb_file)  # hard_small.plain.npz next to it: read instead of the pickled original
     cfg = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
     prepared = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
     train, val, test = prepared.split(123)
@@ -117,3 +120,118 @@ def test_prune_keys_keeps_what_models_read(tmp_path):
     prepared = prepare_dataset(_dataset_cfg("MUTAG", max_graphs=3), CELL, None, cache_dir=tmp_path)
     prune_keys(prepared.complexes, {"x_0", "batch_0", "edge_index"})
     assert set(prepared.complexes[0].keys()) == {"x_0", "batch_0", "edge_index", "y", "shape", "num_nodes"}
+
+
+# ------------------------------------------------------------------ cache files (never unpickled)
+def _mutag_cache(tmp_path):
+    cfg = _dataset_cfg("MUTAG", max_graphs=6)
+    first = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
+    return cfg, first
+
+
+def test_cache_round_trip_keeps_every_key(tmp_path):
+    _cfg, first = _mutag_cache(tmp_path)
+    again = datasets.load_cache(first.cache_file)["complexes"]
+    for a, b in zip(first.complexes, again):
+        assert set(a.keys()) == set(b.keys())
+        for key in a.keys():
+            if isinstance(a[key], torch.Tensor):
+                assert a[key].layout == b[key].layout and a[key].dtype == b[key].dtype
+                if a[key].is_sparse:
+                    assert b[key].is_coalesced() == a[key].is_coalesced()
+                    assert torch.equal(a[key].to_dense(), b[key].to_dense()), key
+                else:
+                    assert torch.equal(a[key], b[key]), key
+            else:
+                assert a[key] == b[key]
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("kind", ["malicious", "truncated", "garbage", "empty", "wrong_type"])
+def test_invalid_cache_file_is_warned_deleted_and_rebuilt(tmp_path, kind):
+    import pickle
+
+    cfg, first = _mutag_cache(tmp_path)
+    path = first.cache_file
+    marker = tmp_path / "pwned"
+    if kind == "malicious":
+        path.write_bytes(pickle.dumps(_Payload(marker)))
+    elif kind == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif kind == "garbage":
+        path.write_bytes(b"\x89garbage" * 100)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:
+        torch.save([1, 2, 3], path)  # a valid torch file of another kind
+    with pytest.warns(UserWarning, match=rf"{path.name}.*deleted and is being rebuilt"):
+        second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
+    assert not marker.exists()
+    assert len(second.complexes) == 6 and torch.equal(second.complexes[2].x_0, first.complexes[2].x_0)
+    assert len(datasets.load_cache(path)["complexes"]) == 6  # a valid file again
+
+
+def test_cache_with_out_of_range_sparse_indices_is_rejected(tmp_path):
+    _cfg, first = _mutag_cache(tmp_path)
+    raw = torch.load(first.cache_file, weights_only=True)
+    raw["complexes"]["adjacency_0"]["indices"][0, 0] = 10**6
+    torch.save(raw, first.cache_file)
+    with pytest.raises(ValueError, match="outside its matrices"):
+        datasets.load_cache(first.cache_file)
+
+
+def test_orphan_temporary_files_of_a_killed_save_are_cleaned(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    cfg, first = _mutag_cache(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = first.cache_file.parent
+    orphan = folder / f"{first.cache_file.name}.{socket.gethostname()}.{int(dead.stdout)}.tmp"
+    orphan.write_bytes(b"half written")
+    legacy = folder / "tmpabc123.tmp"  # mkstemp name of older versions
+    legacy.write_bytes(b"x")
+    import os
+
+    os.utime(legacy, (1, 1))
+    alive = folder / f"other.pt.{socket.gethostname()}.{os.getpid()}.tmp"  # this process: kept
+    alive.write_bytes(b"x")
+    prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
+    assert not orphan.exists() and not legacy.exists()
+    assert alive.exists()
+
+
+def test_tiny_tu_data_set_by_name_reads_classes_and_widths_from_files(tmp_path):
+    from tests.test_cli_faults import write_tiny_tu
+
+    write_tiny_tu(tmp_path / "data")
+    cfg = compose_config(["dataset.data_dir=" + str(tmp_path / "data")], dataset="TINY").dataset
+    assert cfg.name == "TINY" and cfg.num_classes is None
+    prepared = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert len(prepared.complexes) == 4
+    assert prepared.info.out_channels == 2  # labels 1 / -1 remapped to 0 / 1
+    assert prepared.info.task == "classification" and prepared.info.metric == "accuracy"
+    assert prepared.info.in_channels[0] == 3  # 3 one-hot node labels
+    assert sorted(int(c.y) for c in prepared.complexes) == [0, 0, 1, 1]
+
+
+def test_tu_without_node_features_gets_a_constant_column(tmp_path):
+    from tests.test_cli_faults import write_tiny_tu
+
+    raw = write_tiny_tu(tmp_path / "data", name="BARE")
+    (raw / "BARE_node_labels.txt").unlink()
+    graphs = load_graphs({"name": "BARE", "loader": "tu", "data_dir": str(tmp_path / "data")}, tmp_path)
+    assert all(g.x.shape == (g.num_nodes, 1) and bool((g.x == 1).all()) for g in graphs)
+
+
+def test_num_classes_smaller_than_the_labels_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="num_classes=1"):
+        prepare_dataset(_dataset_cfg("MUTAG", max_graphs=20, num_classes=1), CELL, None, cache_dir=tmp_path)

@@ -83,7 +83,9 @@ def test_laplacian_ids_large_graph_selection():
     np.testing.assert_allclose(laplacian @ low, low * values[:4], atol=1e-5)
     both = ids(LaplacianNodeId(4, select="smallest_largest")(graph))
     np.testing.assert_allclose(laplacian @ both, both * values[[0, 1, -2, -1]], atol=1e-5)
-    sparse = ids(LaplacianNodeId(4, select="smallest_largest", dense_threshold=0)(graph))
+    sparse = ids(
+        LaplacianNodeId(4, select="smallest_largest", dense_threshold=0, eigh_threshold=0)(graph)
+    )
     for j in range(4):
         assert (
             min(np.abs(sparse[:, j] - both[:, j]).max(), np.abs(sparse[:, j] + both[:, j]).max())
@@ -125,6 +127,10 @@ def test_orf_resample_draws_fresh_ids():
     np.testing.assert_allclose(ids(second) @ ids(second).T, np.eye(6), atol=1e-6)
     torch.manual_seed(0)
     torch.testing.assert_close(transform(graph).node_id, first.node_id)  # follows torch's RNG
+    draws = [transform(graph).node_id for _ in range(5)]  # a new draw at every call
+    for i in range(5):
+        for j in range(i):
+            assert (draws[i] - draws[j]).abs().max() > 1e-3
 
 
 def test_orf_more_nodes_than_dim_is_nearly_orthonormal():

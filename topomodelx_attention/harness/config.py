@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -18,7 +19,19 @@ __all__ = [
     "compose_config",
     "dataset_choice",
     "model_choice",
+    "validate_config",
 ]
+
+GENERIC_TU = "graph/TU"
+"""Config of any TU data set given by name (``dataset.name`` set to the name)."""
+
+_POSITIVE_INTS = (
+    "trainer.max_epochs", "trainer.num_nodes", "dataset.dataloader.batch_size",
+    "model.params.hidden_channels", "model.params.n_layers", "model.params.heads",
+    "dataset.max_graphs",
+)
+_NON_NEGATIVE = ("dataset.dataloader.num_workers", "trainer.early_stopping_patience", "optimizer.weight_decay")
+_POSITIVE_FLOATS = ("optimizer.lr",)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 """Folder of the packaged YAML files."""
@@ -120,13 +133,109 @@ def compose_config(
     overrides = [str(o) for o in overrides]
     head = []
     if dataset is not None:
-        head.append(f"dataset={dataset_choice(dataset)}")
+        try:
+            head.append(f"dataset={dataset_choice(dataset)}")
+        except ValueError as error:
+            if not any(o.startswith("dataset.data_dir=") for o in overrides):
+                raise ValueError(
+                    f"{error}. Any other TU data set loads by name from its files: pass --data-dir "
+                    f"DIR (config: dataset.data_dir) holding {dataset}/raw/{dataset}_A.txt, "
+                    f"{dataset}_graph_indicator.txt and {dataset}_graph_labels.txt"
+                ) from None
+            text = str(dataset).replace("'", "\\'")
+            head += [f"dataset={GENERIC_TU}", f"dataset.name='{text}'"]
     if model is not None:
         head.append(f"model={model_choice(model)}")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         try:
             cfg = compose(config_name=config_name, overrides=head + overrides)
+            choices = [o for o in head + overrides if "=" in o and "." not in o.split("=", 1)[0]]
+            defaults = compose(config_name=config_name, overrides=[o for o in choices if not o.startswith(("+", "~"))])
         except HydraException as error:
-            raise ValueError(f"invalid configuration override: {error}") from error
+            raise ValueError(f"invalid configuration override: {' '.join(str(error).split())}") from error
+    validate_config(cfg, defaults)
     OmegaConf.set_struct(cfg, False)
     return cfg
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _compatible(value: Any, default: Any) -> bool:
+    if value is None or default is None:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, list):
+        return isinstance(value, list)
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return True
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: tree}
+    return {prefix[:-1]: tree}
+
+
+def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None:
+    """Reject a composed configuration with wrongly typed or out-of-range values, before any work.
+
+    Every value must have the type of the packaged default it overrides (an integer stays an
+    integer, ...; ``null`` is accepted), counts and sizes must be positive, ``seeds`` a list of
+    non-negative integers.
+
+    Parameters
+    ----------
+    cfg : omegaconf.DictConfig
+        The composed configuration.
+    defaults : omegaconf.DictConfig, optional
+        The same composition without value overrides (the types to respect).
+
+    Raises
+    ------
+    ValueError
+        Naming the key, the value and what is expected.
+    """
+    try:
+        values = _leaves(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as error:  # interpolation errors
+        raise ValueError(f"invalid configuration: {' '.join(str(error).split())}") from error
+    if defaults is not None:
+        for key, default in _leaves(OmegaConf.to_container(defaults, resolve=True)).items():
+            if key in values and not key.endswith("._target_") and not _compatible(values[key], default):
+                raise ValueError(
+                    f"invalid configuration: {key}={values[key]!r} must be {_type_name(default)} "
+                    f"(packaged default: {default!r})"
+                )
+    for key in _POSITIVE_INTS:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a positive integer")
+    for key in _NON_NEGATIVE:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a non-negative number")
+    for key in _POSITIVE_FLOATS:
+        value = values.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a positive number")
+    seeds = OmegaConf.to_container(cfg, resolve=True).get("seeds")
+    if seeds is not None and (
+        not isinstance(seeds, list) or not seeds
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+    ):
+        raise ValueError(f"invalid configuration: seeds={seeds!r} must be a non-empty list of non-negative integers")

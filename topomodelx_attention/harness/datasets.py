@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
+import re
+import socket
+import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +27,22 @@ from typing import Any
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
 from torch.utils.data import Dataset
 from torch_geometric.data import Data
 from tqdm import tqdm
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.data.benchmark_graphs import SPLITS, read_gcb, read_zinc12k
-from topomodelx_attention.data.datasets import EMBEDDED_DATASETS, default_root, load_tu_dataset
+from topomodelx_attention.data.benchmark_graphs import (
+    SPLITS,
+    gcb_plain_path,
+    read_gcb,
+    read_zinc12k,
+)
+from topomodelx_attention.data.datasets import default_root, load_tu_graphs
 
 __all__ = [
+    "CACHE_FORMAT",
     "CACHE_VERSION",
     "LOADERS",
     "ComplexDataset",
@@ -41,16 +50,21 @@ __all__ = [
     "PreparedDataset",
     "cache_key",
     "instantiate_transform",
+    "load_cache",
     "load_graphs",
     "prepare_dataset",
     "process_graphs",
     "prune_keys",
     "random_split",
     "resolve_cache_dir",
+    "save_cache",
 ]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 """Bumped when the processed format changes (part of the cache key)."""
+
+CACHE_FORMAT = "topomodelx-attention complexes 2"
+"""``format`` entry of a cache file (:func:`save_cache`)."""
 
 LOADERS = ("tu", "gcb", "zinc")
 """Data set readers known to :func:`load_graphs`."""
@@ -242,41 +256,18 @@ def _plain(value: Any) -> Any:
 # ----------------------------------------------------------------------------------------------
 # reading graphs
 # ----------------------------------------------------------------------------------------------
-def _find_tu_raw(name: str, data_dir: Path) -> Path:
-    for candidate in (data_dir / name / "raw", data_dir / "raw", data_dir):
-        if (candidate / f"{name}_A.txt").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"TU raw files of {name} not found: expected {data_dir / name / 'raw' / f'{name}_A.txt'} "
-        f"(and {name}_graph_indicator.txt, {name}_graph_labels.txt, ...). Download {name}.zip "
-        "from https://chrsmrrs.github.io/datasets/ (TUDataset) and unpack it under data_dir, or "
-        "leave data_dir unset to let PyG download it (needs internet)."
+def _load_tu(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
+    data_dir = cfg.get("data_dir")
+    return load_tu_graphs(
+        str(cfg["name"]), data_dir=data_dir, root=cache_dir / "tu", download=bool(cfg.get("download", False))
     )
 
 
-def _load_tu(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
-    name = str(cfg["name"])
-    root = cache_dir / "tu"
-    data_dir = cfg.get("data_dir")
-    if data_dir and name not in EMBEDDED_DATASETS:
-        source = _find_tu_raw(name, Path(data_dir).expanduser())
-        raw = root / name / "raw"
-        raw.mkdir(parents=True, exist_ok=True)
-        for file in source.iterdir():
-            wanted = file.name.startswith(f"{name}_") or file.name == "README.txt"
-            if file.is_file() and wanted and not (raw / file.name).exists():
-                shutil.copyfile(file, raw / file.name)
-    try:
-        dataset = load_tu_dataset(name, root=root)
-    except Exception as error:  # PyG's download: URLError, HTTPError, ... when offline
-        if (root / name / "raw" / f"{name}_A.txt").exists():
-            raise
-        raise FileNotFoundError(
-            f"TU data set {name} is not in the cache ({root / name / 'raw'}) and could not be "
-            f"downloaded ({type(error).__name__}: {error}). Pass data_dir=<folder with "
-            f"{name}/raw/{name}_A.txt ...> (command line: --data-dir DIR)."
-        ) from error
-    return [dataset[i] for i in range(len(dataset))]
+def _gcb_file(data_dir: Path, file: str) -> Path:
+    """Return the GCB file to read: ``<stem>.plain.npz`` next to ``file`` when present, else ``file``."""
+    path = data_dir / file
+    plain = gcb_plain_path(path)
+    return plain if plain.is_file() and not path.name.endswith(".plain.npz") else path
 
 
 def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> list[Data] | dict[str, list[Data]]:
@@ -286,7 +277,8 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
     ----------
     cfg : mapping
         The ``dataset`` config: ``name``, ``loader`` (``tu``/``gcb``/``zinc``), ``data_dir``,
-        ``file`` (GCB), ``target`` (ZINC), ``max_graphs``, ``subset``.
+        ``file`` (GCB: the converted ``<stem>.plain.npz`` next to it is read when present),
+        ``target`` (ZINC), ``download`` (TU), ``max_graphs``, ``subset``.
     cache_dir : path-like, optional
         Cache folder (TU raw files are copied there).
 
@@ -313,7 +305,7 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
             "get it)"
         )
     elif loader == "gcb":
-        graphs = read_gcb(Path(data_dir).expanduser() / cfg.get("file", "hard_small.npz"))
+        graphs = read_gcb(_gcb_file(Path(data_dir).expanduser(), str(cfg.get("file", "hard_small.npz"))))
     else:
         graphs = read_zinc12k(Path(data_dir).expanduser(), cfg.get("subset"), cfg.get("target", "score"))
     max_graphs = cfg.get("max_graphs")
@@ -405,16 +397,220 @@ def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lif
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def _save_atomic(obj: Any, path: Path) -> None:
+class _CacheError(ValueError):
+    """A cache file that is not a valid :func:`save_cache` file."""
+
+
+def _pack_complexes(complexes: Sequence[ComplexData]) -> dict[str, Any]:
+    """Complexes as a few concatenated plain tensors per key (what ``weights_only`` loads)."""
+    keys = sorted({key for c in complexes for key in c.keys()})
+    packed: dict[str, Any] = {}
+    for key in keys:
+        present = torch.tensor([key in c for c in complexes], dtype=torch.bool)
+        values = [c[key] for c in complexes if key in c]
+        first = values[0]
+        if isinstance(first, Tensor) and first.layout == torch.sparse_coo and first.dim() == 2 and first.dense_dim() == 0:
+            if any(not isinstance(v, Tensor) or v.layout != torch.sparse_coo or v.dim() != 2 or v.dtype != first.dtype for v in values):
+                raise TypeError(f"cannot cache {key!r}: mixed sparse and other values")
+            entry = {
+                "kind": "sparse",
+                "indices": torch.cat([v._indices() for v in values], dim=1),
+                "values": torch.cat([v._values() for v in values]),
+                "sizes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(-1, 2),
+                "nnz": torch.tensor([v._nnz() for v in values], dtype=torch.long),
+                "coalesced": torch.tensor([v.is_coalesced() for v in values], dtype=torch.bool),
+            }
+        elif isinstance(first, Tensor) and first.layout == torch.strided:
+            if any(not isinstance(v, Tensor) or v.layout != torch.strided or v.dim() != first.dim() or v.dtype != first.dtype for v in values):
+                raise TypeError(f"cannot cache {key!r}: tensors of different kinds")
+            entry = {
+                "kind": "dense",
+                "values": torch.cat([v.reshape(-1) for v in values]),
+                "shapes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(len(values), first.dim()),
+            }
+        elif isinstance(first, (bool, int, float)) and all(type(v) is type(first) for v in values):
+            entry = {"kind": type(first).__name__, "values": list(values)}
+        else:
+            raise TypeError(f"cannot cache {key!r} of type {type(first).__name__}")
+        entry["present"] = present
+        packed[key] = entry
+    return packed
+
+
+def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
+    """Inverse of :func:`_pack_complexes`; validates every entry (raises :class:`_CacheError`)."""
+    if not isinstance(packed, dict):
+        raise _CacheError(f"'complexes' is a {type(packed).__name__}, expected a dict")
+    items: list[dict[str, Any]] = [{} for _ in range(count)]
+    for key, entry in packed.items():
+        if not isinstance(key, str) or not isinstance(entry, dict):
+            raise _CacheError(f"entry {key!r} is not a dict")
+        present = entry.get("present")
+        if not isinstance(present, Tensor) or present.dtype != torch.bool or present.shape != (count,):
+            raise _CacheError(f"entry {key!r} has no valid 'present' mask")
+        owners = present.nonzero().view(-1).tolist()
+        kind = entry.get("kind")
+        if kind == "dense":
+            values, shapes = entry.get("values"), entry.get("shapes")
+            if not (isinstance(values, Tensor) and isinstance(shapes, Tensor) and values.dim() == 1
+                    and shapes.dtype == torch.long and shapes.dim() == 2 and len(shapes) == len(owners)
+                    and bool((shapes >= 0).all())):
+                raise _CacheError(f"dense entry {key!r} is malformed")
+            numels = shapes.prod(dim=1) if shapes.size(1) else torch.ones(len(owners), dtype=torch.long)
+            if int(numels.sum()) != values.numel():
+                raise _CacheError(f"dense entry {key!r}: shapes and values differ in size")
+            for owner, part, shape in zip(owners, values.split(numels.tolist()), shapes.tolist()):
+                items[owner][key] = part.view(shape)
+        elif kind == "sparse":
+            indices, values, sizes, nnz, coalesced = (
+                entry.get(name) for name in ("indices", "values", "sizes", "nnz", "coalesced")
+            )
+            tensors = (indices, values, sizes, nnz, coalesced)
+            if not (all(isinstance(t, Tensor) for t in tensors) and indices.dtype == torch.long
+                    and indices.dim() == 2 and indices.size(0) == 2 and values.dim() == 1
+                    and values.numel() == indices.size(1) and sizes.shape == (len(owners), 2)
+                    and nnz.shape == (len(owners),) and coalesced.shape == (len(owners),)
+                    and bool((nnz >= 0).all()) and bool((sizes >= 0).all()) and int(nnz.sum()) == values.numel()):
+                raise _CacheError(f"sparse entry {key!r} is malformed")
+            owner = torch.repeat_interleave(torch.arange(len(nnz)), nnz)  # matrix of each entry
+            if indices.numel() and (
+                int(indices.min()) < 0 or bool((indices[0] >= sizes[owner, 0]).any())
+                or bool((indices[1] >= sizes[owner, 1]).any())
+            ):
+                raise _CacheError(f"sparse entry {key!r} has indices outside its matrices")
+            counts = nnz.tolist()
+            for owner, idx, val, size, flag in zip(
+                owners, indices.split(counts, dim=1), values.split(counts), sizes.tolist(), coalesced.tolist()
+            ):
+                items[owner][key] = torch.sparse_coo_tensor(idx, val, size, is_coalesced=bool(flag), check_invariants=False)
+        elif kind in ("bool", "int", "float"):
+            values = entry.get("values")
+            expected = {"bool": bool, "int": int, "float": float}[kind]
+            if not isinstance(values, list) or len(values) != len(owners) or any(type(v) is not expected for v in values):
+                raise _CacheError(f"entry {key!r} is malformed")
+            for owner, value in zip(owners, values):
+                items[owner][key] = value
+        else:
+            raise _CacheError(f"entry {key!r} has an unknown kind {kind!r}")
+    return [ComplexData(**item) for item in items]
+
+
+def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Write processed complexes as plain tensors, atomically (a temporary file, then a rename).
+
+    The file holds only tensors, lists, ints and strings, so :func:`load_cache` reads it with
+    ``torch.load(weights_only=True)``: nothing in a cache folder is ever unpickled.
+
+    Parameters
+    ----------
+    payload : mapping
+        ``{"complexes": list of ComplexData, "split": dict of str to array or None}``.
+    path : path-like
+        Cache file.
+    """
+    path = Path(path)
+    complexes = list(payload["complexes"])
+    split = payload.get("split")
+    plain = {
+        "format": CACHE_FORMAT,
+        "count": len(complexes),
+        "complexes": _pack_complexes(complexes),
+        "split": None if split is None else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(handle)
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     try:
-        torch.save(obj, tmp)
+        torch.save(plain, tmp)
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        if tmp.exists():
+            tmp.unlink()
+
+
+def load_cache(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a :func:`save_cache` file with ``torch.load(weights_only=True)`` and validate it.
+
+    Parameters
+    ----------
+    path : path-like
+        Cache file.
+
+    Returns
+    -------
+    dict
+        ``{"complexes": list of ComplexData, "split": dict of str to numpy.ndarray or None}``.
+
+    Raises
+    ------
+    ValueError
+        When the file is truncated, damaged, not a cache file, or holds anything but plain
+        tensors (a pickle naming any other global is refused by ``weights_only``, unexecuted).
+    """
+    path = Path(path)
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, garbage, foreign pickles: all invalid
+        raise _CacheError(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
+    if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT:
+        raise _CacheError(f"not a cache file of this version (expected format {CACHE_FORMAT!r})")
+    count = raw.get("count")
+    if not isinstance(count, int) or count < 0:
+        raise _CacheError("no valid complex count")
+    complexes = _unpack_complexes(raw.get("complexes"), count)
+    split = raw.get("split")
+    if split is not None:
+        if not isinstance(split, dict) or set(split) != set(SPLITS):
+            raise _CacheError(f"'split' must be None or a dict with keys {list(SPLITS)}")
+        for name, idx in split.items():
+            if not isinstance(idx, Tensor) or idx.dtype != torch.long or idx.dim() != 1 or (
+                idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= count)
+            ):
+                raise _CacheError(f"split {name!r} is not a vector of complex indices")
+        split = {name: idx.numpy() for name, idx in split.items()}
+    return {"complexes": complexes, "split": split}
+
+
+_TMP = re.compile(r"^(?P<name>.+)\.(?P<host>[^.]+(?:\.[^.]+)*)\.(?P<pid>\d+)\.tmp$")
+
+
+def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
+    """Delete temporary files of saves that were killed (this host: their process is gone)."""
+    if not folder.is_dir():
+        return
+    host = socket.gethostname()
+    for tmp in folder.glob("*.tmp"):
+        match = _TMP.match(tmp.name)
+        try:
+            if match and match["host"] == host:
+                pid = int(match["pid"])
+                if pid == os.getpid():
+                    continue
+                try:
+                    os.kill(pid, 0)
+                    continue  # a running save of another process
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    continue
+            elif time.time() - tmp.stat().st_mtime < max_age:
+                continue  # possibly a save in progress on another machine (shared cache)
+            tmp.unlink()
+        except OSError:
+            continue
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise a ``PermissionError`` naming the cache folder when files cannot be written there."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test.{socket.gethostname()}.{os.getpid()}.tmp"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise PermissionError(
+            f"the cache folder {folder} is not writable ({error.strerror or error}): pass a writable "
+            "--cache-dir DIR (config: paths.cache_dir) or set $TOPOMODELX_ATTENTION_DATA"
+        ) from error
 
 
 def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: Any) -> DatasetInfo:
@@ -439,7 +635,11 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
             )
         if not is_integer:
             categorical[rank] = None
-    task = cfg.get("task", "classification")
+    labels = [c.y for c in complexes if "y" in c and c.y is not None]
+    if len(labels) != len(complexes):
+        raise ValueError(f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y")
+    y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
+    task = cfg.get("task") or ("regression" if y.is_floating_point() else "classification")
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
     metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
@@ -454,10 +654,25 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
             if "pe_0" not in first:
                 raise ValueError(f"the positional encoding {pe!r} wrote no pe_0")
             pe_channels = first["pe_0"].shape[1]
+    num_classes = cfg.get("num_classes")
+    if task == "classification":
+        if y.is_floating_point() and not bool((y == y.round()).all()):
+            raise ValueError(f"data set {cfg['name']} has non-integer labels: set dataset.task=regression")
+        found = int(y.max()) + 1 if y.numel() else 0
+        if int(y.min()) < 0:
+            raise ValueError(f"data set {cfg['name']} has negative class labels")
+        if num_classes is None:
+            num_classes = found  # read from the files
+        elif found > int(num_classes):
+            raise ValueError(
+                f"data set {cfg['name']} has labels up to {found - 1} but dataset.num_classes={num_classes}"
+            )
+    elif num_classes is None:
+        num_classes = y.size(1)
     return DatasetInfo(
         name=str(cfg["name"]),
         task=task,
-        out_channels=int(cfg.get("num_classes", 1)),
+        out_channels=int(num_classes),
         in_channels=in_channels,
         categorical=[None if c is None else [int(v) for v in c] for c in categorical],
         pe_channels=None if pe_channels is None else int(pe_channels),
@@ -503,12 +718,22 @@ def prepare_dataset(
     cache_file = cache / "processed" / str(dataset_cfg["name"]) / f"{key}.pt"
     split_cfg = dataset_cfg.get("split") or {}
     payload = None
-    if use_cache and cache_file.is_file():
-        payload = torch.load(cache_file, weights_only=False)
+    if use_cache:
+        _check_writable(cache_file.parent)  # before the lifting: fail fast
+        _clean_orphans(cache_file.parent)
+        if cache_file.is_file():
+            try:
+                payload = load_cache(cache_file)
+            except _CacheError as error:
+                warnings.warn(
+                    f"the cache file {cache_file} is invalid ({error}); it was deleted and is "
+                    "being rebuilt", stacklevel=2,
+                )
+                cache_file.unlink(missing_ok=True)
     if payload is None:
         payload = _process(dataset_cfg, lifting, pe, cache)
         if use_cache:
-            _save_atomic(payload, cache_file)
+            save_cache(payload, cache_file)
             description = {
                 "dataset": dataset_cfg, "lifting": _plain(lifting_cfg), "pe": _plain(pe_cfg),
                 "lifting_repr": repr(lifting), "pe_repr": repr(pe),

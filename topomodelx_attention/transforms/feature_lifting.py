@@ -19,19 +19,34 @@ _METHODS = ("sum", "mean", "concat")
 
 
 class FeatureLifting(BaseTransform):
-    """Fill missing ``x_r`` (``r >= 1``) from the vertex features ``x_0``.
+    """Fill missing ``x_r`` (``r >= 1``) from the vertex (or edge) features.
 
-    * ``"sum"`` (default): a cell's feature is the sum of the features of its vertices
-      (the CT paper sums vertex signals onto 2-cells);
+    * ``"sum"`` (default): a cell's feature is the sum of the features of its vertices;
     * ``"mean"``: their mean;
     * ``"concat"`` (edges only): ``[x_u, x_v]`` for the edge ``u → v`` (``u < v``), the CT
       paper's GCB setup.
 
+    What is computed is the *raw* feature vector of each cell: ``x_r[c] = Σ_{v ∈ c} x_0[v]``
+    (or the mean). The models embed every rank with its own encoder, so the embedding of a
+    2-cell is **not** the sum of the embedded vertex signals (only for an encoder that is
+    linear, without bias and shared between ranks would it be).
+
+    Two conventions for 2-cells (``x2_from``):
+
+    * ``"vertices"`` (default): the sum (mean) of the features of the 2-cell's vertices, as
+      for every other rank;
+    * ``"edges"``: the sum (mean) of the features ``x_1`` of its boundary edges —
+      TopoBench's projection feature lifting (``ProjectionSum``: ``x_r = |B_r|ᵀ x_{r-1}``).
+      With ``edge_method="sum"`` an edge carries ``x_u + x_v`` and every vertex of a cycle
+      lies on two of its edges, so this is twice the ``"vertices"`` sum for a cycle-bounded
+      2-cell; it differs when ``x_1`` are given edge features (``edge_attr``) or edges use
+      ``"concat"``/``"mean"``.
+
     Categorical (integer) vertex features stay integer where that is meaningful: ``"concat"``
     keeps the codes. Summing codes is meaningless, so ``"sum"``/``"mean"`` of integer features
     needs ``categorical_cardinalities`` (categories per column): the cell then gets the sum
-    (or mean) of the one-hot encodings of its vertices' categories — a bag of categories, whose
-    linear embedding equals the sum of the embedded vertex signals. Without it, an error says so.
+    (or mean) of the one-hot encodings of its vertices' categories — a bag of categories.
+    Without it, an error says so. ``x2_from="edges"`` needs floating-point ``x_1``.
 
     Ranks that already have ``x_r`` are left unchanged.
 
@@ -43,6 +58,9 @@ class FeatureLifting(BaseTransform):
         Lifting for edges (default: ``method``).
     categorical_cardinalities : sequence of int, optional
         Number of categories of each column of integer ``x_0``.
+    x2_from : {"vertices", "edges"}, default="vertices"
+        Source of the 2-cell features: vertex features ``x_0`` or edge features ``x_1``
+        (TopoBench's convention).
     """
 
     def __init__(
@@ -50,7 +68,12 @@ class FeatureLifting(BaseTransform):
         method: str = "sum",
         edge_method: str | None = None,
         categorical_cardinalities: Sequence[int] | None = None,
+        *,
+        x2_from: str = "vertices",
     ) -> None:
+        if x2_from not in ("vertices", "edges"):
+            raise ValueError(f"x2_from must be 'vertices' or 'edges', got {x2_from!r}")
+        self.x2_from = x2_from
         if method not in ("sum", "mean"):
             raise ValueError(f"method must be 'sum' or 'mean', got {method!r}")
         edge_method = method if edge_method is None else edge_method
@@ -67,7 +90,8 @@ class FeatureLifting(BaseTransform):
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}(method={self.method!r}, edge_method={self.edge_method!r}, "
-            f"categorical_cardinalities={self.categorical_cardinalities})"
+            f"categorical_cardinalities={self.categorical_cardinalities}, "
+            f"x2_from={self.x2_from!r})"
         )
 
     def _one_hot(self, x: Tensor) -> Tensor:
@@ -131,6 +155,9 @@ class FeatureLifting(BaseTransform):
             if f"x_{rank}" in data:
                 continue
             method = self.edge_method if rank == 1 else self.method
+            if rank == 2 and self.x2_from == "edges":
+                data["x_2"] = self._from_edges(data, boundaries[1])
+                continue
             cells = vertex_cells(boundaries, rank, x0.size(0))  # rows: vertices, cols: cells
             order = np.argsort(cells.cols, kind="stable")
             vertex = torch.from_numpy(cells.rows[order])
@@ -152,3 +179,20 @@ class FeatureLifting(BaseTransform):
             lifted = torch.from_numpy(lifted).to(one_hot.device)
             data[f"x_{rank}"] = lifted
         return data
+
+    def _from_edges(self, data: ComplexData, boundary: Coo) -> Tensor:
+        """``x_2 = |B_2|ᵀ x_1`` (sum) or its mean over the boundary edges."""
+        x1 = data.x_1
+        if not x1.is_floating_point():
+            raise ValueError(
+                "x2_from='edges' sums edge features, but x_1 holds integer (categorical) codes: "
+                "one-hot encode them first or use x2_from='vertices'"
+            )
+        n_cells = boundary.shape[1]
+        source = x1.detach().cpu().numpy()
+        lifted = np.zeros((n_cells, source.shape[1]), dtype=source.dtype)
+        np.add.at(lifted, boundary.cols, source[boundary.rows])
+        if self.method == "mean":
+            counts = np.bincount(boundary.cols, minlength=n_cells).clip(min=1)
+            lifted = lifted / counts[:, None].astype(lifted.dtype)
+        return torch.from_numpy(lifted).to(x1.device)

@@ -25,6 +25,7 @@ from topomodelx_attention.data import ComplexData, shared_face_counts
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.transforms.pe_utils import (
     DENSE_THRESHOLD,
+    EIGH_THRESHOLD,
     as_matrix,
     boundary_coos,
     check_dim,
@@ -114,7 +115,10 @@ class LaplacianNodeId(BaseTransform):
         the ``dim`` smallest, or — as TokenGT does for large graphs (Appendix A.4.3) — the
         ``ceil(dim / 2)`` smallest and ``floor(dim / 2)`` largest.
     dense_threshold : int, default=DENSE_THRESHOLD
-        Graphs with at most this many nodes use dense ``eigh``, larger ones ``eigsh``.
+        Graphs with at most this many nodes are built as dense arrays, larger ones as CSR.
+    eigh_threshold : int, default=EIGH_THRESHOLD
+        Graphs with at most this many nodes use dense ``eigh``, larger ones the iterative
+        solvers of :func:`~topomodelx_attention.transforms.pe_utils.smallest_eigenpairs`.
 
     Notes
     -----
@@ -125,13 +129,19 @@ class LaplacianNodeId(BaseTransform):
     """
 
     def __init__(
-        self, dim: int, select: str = "smallest", dense_threshold: int = DENSE_THRESHOLD
+        self,
+        dim: int,
+        select: str = "smallest",
+        dense_threshold: int = DENSE_THRESHOLD,
+        *,
+        eigh_threshold: int = EIGH_THRESHOLD,
     ) -> None:
         self.dim = check_dim(dim)
         if select not in ("smallest", "smallest_largest"):
             raise ValueError(f"select must be 'smallest' or 'smallest_largest', got {select!r}")
         self.select = select
         self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
+        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(dim={self.dim}, select={self.select!r})"
@@ -155,13 +165,13 @@ class LaplacianNodeId(BaseTransform):
         laplacian = normalized_laplacian(as_matrix(adjacency, dense))
         if n > self.dim and self.select == "smallest_largest":
             low, high = (self.dim + 1) // 2, self.dim // 2
-            _, smallest = smallest_eigenpairs(laplacian, low, False, self.dense_threshold)
+            _, smallest = smallest_eigenpairs(laplacian, low, False, self.eigh_threshold)
             # largest eigenvalues of L = smallest of the PSD matrix 2I - L (spectrum in [0, 2])
             flipped = diag_matrix(np.full(n, 2.0), dense) - laplacian
-            _, largest = smallest_eigenpairs(flipped, high, False, self.dense_threshold)
+            _, largest = smallest_eigenpairs(flipped, high, False, self.eigh_threshold)
             vectors = np.hstack([smallest, largest[:, ::-1]])
         else:
-            _, vectors = smallest_eigenpairs(laplacian, self.dim, False, self.dense_threshold)
+            _, vectors = smallest_eigenpairs(laplacian, self.dim, False, self.eigh_threshold)
         data.node_id = torch.from_numpy(pad_columns(vectors, self.dim).astype(np.float32))
         return data
 
@@ -189,6 +199,16 @@ class OrthogonalRandomNodeId(BaseTransform):
         so evaluation is reproducible across runs and processes. ``True``: fresh identifiers
         at every call (training-time augmentation), drawn from PyTorch's global generator
         (reseeded per DataLoader worker, unlike a generator stored on the transform).
+
+    Notes
+    -----
+    *Which default, and why.* TokenGT draws the ORFs at random, anew for every forward pass
+    during training (Appendix A.3.1): use ``resample=True`` as a *training-time* transform
+    (applied to each batch or sample, never cached). The class default is ``resample=False``
+    because this transform is also used as a dataset ``pre_transform`` (cached on disk) and
+    for evaluation, where identifiers must be reproducible: a cached "random" draw would be
+    one fixed draw per graph for the whole training, i.e. the model would memorise
+    identifiers instead of learning their invariance.
     """
 
     def __init__(self, dim: int, seed: int = 0, resample: bool = False) -> None:

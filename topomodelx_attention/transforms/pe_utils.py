@@ -9,8 +9,9 @@ One helper per idea, used by every encoding:
   helpers below accept either;
 * :func:`pad_columns` — zero-padding (or truncation) to the output width ``dim``;
 * :func:`canonical_signs` — the deterministic sign convention of eigenvector encodings;
-* :func:`smallest_eigenpairs` — symmetric eigensolver: dense :func:`numpy.linalg.eigh` for
-  small matrices, :func:`scipy.sparse.linalg.eigsh` (shift-invert) above a size threshold;
+* :func:`smallest_eigenpairs` — symmetric eigensolver: dense :func:`numpy.linalg.eigh` up to
+  a few thousand rows, :func:`scipy.sparse.linalg.eigsh` (shift-invert) above, with bounded
+  fallbacks (dense ``eigh``, LOBPCG) when it does not converge;
 * :func:`normalized_laplacian` — ``I - D^{-1/2} A D^{-1/2}`` with isolated vertices handled;
 * :func:`column_stochastic` and :func:`return_probabilities` — random walks and
   ``diag(RW^t)``, ``t = 1..steps``, as repeated matrix products (sparse for large operators).
@@ -21,19 +22,27 @@ Everything is computed in float64; the transforms cast their outputs to float32.
 from __future__ import annotations
 
 import numbers
+import re
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh
+import torch
+from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
 from torch import Tensor
 from torch_geometric.data import Data
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.coo import Coo
 
+_TOPOBENCH_KEY = re.compile(r"^(x|incidence)_(\d+)$")
+
 __all__ = [
+    "DENSE_FALLBACK",
     "DENSE_THRESHOLD",
+    "EIGH_THRESHOLD",
     "KERNEL_TOL",
+    "MAX_ITERATIVE_PAIRS",
     "Matrix",
     "as_matrix",
     "boundary_coos",
@@ -43,16 +52,31 @@ __all__ = [
     "column_stochastic",
     "diag_matrix",
     "normalized_laplacian",
+    "orient_boundaries",
     "pad_columns",
     "pattern",
     "return_probabilities",
     "scale_columns",
     "smallest_eigenpairs",
+    "topobench_cell_counts",
 ]
 
 DENSE_THRESHOLD: int = 512
-"""Operators with at most this many rows are dense arrays (``eigh``, dense products); larger
-ones are CSR matrices (``eigsh``, sparse products)."""
+"""Operators with at most this many rows are dense arrays (dense products); larger ones are
+CSR matrices (sparse products). The eigensolver choice is :data:`EIGH_THRESHOLD`."""
+
+EIGH_THRESHOLD: int = 2048
+"""Symmetric eigenproblems of at most this size are solved by dense ``eigh`` (about 1 s at
+1,500, 6 s at 2,048 on one core), larger ones iteratively (:func:`smallest_eigenpairs`)."""
+
+DENSE_FALLBACK: int = 4096
+"""Largest size solved by dense ``eigh`` when the iterative solvers fail (about a minute)."""
+
+MAX_ITERATIVE_PAIRS: int = 256
+"""Most eigenpairs asked from ARPACK at once (its cost grows with their square)."""
+
+_FILL_DENSITY = 0.02
+"""Sparse walks denser than this (and at most ``DENSE_FALLBACK`` rows) are powered densely."""
 
 KERNEL_TOL: float = 1e-8
 """Eigenvalues ``<= KERNEL_TOL * scale`` count as zero (``scale`` bounds the spectral radius)."""
@@ -88,7 +112,11 @@ def check_dim(dim: int, name: str = "dim", minimum: int = 1) -> int:
 
 
 def check_single_complex(data: object, transform: str) -> list[int]:
-    """Check that ``data`` is one :class:`ComplexData` (not a batch) and return its cell counts.
+    """Check that ``data`` is one complex (not a batch) and return its cell counts.
+
+    Accepts a :class:`ComplexData` and any PyG :class:`~torch_geometric.data.Data` carrying
+    the TopoBench keys of a lifted complex (``x_r`` and/or ``incidence_r``, see
+    :func:`topobench_cell_counts`).
 
     Parameters
     ----------
@@ -100,15 +128,16 @@ def check_single_complex(data: object, transform: str) -> list[int]:
     Returns
     -------
     list of int
-        ``[n_0, ..., n_R]`` (read from ``shape``, falling back to :meth:`ComplexData.cell_counts`).
+        ``[n_0, ..., n_R]`` (read from ``shape``, falling back to :meth:`ComplexData.cell_counts`
+        or to the shapes of ``x_r`` / ``incidence_r``).
     """
-    if not isinstance(data, ComplexData):
-        hint = (
-            " (a graph: lift it first, e.g. with CellCycleLifting or SimplicialCliqueLifting)"
-            if isinstance(data, Data)
-            else ""
+    if not isinstance(data, Data):
+        raise TypeError(
+            f"{transform} expects a ComplexData or a torch_geometric Data with TopoBench keys "
+            f"(x_r, incidence_r), got {type(data).__name__}"
         )
-        raise TypeError(f"{transform} expects a ComplexData, got {type(data).__name__}{hint}")
+    if not isinstance(data, ComplexData):
+        return topobench_cell_counts(data, transform)
     shape = getattr(data, "shape", None)
     if isinstance(shape, Tensor) and shape.dim() == 2 and shape.size(0) > 1:
         raise ValueError(
@@ -123,15 +152,85 @@ def check_single_complex(data: object, transform: str) -> list[int]:
     return counts
 
 
-def boundary_coos(data: ComplexData, signed: bool, max_rank: int | None = None) -> list[Coo]:
-    """Boundary matrices ``[B_1, ..., B_R]`` of one complex as :class:`Coo` triplets.
+def topobench_cell_counts(data: Data, transform: str) -> list[int]:
+    """Cell counts ``[n_0, ..., n_R]`` of one complex stored with TopoBench keys.
 
-    Reads the coalesced ``signed_incidence_r`` (``signed``) or ``incidence_r`` tensors
-    without copying them through SciPy.
+    TopoBench's liftings produce a plain :class:`~torch_geometric.data.Data` with ``x_r``
+    (features), ``incidence_r`` (**unsigned** ``(n_{r-1}, n_r)`` sparse tensors), Laplacians
+    and adjacencies, and often ``shape`` (a list of cell counts). ``R`` is the largest rank
+    with an ``x_r`` or ``incidence_r`` key; ``n_r`` comes from ``shape`` when present, else
+    from ``x_r`` rows, else from the incidence shapes.
 
     Parameters
     ----------
-    data : ComplexData
+    data : torch_geometric.data.Data
+        One lifted complex (not a batch).
+    transform : str
+        Name of the calling transform, for error messages.
+
+    Returns
+    -------
+    list of int
+        ``[n_0, ..., n_R]``.
+    """
+    ranks = {
+        int(m.group(2))
+        for key in data.keys()
+        if (m := _TOPOBENCH_KEY.match(key)) and (m.group(1) == "x" or int(m.group(2)) >= 1)
+    }
+    if not ranks:
+        raise TypeError(
+            f"{transform} expects a ComplexData or a Data with TopoBench keys (x_0, incidence_1, "
+            f"...), got a {type(data).__name__} without them (a graph: lift it first, e.g. with "
+            "CellCycleLifting or SimplicialCliqueLifting)"
+        )
+    batch = data.get("batch_0", data.get("batch", None))
+    if isinstance(batch, Tensor) and batch.numel() and int(batch.max()) > 0:
+        raise ValueError(f"{transform} encodes one complex at a time, got a batch")
+    max_rank = max(ranks)
+    counts: list[int | None] = [None] * (max_rank + 1)
+    shape = data.get("shape", None)
+    if shape is not None:
+        flat = torch.as_tensor(shape).reshape(-1).tolist() if not isinstance(shape, list) else shape
+        if isinstance(shape, Tensor) and shape.dim() == 2 and shape.size(0) > 1:
+            raise ValueError(f"{transform} encodes one complex at a time, got a batch")
+        if all(isinstance(v, numbers.Integral) for v in flat) and len(flat) >= max_rank + 1:
+            counts = [int(v) for v in flat[: max_rank + 1]]
+    for rank in range(max_rank + 1):
+        sizes = set()
+        if isinstance(data.get(f"x_{rank}", None), Tensor):
+            sizes.add(int(data[f"x_{rank}"].size(0)))
+        if rank >= 1 and isinstance(data.get(f"incidence_{rank}", None), Tensor):
+            sizes.add(int(data[f"incidence_{rank}"].size(1)))
+        if rank < max_rank and isinstance(data.get(f"incidence_{rank + 1}", None), Tensor):
+            sizes.add(int(data[f"incidence_{rank + 1}"].size(0)))
+        if counts[rank] is not None:
+            sizes.add(counts[rank])
+        if len(sizes) > 1:
+            raise ValueError(
+                f"{transform}: inconsistent numbers of {rank}-cells {sorted(sizes)} in shape, "
+                f"x_{rank} and incidence_{rank}/incidence_{rank + 1}"
+            )
+        if not sizes:
+            raise ValueError(
+                f"{transform}: cannot tell how many {rank}-cells the complex has: give "
+                f"x_{rank}, incidence_{rank + 1} or shape"
+            )
+        counts[rank] = sizes.pop()
+    return counts
+
+
+def boundary_coos(data: Data, signed: bool, max_rank: int | None = None) -> list[Coo]:
+    """Boundary matrices ``[B_1, ..., B_R]`` of one complex as :class:`Coo` triplets.
+
+    Reads the coalesced ``signed_incidence_r`` (``signed``) or ``incidence_r`` tensors
+    without copying them through SciPy. When ``signed`` boundaries are asked for but the
+    complex only has unsigned ``incidence_r`` keys (TopoBench's convention), an orientation
+    is recovered with :func:`orient_boundaries` (ranks 1 and 2 only).
+
+    Parameters
+    ----------
+    data : ComplexData or torch_geometric.data.Data
         One complex.
     signed : bool
         Oriented (``B_r``) or unsigned (``|B_r|``) boundaries.
@@ -143,20 +242,142 @@ def boundary_coos(data: ComplexData, signed: bool, max_rank: int | None = None) 
     list of Coo
         ``B_r`` of shape ``(n_{r-1}, n_r)`` for ``r = 1..R``.
     """
+    if max_rank is None:
+        max_rank = (
+            data.max_rank
+            if isinstance(data, ComplexData)
+            else len(check_single_complex(data, "boundary_coos")) - 1
+        )
+    if (
+        signed
+        and max_rank >= 1
+        and all(f"signed_incidence_{r}" not in data for r in range(1, max_rank + 1))
+        and all(f"incidence_{r}" in data for r in range(1, max_rank + 1))
+    ):
+        return orient_boundaries(boundary_coos(data, signed=False, max_rank=max_rank))
     name = "signed_incidence" if signed else "incidence"
     out = []
-    for rank in range(1, (data.max_rank if max_rank is None else max_rank) + 1):
-        tensor = getattr(data, f"{name}_{rank}", None)
-        if tensor is None:
-            tensor = data.neighborhood(name, rank)  # raises a ValueError naming the key
+    for rank in range(1, max_rank + 1):
+        tensor = data.get(f"{name}_{rank}", None)
+        if not isinstance(tensor, Tensor):
+            raise ValueError(
+                f"this complex has no {name}_{rank} key; it is needed here"
+                + (" (or unsigned incidence_r keys for every rank)" if signed else "")
+            )
         tensor = tensor.detach().cpu()
+        if not tensor.is_sparse:
+            tensor = tensor.to_sparse()
         if not tensor.is_coalesced():
-            out.append(Coo.from_torch(tensor))
+            out.append(Coo.from_torch(tensor.coalesce()))
             continue
         rows, cols = tensor._indices().numpy().astype(np.int64)
         vals = tensor._values().numpy().astype(np.float64)
         out.append(Coo(rows, cols, vals, (int(tensor.shape[0]), int(tensor.shape[1]))))
     return out
+
+
+def orient_boundaries(unsigned: list[Coo]) -> list[Coo]:
+    """Oriented boundaries ``[B_1, B_2]`` recovered from unsigned incidences ``[|B_1|, |B_2|]``.
+
+    TopoBench stores unsigned incidences; the signed Hodge Laplacian (HodgeLapPE, Slepians)
+    needs an orientation. One exists canonically here, the one of
+    :class:`~topomodelx_attention.transforms.CellCycleLifting`:
+
+    * an edge ``{u, v}`` with ``u < v`` is oriented ``u → v``: ``B_1[u, e] = -1``,
+      ``B_1[v, e] = +1``;
+    * a 2-cell whose boundary edges form one simple cycle is oriented by walking that cycle
+      from its smallest vertex towards the smaller of its two cycle neighbours:
+      ``B_2[e, c] = +1`` when the walk traverses ``e`` as ``u → v`` (``u < v``), else ``-1``.
+      Walking a closed cycle makes ``B_1 B_2 = 0``.
+
+    Parameters
+    ----------
+    unsigned : list of Coo
+        ``[|B_1|]`` or ``[|B_1|, |B_2|]`` (values ignored).
+
+    Returns
+    -------
+    list of Coo
+        ``[B_1]`` or ``[B_1, B_2]``, signed.
+
+    Raises
+    ------
+    ValueError
+        For a complex of rank above 2 (no canonical orientation from unsigned incidences: give
+        ``signed_incidence_r``), an edge without exactly two vertices, or a 2-cell whose edges
+        do not form one simple cycle.
+    """
+    if len(unsigned) > 2:
+        raise ValueError(
+            f"only unsigned incidences of a rank-{len(unsigned)} complex were given: an "
+            "orientation can only be recovered up to rank 2; give signed_incidence_r keys "
+            "(oriented boundary matrices) for every rank"
+        )
+    if not unsigned:
+        return []
+    b1 = unsigned[0].pattern()
+    n_edges = b1.shape[1]
+    per_edge = np.bincount(b1.cols, minlength=n_edges)
+    if n_edges and not (per_edge == 2).all():
+        raise ValueError(
+            "incidence_1 has edges without exactly two vertices; give signed_incidence_1"
+        )
+    order = np.lexsort((b1.rows, b1.cols))  # per edge: lower vertex first
+    ends = b1.rows[order].reshape(n_edges, 2)
+    signed = [
+        Coo.build(
+            ends.reshape(-1),
+            np.repeat(np.arange(n_edges), 2),
+            np.tile([-1.0, 1.0], n_edges),
+            b1.shape,
+        )
+    ]
+    if len(unsigned) == 1:
+        return signed
+    b2 = unsigned[1].pattern()
+    if b2.shape[1] == 0:
+        return [*signed, Coo.build([], [], [], b2.shape)]
+    rows, cols, vals = [], [], []
+    order = np.argsort(b2.cols, kind="stable")
+    cell_edges = np.split(
+        b2.rows[order], np.cumsum(np.bincount(b2.cols, minlength=b2.shape[1]))[:-1]
+    )
+    for cell, edges in enumerate(cell_edges):
+        neighbours: dict[int, list[int]] = {}
+        for u, v in ends[edges]:
+            neighbours.setdefault(int(u), []).append(int(v))
+            neighbours.setdefault(int(v), []).append(int(u))
+        walk = _walk_cycle(neighbours)
+        if walk is None or len(walk) != len(edges):
+            raise ValueError(
+                f"2-cell {cell}: its boundary edges do not form one simple cycle, so no "
+                "orientation can be recovered from the unsigned incidence_2; give "
+                "signed_incidence_1 and signed_incidence_2"
+            )
+        tails = np.array(walk)
+        heads = np.roll(tails, -1)
+        low, high = np.minimum(tails, heads), np.maximum(tails, heads)
+        key = {(int(a), int(b)): int(e) for e, (a, b) in zip(edges, ends[edges])}
+        rows += [key[(int(a), int(b))] for a, b in zip(low, high)]
+        cols += [cell] * len(walk)
+        vals += np.where(tails < heads, 1.0, -1.0).tolist()
+    signed.append(Coo.build(rows, cols, vals, b2.shape))
+    return signed
+
+
+def _walk_cycle(neighbours: dict[int, list[int]]) -> list[int] | None:
+    """Vertices of a simple cycle from the smallest, towards its smaller neighbour; else None."""
+    if len(neighbours) < 2 or any(len(v) != 2 for v in neighbours.values()):
+        return None
+    start = min(neighbours)
+    walk, previous, current = [start], start, min(neighbours[start])
+    while current != start:
+        walk.append(current)
+        first, second = neighbours[current]
+        previous, current = current, (second if first == previous else first)
+        if len(walk) > len(neighbours):
+            return None
+    return walk if len(walk) == len(neighbours) else None
 
 
 def as_matrix(coo: Coo, dense: bool) -> Matrix:
@@ -279,16 +500,29 @@ def smallest_eigenpairs(
     matrix: np.ndarray | sp.spmatrix,
     k: int,
     drop_kernel: bool,
-    dense_threshold: int = DENSE_THRESHOLD,
+    eigh_threshold: int = EIGH_THRESHOLD,
     tol: float = KERNEL_TOL,
+    *,
+    dense_fallback: int = DENSE_FALLBACK,
+    max_pairs: int = MAX_ITERATIVE_PAIRS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eigenpairs of the ``k`` smallest eigenvalues of a symmetric positive semi-definite matrix.
 
-    Symmetric solvers only: :func:`numpy.linalg.eigh` on the dense matrix when it has at most
-    ``dense_threshold`` rows, otherwise :func:`scipy.sparse.linalg.eigsh` in shift-invert mode
-    around a small negative shift (deterministic start vector), asking for more pairs until
-    ``k`` non-kernel ones are found (falling back to the dense solver when that would need
-    almost all of them).
+    Symmetric solvers only, chosen by size, each with a bounded cost:
+
+    1. ``n <= eigh_threshold``: dense :func:`numpy.linalg.eigh` (a 1,500 × 1,500 matrix takes
+       about a second; it never fails to converge).
+    2. Larger: :func:`scipy.sparse.linalg.eigsh` in shift-invert mode around the small
+       negative shift ``σ = -0.01 · scale`` (``L - σI`` is positive definite, so its sparse
+       LU factorisation exists; deterministic start vector). With ``drop_kernel`` it asks for
+       ``k + 8`` pairs, doubling while fewer than ``k`` of them lie above the kernel
+       threshold, but never beyond ``max_pairs`` pairs (ARPACK's cost grows with the square
+       of the number of pairs: a large kernel made it run for minutes).
+    3. When ``eigsh`` does not converge (:class:`~scipy.sparse.linalg.ArpackNoConvergence`) or
+       the kernel is larger than ``max_pairs``: dense ``eigh`` when ``n <= dense_fallback``,
+       otherwise :func:`scipy.sparse.linalg.lobpcg` (smallest eigenvalues, the kernel
+       vectors already found as constraints, bounded iterations); if that does not reach
+       ``k`` non-kernel pairs either, a :class:`RuntimeError` says so.
 
     Parameters
     ----------
@@ -298,12 +532,16 @@ def smallest_eigenpairs(
         Number of eigenpairs wanted (fewer are returned when fewer exist).
     drop_kernel : bool
         Skip the eigenvalues ``<= tol * scale`` (the numerical kernel; ``scale`` is the spectral
-        radius, or its bound the largest absolute row sum on the ``eigsh`` path) before
+        radius, or its bound the largest absolute row sum on the iterative paths) before
         taking ``k``.
-    dense_threshold : int, default=DENSE_THRESHOLD
-        Largest size solved densely.
+    eigh_threshold : int, default=EIGH_THRESHOLD
+        Largest size solved by dense ``eigh`` directly.
     tol : float, default=KERNEL_TOL
         Relative kernel tolerance.
+    dense_fallback : int, default=DENSE_FALLBACK
+        Largest size solved by dense ``eigh`` when the iterative solver fails.
+    max_pairs : int, default=MAX_ITERATIVE_PAIRS
+        Most eigenpairs asked from ``eigsh`` at once.
 
     Returns
     -------
@@ -316,9 +554,16 @@ def smallest_eigenpairs(
     if n == 0 or k < 1:
         return np.zeros(0), np.zeros((n, 0))
     values = vectors = None
-    if n > dense_threshold:
+    if n > eigh_threshold:
         threshold = tol * _spectral_scale(matrix)
-        values, vectors = _eigsh_smallest(sp.csr_matrix(matrix), k, drop_kernel, threshold)
+        values, vectors = _iterative_smallest(
+            sp.csr_matrix(matrix, dtype=np.float64),
+            k,
+            drop_kernel,
+            threshold,
+            use_dense=n <= dense_fallback,
+            max_pairs=max_pairs,
+        )
     if values is None:
         dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=np.float64)
         values, vectors = np.linalg.eigh(dense)
@@ -327,26 +572,75 @@ def smallest_eigenpairs(
     return values[start : start + k], canonical_signs(vectors[:, start : start + k])
 
 
-def _eigsh_smallest(
-    matrix: sp.csr_matrix, k: int, drop_kernel: bool, threshold: float
+def _iterative_smallest(
+    matrix: sp.csr_matrix,
+    k: int,
+    drop_kernel: bool,
+    threshold: float,
+    use_dense: bool,
+    max_pairs: int,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Shift-invert ``eigsh`` for the smallest eigenpairs; ``(None, None)`` means "use dense"."""
+    """Shift-invert ``eigsh``, then LOBPCG; ``(None, None)`` means "use dense ``eigh``"."""
     n = matrix.shape[0]
     start = np.random.default_rng(0).standard_normal(n)  # deterministic Krylov start
     sigma = -1e-2 * _spectral_scale(matrix)
-    wanted = k + (8 if drop_kernel else 0)
-    while True:
-        if wanted >= n - 1:
-            return None, None
-        values, vectors = eigsh(
-            matrix.astype(np.float64), k=wanted, sigma=sigma, which="LM", v0=start
-        )
+    wanted = min(k + (8 if drop_kernel else 0), n - 2)
+    values = vectors = None
+    while 1 <= wanted <= max(max_pairs, k):
+        try:
+            values, vectors = eigsh(
+                matrix, k=wanted, sigma=sigma, which="LM", v0=start, maxiter=max(1000, 20 * n)
+            )
+        except ArpackNoConvergence:
+            values = vectors = None
+            break
         order = np.argsort(values)
         values, vectors = values[order], vectors[:, order]
         found = int((values > threshold).sum()) if drop_kernel else wanted
         if found >= k:
             return values, vectors
-        wanted = min(2 * wanted, n - 1)
+        if wanted >= n - 2:
+            break
+        wanted = min(2 * wanted, n - 2)
+    if use_dense:
+        return None, None
+    kernel = vectors[:, values <= threshold] if values is not None and drop_kernel else None
+    return _lobpcg_smallest(matrix, k, drop_kernel, threshold, kernel)
+
+
+def _lobpcg_smallest(
+    matrix: sp.csr_matrix,
+    k: int,
+    drop_kernel: bool,
+    threshold: float,
+    kernel: np.ndarray | None,
+    maxiter: int = 500,
+) -> tuple[np.ndarray, np.ndarray]:
+    """LOBPCG for the smallest eigenpairs, orthogonal to the known kernel vectors ``kernel``."""
+    n = matrix.shape[0]
+    width = min(k + (8 if drop_kernel else 2), n // 3)
+    guess = np.random.default_rng(1).standard_normal((n, max(width, 1)))
+    constraints = kernel if kernel is not None and kernel.shape[1] else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "did not converge" is checked below
+        values, vectors = lobpcg(
+            matrix, guess, Y=constraints, largest=False, tol=1e-8, maxiter=maxiter
+        )
+    order = np.argsort(values)
+    values, vectors = values[order], vectors[:, order]
+    residual = np.linalg.norm(matrix @ vectors - vectors * values, axis=0)
+    converged = residual <= 1e-4 * max(1.0, float(np.abs(values).max()))
+    found = int(((values > threshold) & converged).sum()) if drop_kernel else int(converged.sum())
+    if found < min(k, n - (0 if constraints is None else constraints.shape[1])):
+        raise RuntimeError(
+            f"no eigensolver converged on this {n} x {n} matrix within the iteration budget "
+            f"(eigsh shift-invert, then LOBPCG with {maxiter} iterations); raise "
+            "dense_fallback to solve it densely (O(n^3) time, 8 n^2 bytes)"
+        )
+    if constraints is not None:  # the kernel vectors count as eigenvalue 0 (dropped later)
+        values = np.concatenate([np.zeros(constraints.shape[1]), values])
+        vectors = np.hstack([constraints, vectors])
+    return values, vectors
 
 
 def normalized_laplacian(adjacency: Matrix) -> Matrix:
@@ -407,7 +701,8 @@ def return_probabilities(transition: Matrix, steps: int, symmetric: bool = False
     input, SciPy sparse products for a CSR input). For a symmetric matrix ``S`` only the
     powers up to ``ceil(steps / 2)`` are formed: ``diag(S^{2h}) = Σ_j (S^h)_{ij}²`` and
     ``diag(S^{2h+1}) = Σ_j (S^h)_{ij} (S^{h+1})_{ij}`` — half the products, and less fill-in
-    on the sparse path. A reversible walk ``RW = A D^{-1}`` has the same return
+    on the sparse path. A sparse input with more than 2 % nonzeros (and at most
+    ``DENSE_FALLBACK`` rows) is powered densely: its powers fill in within a few steps. A reversible walk ``RW = A D^{-1}`` has the same return
     probabilities as its symmetric similar ``D^{-1/2} RW D^{1/2} = D^{-1/2} A D^{-1/2}``.
 
     Parameters
@@ -429,6 +724,9 @@ def return_probabilities(transition: Matrix, steps: int, symmetric: bool = False
     out = np.zeros((n, steps), dtype=np.float64)
     if n == 0 or steps < 1:
         return out
+    if sp.issparse(transition) and n <= DENSE_FALLBACK and transition.nnz > _FILL_DENSITY * n * n:
+        # dense enough that its powers fill in: dense BLAS products beat sparse ones
+        transition = transition.toarray()
     if not symmetric:
         power = transition
         for t in range(steps):

@@ -47,9 +47,11 @@ from topomodelx_attention.data import ComplexData, shared_face_counts
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.transforms.pe_utils import (
     DENSE_THRESHOLD,
+    EIGH_THRESHOLD,
     Matrix,
     as_matrix,
     boundary_coos,
+    canonical_signs,
     check_dim,
     check_single_complex,
     column_stochastic,
@@ -259,6 +261,12 @@ class CellPositionalEncoding(BaseTransform):
     """Whether the columns are eigenvectors, i.e. carry an arbitrary sign (see
     :class:`RandomSignFlip`)."""
 
+    per_rank: ClassVar[bool] = False
+    """Whether each rank has its own columns (a *local* encoding: one eigenproblem per rank, so
+    column ``i`` of ``pe_0`` and of ``pe_1`` are unrelated vectors with independent signs) or
+    one global column is split over the ranks. Written as ``data.pe_per_rank`` (a 0/1 long tensor
+    of shape ``(1,)``) for :class:`RandomSignFlip`."""
+
     def __init__(self, dim: int) -> None:
         self.dim = check_dim(dim)
 
@@ -295,12 +303,13 @@ class CellPositionalEncoding(BaseTransform):
 
         Returns
         -------
-        ComplexData
-            The (shallow-copied) complex with the ``pe_r`` keys.
+        ComplexData or torch_geometric.data.Data
+            The input with the ``pe_r`` keys and ``pe_per_rank`` (see :attr:`per_rank`).
         """
         counts = check_single_complex(data, self.__class__.__name__)
         for rank, encoding in enumerate(self.encode(data, counts)):
             data[f"pe_{rank}"] = torch.from_numpy(np.ascontiguousarray(encoding, dtype=np.float32))
+        data.pe_per_rank = torch.tensor([int(self.per_rank)])
         return data
 
 
@@ -332,8 +341,11 @@ class BarycentricSubdivisionPE(CellPositionalEncoding):
     keep_kernel : bool, default=False
         Keep the trivial eigenvectors (eigenvalue 0) in front.
     dense_threshold : int, default=DENSE_THRESHOLD
+        Graphs with at most this many cells are built as dense arrays, larger ones as CSR.
+    eigh_threshold : int, default=EIGH_THRESHOLD
         Graphs with at most this many cells are solved with dense ``eigh``; larger ones with
-        sparse ``eigsh``.
+        the iterative solvers of
+        :func:`~topomodelx_attention.transforms.pe_utils.smallest_eigenpairs`.
 
     Notes
     -----
@@ -356,11 +368,17 @@ class BarycentricSubdivisionPE(CellPositionalEncoding):
     eigenvector_based = True
 
     def __init__(
-        self, dim: int, keep_kernel: bool = False, dense_threshold: int = DENSE_THRESHOLD
+        self,
+        dim: int,
+        keep_kernel: bool = False,
+        dense_threshold: int = DENSE_THRESHOLD,
+        *,
+        eigh_threshold: int = EIGH_THRESHOLD,
     ) -> None:
         super().__init__(dim)
         self.keep_kernel = bool(keep_kernel)
         self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
+        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
 
     def _params(self) -> str:
         return f"dim={self.dim}, keep_kernel={self.keep_kernel}"
@@ -371,7 +389,7 @@ class BarycentricSubdivisionPE(CellPositionalEncoding):
             normalized_laplacian(adjacency),
             self.dim,
             drop_kernel=not self.keep_kernel,
-            dense_threshold=self.dense_threshold,
+            eigh_threshold=self.eigh_threshold,
         )
         return _split_ranks(pad_columns(vectors, self.dim), offsets)
 
@@ -421,6 +439,8 @@ class CellularRandomWalkPE(CellPositionalEncoding):
         Walks on at most this many cells use dense matrix products, larger ones sparse ones.
     """
 
+    per_rank = True
+
     def __init__(self, dim: int, dense_threshold: int = DENSE_THRESHOLD) -> None:
         super().__init__(dim)
         self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
@@ -468,6 +488,26 @@ def hodge_laplacians(
     return out
 
 
+def _nonzero_gram_pairs(
+    boundary: Coo, k: int, eigh_threshold: int, dense_threshold: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the ``k`` smallest nonzero eigenpairs of ``Bᵀ B`` (vectors of length ``n_cols``).
+
+    Solved on the smaller of ``Bᵀ B`` and ``B Bᵀ``: they share their nonzero eigenvalues, and
+    ``B Bᵀ u = λ u`` gives the unit eigenvector ``v = Bᵀ u / √λ`` of ``Bᵀ B``.
+    """
+    n, m = boundary.shape
+    if n == 0 or m == 0:
+        return np.zeros(0), np.zeros((m, 0))
+    matrix = as_matrix(boundary, max(n, m) <= dense_threshold)
+    small_side = n < m
+    gram = matrix @ matrix.T if small_side else matrix.T @ matrix
+    values, vectors = smallest_eigenpairs(gram, k, drop_kernel=True, eigh_threshold=eigh_threshold)
+    if small_side:  # vectors are u (length n); v = Bᵀ u / sqrt(λ)
+        vectors = np.asarray(matrix.T @ vectors) / np.sqrt(values)[None, :]
+    return values, vectors
+
+
 class HodgeLaplacianPE(CellPositionalEncoding):
     """HodgeLapPE: eigenvectors of the unnormalised Hodge Laplacian of each rank (§4.4.1).
 
@@ -483,7 +523,10 @@ class HodgeLaplacianPE(CellPositionalEncoding):
     include_harmonic : bool, default=False
         Also return the harmonic eigenvectors (kernel of ``L_r``), in front.
     dense_threshold : int, default=DENSE_THRESHOLD
-        Ranks with at most this many cells use dense ``eigh``, larger ones ``eigsh``.
+        Operators with at most this many rows are built as dense arrays, larger ones as CSR.
+    eigh_threshold : int, default=EIGH_THRESHOLD
+        Eigenproblems with at most this many rows use dense ``eigh``, larger ones the
+        iterative solvers of :func:`~topomodelx_attention.transforms.pe_utils.smallest_eigenpairs`.
 
     Notes
     -----
@@ -496,33 +539,68 @@ class HodgeLaplacianPE(CellPositionalEncoding):
     is arbitrary up to rotation when ``β_r > 1``. ``include_harmonic=True`` keeps the paper's
     literal definition ("the ``k`` smallest eigenvalues"), harmonic vectors first (Example B.2
     shows one). Signs: :func:`~topomodelx_attention.transforms.pe_utils.canonical_signs`.
+
+    *Computation.* By the Hodge decomposition (equation (7)) the nonzero spectrum of ``L_r``
+    is the union of the nonzero spectra of ``L_r^down = B_rᵀ B_r`` and ``L_r^up = B_{r+1}
+    B_{r+1}ᵀ``, with orthogonal eigenvectors. Each part is solved on the smaller of its two
+    Gram matrices (``B_r B_rᵀ`` has ``n_{r-1}`` rows): a 25-vertex graph lifted with its
+    chordless cycles has ~1,300 2-cells but only ~110 edges, so ``L_2`` (a kernel of
+    dimension ~1,200, on which ARPACK did not converge) reduces to a 110 × 110 problem. This
+    path is taken for complexes of more than ``dense_threshold`` cells; smaller ones, and
+    ``include_harmonic=True`` (the kernel is needed), solve ``L_r`` itself.
     """
 
     eigenvector_based = True
 
+    per_rank = True
+
     def __init__(
-        self, dim: int, include_harmonic: bool = False, dense_threshold: int = DENSE_THRESHOLD
+        self,
+        dim: int,
+        include_harmonic: bool = False,
+        dense_threshold: int = DENSE_THRESHOLD,
+        *,
+        eigh_threshold: int = EIGH_THRESHOLD,
     ) -> None:
         super().__init__(dim)
         self.include_harmonic = bool(include_harmonic)
         self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
+        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
 
     def _params(self) -> str:
         return f"dim={self.dim}, include_harmonic={self.include_harmonic}"
 
     def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
         signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)
-        laplacians = hodge_laplacians(signed, counts, self.dense_threshold)
+        if self.include_harmonic or sum(counts) <= self.dense_threshold:
+            # small complexes: one dense eigh of L_r is cheapest
+            return [
+                pad_columns(
+                    smallest_eigenpairs(
+                        laplacian,
+                        self.dim,
+                        drop_kernel=not self.include_harmonic,
+                        eigh_threshold=self.eigh_threshold,
+                    )[1],
+                    self.dim,
+                )
+                for laplacian in hodge_laplacians(signed, counts, self.dense_threshold)
+            ]
         out = []
-        for laplacian in laplacians:
-            _, vectors = smallest_eigenpairs(
-                laplacian,
-                self.dim,
-                drop_kernel=not self.include_harmonic,
-                dense_threshold=self.dense_threshold,
-            )
-            out.append(pad_columns(vectors, self.dim))
+        for rank, n in enumerate(counts):
+            parts = []
+            if rank > 0:  # L_r^down = B_rᵀ B_r
+                parts.append(self._gram(signed[rank - 1]))
+            if rank < len(counts) - 1:  # L_r^up = B_{r+1} B_{r+1}ᵀ = (B_{r+1}ᵀ)ᵀ (B_{r+1}ᵀ)
+                parts.append(self._gram(signed[rank].T))
+            values = np.concatenate([np.zeros(0), *(v for v, _ in parts)])
+            vectors = np.hstack([np.zeros((n, 0)), *(w for _, w in parts)])
+            order = np.argsort(values, kind="stable")[: self.dim]
+            out.append(pad_columns(canonical_signs(vectors[:, order]), self.dim))
         return out
+
+    def _gram(self, boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
+        return _nonzero_gram_pairs(boundary, self.dim, self.eigh_threshold, self.dense_threshold)
 
 
 class RandomSignFlip(BaseTransform):
@@ -531,8 +609,14 @@ class RandomSignFlip(BaseTransform):
     Eigenvector encodings are defined up to the sign of each eigenvector (CT paper,
     Appendix B; TokenGT, Appendix A.3.1); multiplying each column by a random ``±1`` at every
     training step teaches the model that ambiguity. One sign is drawn per **(complex,
-    column)**: never per cell, and shared by all ranks of one encoding (a global encoding
-    such as BSPe splits *one* eigenvector over ``pe_0, pe_1, ...``, which must flip together).
+    column)** — never per cell — and, depending on the encoding:
+
+    * *global* encodings (BSPe: one eigenproblem over all cells) split **one** eigenvector
+      over ``pe_0, pe_1, ...``: one sign shared by all ranks (``per_rank=False``);
+    * *local* encodings (HodgeLapPE, TopoSlepiansPE: one eigenproblem per rank) have
+      unrelated vectors in column ``i`` of each rank: one independent sign per **(complex,
+      rank, column)** (``per_rank=True``).
+
     On a batch (after :class:`~torch_geometric.loader.DataLoader`) each complex gets its own
     signs, through ``batch_r`` (``batch_0`` or ``batch`` for ``node_id``).
 
@@ -549,12 +633,19 @@ class RandomSignFlip(BaseTransform):
         Probability that a column is negated.
     generator : torch.Generator, optional
         Random generator (default: PyTorch's global one, reseeded per DataLoader worker).
+    per_rank : bool, optional
+        Independent signs per rank (local encodings) or shared ones (global encodings).
+        Default ``None``: read ``data.pe_per_rank``, which every
+        :class:`CellPositionalEncoding` writes (``True`` for :class:`HodgeLaplacianPE`, the
+        Slepians and :class:`CellularRandomWalkPE`; ``False`` for the barycentric ones); when
+        the input has no such key (data encoded before it existed), signs are shared — give
+        ``per_rank`` explicitly then.
 
     Notes
     -----
     Keys are grouped by their prefix (``pe_0, pe_1, ...`` form the group ``pe``); each group
-    gets its own sign table of shape ``(num_complexes, width)``. Input tensors are never
-    modified in place.
+    gets its own sign table of shape ``(num_complexes, width)``, or one per key with
+    ``per_rank``. Input tensors are never modified in place.
     """
 
     def __init__(
@@ -562,6 +653,8 @@ class RandomSignFlip(BaseTransform):
         keys: Sequence[str] | None = None,
         p: float = 0.5,
         generator: torch.Generator | None = None,
+        *,
+        per_rank: bool | None = None,
     ) -> None:
         if isinstance(keys, str):
             raise TypeError(
@@ -572,9 +665,10 @@ class RandomSignFlip(BaseTransform):
             raise ValueError(f"p must be a probability in [0, 1], got {p}")
         self.p = float(p)
         self.generator = generator
+        self.per_rank = None if per_rank is None else bool(per_rank)
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(keys={self.keys}, p={self.p})"
+        return f"{self.__class__.__name__}(keys={self.keys}, p={self.p}, per_rank={self.per_rank})"
 
     def _groups(self, data: Data) -> dict[str, list[str]]:
         """Map group name → keys to flip."""
@@ -627,17 +721,23 @@ class RandomSignFlip(BaseTransform):
         torch_geometric.data.Data
             A shallow copy with the flipped tensors.
         """
+        per_rank = self.per_rank
+        if per_rank is None:
+            flag = data.get("pe_per_rank", None)
+            per_rank = isinstance(flag, Tensor) and bool(flag.any())
         for keys in self._groups(data).values():
             widths = {data[key].size(-1) for key in keys}
-            if len(widths) != 1:
+            if len(widths) != 1 and not per_rank:
                 raise ValueError(
                     f"RandomSignFlip: keys {keys} have different widths {sorted(widths)}"
                 )
             index = {key: self._complex_index(data, key, data[key].size(0)) for key in keys}
             num = 1 + max((int(i.max()) for i in index.values() if i.numel()), default=0)
-            flip = torch.rand((num, widths.pop()), generator=self.generator) < self.p
-            signs = 1.0 - 2.0 * flip.float()
+            shared = None
             for key in keys:
+                if shared is None or per_rank:
+                    flip = torch.rand((num, data[key].size(-1)), generator=self.generator) < self.p
+                    shared = 1.0 - 2.0 * flip.float()
                 value = data[key]
-                data[key] = value * signs[index[key]].to(value.dtype)
+                data[key] = value * shared[index[key]].to(value.dtype)
         return data

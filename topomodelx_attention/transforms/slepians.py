@@ -13,11 +13,13 @@ the paper's choice:
   paired with ``F^u``, and a *lower* set ``{σ} ∪ {lower adjacent cells}``, paired with
   ``F^d``.
 
-Computation: with ``P = B_F`` (``P² = P = Pᵀ``) the nonzero eigenvalues of ``P C_S P`` are
-those of the small block ``P[S, S]`` (``|S| × |S|``, a handful of cells); for
-``P[S, S] v = λ v`` the Slepian is ``s = P[:, S] v / √λ`` — unit norm, band-limited
-(``P s = s``) and with concentration ``‖C_S s‖² = λ``. All blocks of one rank are solved by a
-single batched :func:`numpy.linalg.eigh`.
+Computation: with ``P = B_F = W Wᵀ`` (``W`` an orthonormal basis of the band, ``ρ`` columns)
+the nonzero eigenvalues of ``P C_S P`` are those of the small block ``P[S, S] = W_S W_Sᵀ``
+(``|S| × |S|``, a handful of cells) or of ``W_Sᵀ W_S`` (``ρ × ρ``), whichever is smaller; for
+``P[S, S] v = λ v`` the Slepian is ``s = P[:, S] v / √λ = W (W_Sᵀ v / √λ)`` — unit norm,
+band-limited (``P s = s``) and with concentration ``‖C_S s‖² = λ``. Sets of one size are
+solved by batched :func:`numpy.linalg.eigh` in blocks of bounded memory; ``P`` itself is
+never formed.
 """
 
 from __future__ import annotations
@@ -26,26 +28,41 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from torch_geometric.data import Data
 
-from topomodelx_attention.data import ComplexData, shared_face_counts
+from topomodelx_attention.data import shared_face_counts
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.transforms.pe_utils import (
+    EIGH_THRESHOLD,
     KERNEL_TOL,
+    Matrix,
     as_matrix,
     boundary_coos,
     canonical_signs,
+    check_dim,
     check_single_complex,
     pad_columns,
+    smallest_eigenpairs,
 )
-from topomodelx_attention.transforms.positional_encodings import CellPositionalEncoding
+from topomodelx_attention.transforms.positional_encodings import (
+    CellPositionalEncoding,
+    hodge_laplacians,
+)
 
-__all__ = ["Slepians", "TopologicalSlepiansPE", "topological_slepians"]
+__all__ = [
+    "SELECTIONS",
+    "Slepians",
+    "TopologicalSlepiansPE",
+    "harmonic_vectors",
+    "topological_slepians",
+]
 
 UPPER, LOWER = 0, 1
 """Family codes: upper sets with ``F^u``, lower sets with ``F^d``."""
 
 _CONCENTRATION_DECIMALS = 8
-_PARALLEL = 1.0 - 1e-6
+_HALF_SQRT2 = float(np.sqrt(0.5))
+SELECTIONS = ("per_set", "global")
 
 
 class Slepians(NamedTuple):
@@ -70,17 +87,19 @@ class Slepians(NamedTuple):
     center: np.ndarray
 
 
-def _image_projectors(boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
-    """Orthogonal projectors onto ``im B`` and ``im Bᵀ``, from one ``eigh`` of the smaller Gram.
+def _image_bases(boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases of ``im B`` and ``im Bᵀ``, from one ``eigh`` of the smaller Gram.
 
     With ``B = U Σ Vᵀ`` (nonzero singular values only), ``im B = span U`` is the upper band
     ``F^u`` of the lower rank and ``im Bᵀ = span V`` the lower band ``F^d`` of the upper rank;
     ``V`` (or ``U``) comes from ``eigh`` of ``BᵀB`` (or ``BBᵀ``), the other as ``B V Σ^{-1}``.
+    The projectors ``B_F = U Uᵀ`` are never formed: every Slepian is ``U c`` for a coefficient
+    vector ``c`` of length ``ρ = rank B``.
     """
     matrix = as_matrix(boundary, dense=True)
     n, m = matrix.shape
     if n == 0 or m == 0:
-        return np.zeros((n, n)), np.zeros((m, m))
+        return np.zeros((n, 0)), np.zeros((m, 0))
     transpose = m > n
     if transpose:
         matrix = matrix.T
@@ -90,135 +109,213 @@ def _image_projectors(boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
     left = (matrix @ right) / np.sqrt(values[keep])
     if transpose:
         left, right = right, left
-    return left @ left.T, right @ right.T
+    return left, right
 
 
-def _concentration_sets(neighbours: Coo) -> np.ndarray:
-    """Row ``σ``: ``σ`` then its neighbours, padded with ``-1`` — shape ``(n, max |S|)``."""
+def _concentration_sets(neighbours: Coo) -> list[np.ndarray]:
+    """Concentration sets ``{σ} ∪ neighbours(σ)`` grouped by size: ``(centres, members)`` rows.
+
+    Returns one array per set size ``s``: shape ``(c, 1 + s)``, column 0 the centre cell ``σ``
+    and columns ``1..s`` the members of its set (``σ`` first).
+    """
     n = neighbours.shape[0]
     order = np.lexsort((neighbours.cols, neighbours.rows))
     rows, cols = neighbours.rows[order], neighbours.cols[order]
     per_row = np.bincount(rows, minlength=n)
     starts = np.concatenate([[0], np.cumsum(per_row)[:-1]]) if n else per_row
-    width = 1 + (int(per_row.max()) if n else 0)
-    sets = np.full((n, width), -1, dtype=np.int64)
-    sets[:, 0] = np.arange(n)
-    sets[rows, 1 + np.arange(rows.size) - starts[rows]] = cols
-    return sets
+    groups = []
+    for size in np.unique(per_row):
+        centres = np.flatnonzero(per_row == size)
+        members = np.empty((centres.size, int(size) + 2), dtype=np.int64)
+        members[:, 0] = centres
+        members[:, 1] = centres
+        if size:
+            members[:, 2:] = cols[starts[centres][:, None] + np.arange(size)[None, :]]
+        groups.append(members)
+    return groups
 
 
-class _Family(NamedTuple):
-    projector: np.ndarray  # (n, n)
-    sets: np.ndarray  # (n, width), -1 padded
-    values: np.ndarray  # (n, width) local concentrations, ascending per set
-    vectors: np.ndarray  # (n, width, width) local eigenvectors (columns)
+class _Candidates(NamedTuple):
+    """Candidate Slepians ``W c`` of one family (several sets)."""
+
+    coefficients: np.ndarray  # (c, ρ) unit coefficient vectors in the band basis W
+    concentration: np.ndarray  # (c,)
+    center: np.ndarray  # (c,)
+    position: np.ndarray  # (c,) 0 = most concentrated of its set
 
 
-def _solve_family(projector: np.ndarray, sets: np.ndarray) -> _Family:
-    """Batched ``eigh`` of the blocks ``P[S, S]`` of every concentration set."""
-    mask = sets >= 0
-    index = np.where(mask, sets, 0)
-    blocks = projector[index[:, :, None], index[:, None, :]]
-    blocks *= mask[:, :, None] & mask[:, None, :]
-    values, vectors = np.linalg.eigh(blocks)
-    return _Family(projector, sets, values, vectors)
+_BLOCK_BUDGET = 1 << 21
+"""Most float64 entries of the batched local eigenproblems solved at once (16 MB)."""
 
 
-def _materialise(family: _Family, center: np.ndarray, which: np.ndarray) -> np.ndarray:
-    """Slepians ``P[:, S] v / √λ`` of the chosen (set, local eigenvector) pairs, as rows."""
-    index = family.sets[center]  # (c, width)
-    mask = index >= 0
-    columns = family.projector[:, np.where(mask, index, 0)] * mask[None]  # (n, c, width)
-    coefficients = family.vectors[center, :, which]  # (c, width)
-    scale = np.sqrt(family.values[center, which])
-    return np.einsum("ncw,cw->cn", columns, coefficients) / scale[:, None]
+def _family_candidates(basis: np.ndarray, neighbours: Coo, keep: int | None) -> _Candidates:
+    """Local eigenproblems of every concentration set; the ``keep`` most concentrated of each.
+
+    For a set ``S`` and the band basis ``W`` (``B_F = W Wᵀ``), the nonzero eigenvalues of
+    ``B_F C_S B_F`` are those of ``W_S W_Sᵀ`` (``|S| × |S|``) and of ``W_Sᵀ W_S`` (``ρ × ρ``);
+    the smaller one is solved. From ``W_S W_Sᵀ a = λ a`` the Slepian is ``W c`` with
+    ``c = W_Sᵀ a / √λ``; from ``W_Sᵀ W_S c = λ c`` directly ``W c``. Sets of one size are
+    solved by batched ``eigh`` in blocks of at most :data:`_BLOCK_BUDGET` entries.
+    """
+    rho = basis.shape[1]
+    out: list[tuple[np.ndarray, ...]] = []
+    for group in _concentration_sets(neighbours):
+        size = group.shape[1] - 1
+        dim = min(size, rho)
+        step = max(1, _BLOCK_BUDGET // max(1, dim * max(dim, rho)))
+        for first in range(0, group.shape[0], step):
+            chunk = group[first : first + step]
+            rows = basis[chunk[:, 1:]]  # (c, |S|, ρ) = W_S
+            if size <= rho:
+                values, local = np.linalg.eigh(rows @ rows.transpose(0, 2, 1))
+            else:
+                values, local = np.linalg.eigh(rows.transpose(0, 2, 1) @ rows)
+            values, local = values[:, ::-1], local[:, :, ::-1]  # most concentrated first
+            width = dim if keep is None else min(dim, keep)
+            values, local = values[:, :width], local[:, :, :width]
+            if size <= rho:
+                scale = np.sqrt(np.clip(values, 1e-300, None))
+                coefficients = (rows.transpose(0, 2, 1) @ local) / scale[:, None, :]
+            else:
+                coefficients = local
+            valid = values > 1e-8
+            sets, which = np.nonzero(valid)
+            out.append(
+                (
+                    coefficients[sets, :, which],
+                    values[sets, which],
+                    chunk[sets, 0],
+                    which,
+                )
+            )
+    if not out:
+        return _Candidates(np.zeros((0, rho)), np.zeros(0), *(np.zeros(0, np.int64),) * 2)
+    return _Candidates(*(np.concatenate(parts) for parts in zip(*out)))
 
 
 class _Boundary(NamedTuple):
     """What the Slepians of the two ranks of one boundary ``B_r`` need."""
 
-    upper: _Family | None  # rank r - 1: projector onto im B_r, upper sets (shared r-cells)
-    lower: _Family | None  # rank r: projector onto im B_rᵀ, lower sets (shared (r-1)-faces)
+    image: np.ndarray  # (n_{r-1}, ρ) basis of im B_r: upper band of rank r - 1
+    coimage: np.ndarray  # (n_r, ρ) basis of im B_rᵀ: lower band of rank r
+    upper: Coo  # shared r-cells of the (r-1)-cells: upper sets of rank r - 1
+    lower: Coo  # shared (r-1)-faces of the r-cells: lower sets of rank r
 
 
 def _prepare(signed: Sequence[Coo]) -> list[_Boundary]:
-    """Projectors, concentration sets and local eigenproblems of every boundary."""
+    """Band bases and concentration sets of every boundary."""
     out = []
     for boundary in signed:
-        n, m = boundary.shape
-        if n == 0 or m == 0:
-            out.append(_Boundary(None, None))
-            continue
-        onto_image, onto_coimage = _image_projectors(boundary)
-        upper = _concentration_sets(shared_face_counts(boundary, upper=True))
-        lower = _concentration_sets(shared_face_counts(boundary, upper=False))
-        out.append(_Boundary(_solve_family(onto_image, upper), _solve_family(onto_coimage, lower)))
+        image, coimage = _image_bases(boundary)
+        out.append(
+            _Boundary(
+                image,
+                coimage,
+                shared_face_counts(boundary, upper=True),
+                shared_face_counts(boundary, upper=False),
+            )
+        )
     return out
 
 
+def _greedy_distinct(coefficients: np.ndarray, max_cosine: float, wanted: int) -> np.ndarray:
+    """Greedy selection (indices, in order) of rows with pairwise ``|cos| <= max_cosine``."""
+    kept: list[int] = []
+    kept_rows = np.zeros((0, coefficients.shape[1]))
+    chunk = max(4 * wanted, 64)
+    for start in range(0, coefficients.shape[0], chunk):
+        rows = coefficients[start : start + chunk]
+        alive = ~(np.abs(rows @ kept_rows.T) > max_cosine).any(axis=1)
+        close = np.abs(rows @ rows.T) > max_cosine
+        for i in np.flatnonzero(alive):
+            if not alive[i]:
+                continue
+            alive[i + 1 :] &= ~close[i, i + 1 :]
+        new = np.flatnonzero(alive)
+        kept.extend((start + new).tolist())
+        kept_rows = np.vstack([kept_rows, rows[new]])
+        if len(kept) >= wanted:
+            break
+    return np.asarray(kept[:wanted], dtype=np.int64)
+
+
 def _slepians(
-    boundaries: Sequence[_Boundary], counts: Sequence[int], rank: int, limit: int | None
+    boundaries: Sequence[_Boundary],
+    counts: Sequence[int],
+    rank: int,
+    limit: int | None,
+    selection: str = "per_set",
+    per_set: int = 1,
+    max_cosine: float = 0.95,
 ) -> Slepians:
     """Select the Slepians of ``rank`` (``boundaries`` from :func:`_prepare`)."""
     n = counts[rank]
-    families: dict[int, _Family] = {}
-    if rank < len(counts) - 1 and boundaries[rank].upper is not None:
-        families[UPPER] = boundaries[rank].upper
-    if rank > 0 and boundaries[rank - 1].lower is not None:
-        families[LOWER] = boundaries[rank - 1].lower
-
-    # candidates: every (family, set, local eigenvector) with positive concentration
-    fam, cen, loc, lam = [], [], [], []
-    for code, family in families.items():
-        valid = family.values > 1e-8
-        centers, which = np.nonzero(valid)
-        fam.append(np.full(centers.size, code))
-        cen.append(centers)
-        loc.append(which)
-        lam.append(family.values[centers, which])
-    if not fam:
-        empty = np.zeros(0, dtype=np.int64)
-        return Slepians(np.zeros((n, 0)), np.zeros(0), empty, empty)
-    fam, cen, loc, lam = (np.concatenate(a) for a in (fam, cen, loc, lam))
-    width = {code: family.sets.shape[1] for code, family in families.items()}
-    position = np.array([width[f] for f in fam]) - 1 - loc  # 0 = most concentrated of its set
-    order = np.lexsort((cen, fam, position, -np.round(lam, _CONCENTRATION_DECIMALS)))
-    fam, cen, loc, lam = fam[order], cen[order], loc[order], lam[order]
-
-    # materialise in selection order, chunk by chunk, dropping (anti)parallel duplicates
-    wanted = fam.size if limit is None else int(limit)
-    chunk = max(4 * wanted, 64) if limit is not None else fam.size
-    kept_rows = np.zeros((0, n))
-    kept_index = np.zeros(0, dtype=np.int64)
-    for start in range(0, fam.size, chunk):
-        stop = min(start + chunk, fam.size)
-        rows = np.zeros((stop - start, n))
-        for code, family in families.items():
-            here = np.nonzero(fam[start:stop] == code)[0]
-            if here.size:
-                rows[here] = _materialise(family, cen[start:stop][here], loc[start:stop][here])
-        duplicate = np.triu(np.abs(rows @ rows.T) > _PARALLEL, k=1).any(axis=0)
-        if kept_rows.shape[0]:
-            duplicate |= (np.abs(rows @ kept_rows.T) > _PARALLEL).any(axis=1)
-        kept_rows = np.vstack([kept_rows, rows[~duplicate]])
-        kept_index = np.concatenate([kept_index, start + np.nonzero(~duplicate)[0]])
-        if kept_rows.shape[0] >= wanted:
-            break
-    kept_rows, kept_index = kept_rows[:wanted], kept_index[:wanted]
-    return Slepians(canonical_signs(kept_rows.T), lam[kept_index], fam[kept_index], cen[kept_index])
+    wanted = np.iinfo(np.int64).max if limit is None else int(limit)
+    if selection == "per_set":
+        keep = per_set
+    else:  # exact truncation: a set's orthogonal Slepians cannot share a witness (see Notes)
+        keep = None if limit is None or max_cosine <= _HALF_SQRT2 else wanted
+    families = []
+    if rank < len(counts) - 1 and boundaries[rank].image.shape[1]:
+        families.append((UPPER, boundaries[rank].image, boundaries[rank].upper))
+    if rank > 0 and boundaries[rank - 1].coimage.shape[1]:
+        families.append((LOWER, boundaries[rank - 1].coimage, boundaries[rank - 1].lower))
+    vectors, lam, fam, cen, pos = [np.zeros((n, 0))], [np.zeros(0)], [], [], []
+    for code, basis, neighbours in families:
+        found = _family_candidates(basis, neighbours, keep)
+        order = np.lexsort(
+            (found.center, found.position, -np.round(found.concentration, _CONCENTRATION_DECIMALS))
+        )
+        chosen = order[_greedy_distinct(found.coefficients[order], max_cosine, wanted)]
+        # the two families are orthogonal (im B_{k+1} ⊥ im B_kᵀ): no duplicates across them
+        vectors.append(basis @ found.coefficients[chosen].T)
+        lam.append(found.concentration[chosen])
+        fam.append(np.full(chosen.size, code))
+        cen.append(found.center[chosen])
+        pos.append(found.position[chosen])
+    vectors, lam = np.hstack(vectors), np.concatenate(lam)
+    fam, cen, pos = (np.concatenate([np.zeros(0, np.int64), *a]) for a in (fam, cen, pos))
+    order = np.lexsort((cen, fam, pos, -np.round(lam, _CONCENTRATION_DECIMALS)))[:wanted]
+    return Slepians(canonical_signs(vectors[:, order]), lam[order], fam[order], cen[order])
 
 
-def topological_slepians(data: ComplexData, rank: int, limit: int | None = None) -> Slepians:
+def _check_selection(selection: str, per_set: int, max_cosine: float) -> None:
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    check_dim(per_set, "per_set")
+    if not 0.0 < float(max_cosine) <= 1.0:
+        raise ValueError(f"max_cosine must be in (0, 1], got {max_cosine}")
+
+
+def topological_slepians(
+    data: Data,
+    rank: int,
+    limit: int | None = None,
+    *,
+    selection: str = "per_set",
+    per_set: int = 1,
+    max_cosine: float = 0.95,
+) -> Slepians:
     """Topological Slepians of one rank, in the order :class:`TopologicalSlepiansPE` uses.
 
     Parameters
     ----------
-    data : ComplexData
-        One oriented complex (``signed_incidence_r`` keys).
+    data : ComplexData or torch_geometric.data.Data
+        One complex (``signed_incidence_r`` keys, or unsigned TopoBench ``incidence_r`` keys of
+        a complex of rank <= 2, oriented by
+        :func:`~topomodelx_attention.transforms.pe_utils.orient_boundaries`).
     rank : int
         Rank ``k`` of the cells, ``0 <= k <= R``.
     limit : int, optional
         Stop after this many Slepians (default: all distinct ones).
+    selection : {"per_set", "global"}, default="per_set"
+        Candidates: the ``per_set`` most concentrated Slepians of each pair of concentration
+        sets (the paper's "top Slepians per each pair of concentration sets"), or every
+        Slepian of every set.
+    per_set : int, default=1
+        Slepians kept per set with ``selection="per_set"``.
+    max_cosine : float, default=0.95
+        A candidate whose ``|cos|`` with an already selected Slepian exceeds this is skipped.
 
     Returns
     -------
@@ -226,15 +323,16 @@ def topological_slepians(data: ComplexData, rank: int, limit: int | None = None)
         Vectors, concentrations, families and centre cells, in selection order: decreasing
         concentration ``λ`` (rounded to 8 decimals), then position inside its own set (a
         set's best Slepian first), then upper before lower family, then centre cell index.
-        A Slepian parallel (up to sign, ``|cos| > 1 - 1e-6``) to an earlier one is skipped.
+        No two returned vectors have ``|cos| > max_cosine``.
     """
     counts = check_single_complex(data, "topological_slepians")
     if not 0 <= rank < len(counts):
         raise ValueError(f"rank must be in 0..{len(counts) - 1}, got {rank}")
     if limit is not None and int(limit) < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
+    _check_selection(selection, per_set, max_cosine)
     boundaries = _prepare(boundary_coos(data, signed=True, max_rank=len(counts) - 1))
-    return _slepians(boundaries, counts, rank, limit)
+    return _slepians(boundaries, counts, rank, limit, selection, per_set, max_cosine)
 
 
 class TopologicalSlepiansPE(CellPositionalEncoding):
@@ -246,35 +344,122 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
     Parameters
     ----------
     dim : int
-        Number of Slepians per rank (output width).
+        Number of columns per rank (output width).
+    selection : {"per_set", "global"}, default="per_set"
+        ``"per_set"``: the ``per_set`` most concentrated Slepians of every pair of
+        concentration sets (the paper's choice, "taking just the top Slepians per each pair of
+        concentration sets"); ``"global"``: every Slepian of every set is a candidate.
+    per_set : int, default=1
+        Slepians per set with ``selection="per_set"``.
+    max_cosine : float, default=0.95
+        Deduplication tolerance: no two output columns have ``|cos|`` above it.
+    harmonic : int, default=0
+        Put up to this many harmonic eigenvectors of ``L_k`` (an orthonormal basis of
+        ``ker L_k``, Appendix C.2's "mixed positional encoding") in the first columns; they
+        count towards ``dim``.
+    eigh_threshold : int, default=EIGH_THRESHOLD
+        Eigensolver threshold for the harmonic vectors
+        (:func:`~topomodelx_attention.transforms.pe_utils.smallest_eigenpairs`).
 
     Notes
     -----
     *Candidates.* Every cell ``σ`` contributes two concentration sets — ``{σ}`` plus its upper
     adjacent cells (paired with ``F^u``) and ``{σ}`` plus its lower adjacent cells (paired
-    with ``F^d``) — the paper's ``|X_k|`` pairs per family; each set yields up to ``|S|``
-    Slepians (the nonzero eigenvalues of ``P[S, S]``, see the module docstring). Rank 0 has
-    only the upper family, the top rank only the lower one.
+    with ``F^d``) — the paper's ``|X_k|`` pairs per family; each set yields up to
+    ``min(|S|, rank B)`` Slepians (see the module docstring). Rank 0 has only the upper
+    family, the top rank only the lower one.
 
-    *Selection ("top Slepians").* Candidates are sorted by decreasing concentration ``λ``,
-    ties broken by the position inside their own set, then the family (upper first), then
-    the centre cell index; candidates parallel to an already selected one (the same Slepian
-    reached from several sets) are skipped; the first ``dim`` are kept. The order is
-    deterministic, but — as the paper notes — the encoding is local, not permutation
-    equivariant (ties at ``λ = 1`` are frequent and resolved by cell index), and inside a
-    repeated local eigenvalue the basis is the solver's.
+    *Selection.* The paper concatenates the top Slepians of each pair of sets into an ordered
+    multiset and takes its first ``d_pe``; it does not fix the order of the sets. Here the
+    candidates are sorted by decreasing concentration ``λ``, ties broken by the position
+    inside their own set, then the family (upper first), then the centre cell index — so the
+    order does not depend on the cell labels except on ties. A candidate whose ``|cos|`` with
+    an already selected column exceeds ``max_cosine`` (the same or nearly the same Slepian
+    reached from neighbouring sets) is skipped. The two families never collide: ``im B_{k+1}
+    ⊥ im B_kᵀ``. With ``"global"`` each set is truncated to its ``dim`` best Slepians, which
+    is exact for ``max_cosine > 1/√2`` (a set's own Slepians are orthogonal, so two of them
+    cannot both be near-parallel to one selected column).
 
-    *Harmonic part.* The optional mixing with harmonic eigenvectors of ``L_k`` that
-    Appendix C.2 mentions is not included.
+    *Defaults.* ``selection="per_set"`` follows the paper and spreads the columns over the
+    complex (one Slepian per set, rather than several of one well-concentrated set);
+    ``max_cosine=0.95`` drops columns that add less than ``√(1 - 0.95²) ≈ 0.31`` of a new
+    direction (the previous ``1 - 1e-6`` let pairs with ``|cos| = 0.996`` through);
+    ``harmonic=0`` because the paper calls the mixing optional, the harmonic basis is
+    arbitrary up to rotation when ``β_k > 1`` and on rank 0 it is the constant vector.
 
-    *Cost.* Dense projectors, ``O(n_k³)`` per rank: meant for small complexes (molecules).
+    *Cost.* Band bases from one ``eigh`` of the smaller Gram matrix of each boundary
+    (``O(min(n_{k-1}, n_k)³)``), local eigenproblems of size ``min(|S|, rank B)`` in blocks
+    of bounded memory: no ``n_k × n_k`` matrix is formed (except ``L_k`` for ``harmonic``).
     """
 
     eigenvector_based = True
+    per_rank = True
 
-    def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
-        boundaries = _prepare(boundary_coos(data, signed=True, max_rank=len(counts) - 1))
-        return [
-            pad_columns(_slepians(boundaries, counts, rank, self.dim).vectors, self.dim)
-            for rank in range(len(counts))
-        ]
+    def __init__(
+        self,
+        dim: int,
+        *,
+        selection: str = "per_set",
+        per_set: int = 1,
+        max_cosine: float = 0.95,
+        harmonic: int = 0,
+        eigh_threshold: int = EIGH_THRESHOLD,
+    ) -> None:
+        super().__init__(dim)
+        _check_selection(selection, per_set, max_cosine)
+        self.selection = selection
+        self.per_set = int(per_set)
+        self.max_cosine = float(max_cosine)
+        self.harmonic = check_dim(harmonic, "harmonic", minimum=0)
+        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
+
+    def _params(self) -> str:
+        return (
+            f"dim={self.dim}, selection={self.selection!r}, per_set={self.per_set}, "
+            f"max_cosine={self.max_cosine}, harmonic={self.harmonic}"
+        )
+
+    def encode(self, data: Data, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
+        signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)
+        boundaries = _prepare(signed)
+        laplacians = hodge_laplacians(signed, counts) if self.harmonic else None
+        out = []
+        for rank in range(len(counts)):
+            harmonic = np.zeros((counts[rank], 0))
+            if self.harmonic:
+                harmonic = harmonic_vectors(
+                    laplacians[rank], min(self.harmonic, self.dim), self.eigh_threshold
+                )
+            slepians = _slepians(
+                boundaries,
+                counts,
+                rank,
+                self.dim - harmonic.shape[1],
+                self.selection,
+                self.per_set,
+                self.max_cosine,
+            )
+            out.append(pad_columns(np.hstack([harmonic, slepians.vectors]), self.dim))
+        return out
+
+
+def harmonic_vectors(laplacian: Matrix, k: int, eigh_threshold: int = EIGH_THRESHOLD) -> np.ndarray:
+    """Up to ``k`` orthonormal harmonic vectors (kernel of a Hodge Laplacian).
+
+    Parameters
+    ----------
+    laplacian : numpy.ndarray or scipy.sparse matrix, shape = (n, n)
+        ``L_k``.
+    k : int
+        Most vectors returned.
+    eigh_threshold : int, default=EIGH_THRESHOLD
+        Eigensolver threshold.
+
+    Returns
+    -------
+    numpy.ndarray, shape = (n, m)
+        ``m = min(k, dim ker L_k)`` columns (signs by ``canonical_signs``).
+    """
+    values, vectors = smallest_eigenpairs(laplacian, k, False, eigh_threshold)
+    scale = max(1.0, float(np.abs(values).max())) if values.size else 1.0
+    return vectors[:, values <= KERNEL_TOL * max(scale, 1.0) * 10]

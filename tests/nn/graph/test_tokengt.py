@@ -21,10 +21,10 @@ from topomodelx_attention.transforms import LaplacianNodeId, OrthogonalRandomNod
 
 NODE_ID_DIM = 8
 COMBOS = [
-    ("softmax", "directed"),
-    ("softmax", "undirected"),
-    ("performer", "directed"),
-    ("performer", "undirected"),
+    ("dense", "directed"),
+    ("dense", "undirected"),
+    ("linear", "directed"),
+    ("linear", "undirected"),
 ]
 
 
@@ -59,7 +59,7 @@ def graphs(transform=None) -> list[Data]:
     return out
 
 
-def make_model(attention="softmax", edge_tokens="directed", **kwargs) -> TokenGT:
+def make_model(kind="dense", edge_tokens="directed", **kwargs) -> TokenGT:
     torch.manual_seed(0)
     defaults = dict(
         in_channels=3,
@@ -69,10 +69,10 @@ def make_model(attention="softmax", edge_tokens="directed", **kwargs) -> TokenGT
         n_layers=2,
         heads=4,
         node_id_dim=NODE_ID_DIM,
-        attention=attention,
+        kind=kind,
         edge_tokens=edge_tokens,
         num_random_features=32,
-        readout=("graph", "node", "edge"),
+        outputs=("complex", "node", "edge"),
     )
     defaults.update(kwargs)
     return TokenGT(**defaults).double().eval()
@@ -94,9 +94,9 @@ def relabel(graph: Data, generator: torch.Generator) -> tuple[Data, torch.Tensor
     return out, perm
 
 
-@pytest.mark.parametrize(("attention", "edge_tokens"), COMBOS)
-def test_graph_output_invariant_to_node_relabelling(attention, edge_tokens):
-    model = make_model(attention, edge_tokens)
+@pytest.mark.parametrize(("kind", "edge_tokens"), COMBOS)
+def test_graph_output_invariant_to_node_relabelling(kind, edge_tokens):
+    model = make_model(kind, edge_tokens)
     graph = graphs()[0]
     permuted, perm = relabel(graph, torch.Generator().manual_seed(3))
     torch.testing.assert_close(model(permuted), model(graph), atol=1e-10, rtol=1e-8)
@@ -106,10 +106,10 @@ def test_graph_output_invariant_to_node_relabelling(attention, edge_tokens):
     )
 
 
-@pytest.mark.parametrize(("attention", "edge_tokens"), COMBOS)
+@pytest.mark.parametrize(("kind", "edge_tokens"), COMBOS)
 @pytest.mark.parametrize("layout", ["packed", "padded"])
-def test_batch_of_different_sizes_equals_each_graph_alone(attention, edge_tokens, layout):
-    model = make_model(attention, edge_tokens, token_layout=layout)
+def test_batch_of_different_sizes_equals_each_graph_alone(kind, edge_tokens, layout):
+    model = make_model(kind, edge_tokens, token_layout=layout)
     items = graphs()
     batch = Batch.from_data_list(items)
     out = model(batch)
@@ -150,13 +150,13 @@ def test_performer_approximates_softmax_on_small_inputs():
     batch = Batch.from_data_list(graphs()[:3])
     errors = []
     for features in (64, 4096):
-        exact = make_model("softmax", readout=("graph",))
+        exact = make_model("dense", outputs=("complex",))
         with torch.no_grad():  # small inputs: query/key weights halved (logits / 4)
             for layer in exact.encoder.layers:
                 layer.attention.lin_query.weight.mul_(0.5)
                 layer.attention.lin_key.weight.mul_(0.5)
         torch.manual_seed(1)
-        performer = make_model("performer", readout=("graph",), num_random_features=features)
+        performer = make_model("linear", outputs=("complex",), num_random_features=features)
         missing = performer.load_state_dict(exact.state_dict(), strict=False)
         assert all(key.endswith("projection") for key in missing.missing_keys)
         with torch.no_grad():
@@ -179,7 +179,7 @@ def test_matches_torch_transformer_encoder():
     base = nn.TransformerEncoder(
         base_layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False
     ).double()
-    ours = TokenGTEncoder(d, layers, heads, ffn).double()
+    ours = TokenGTEncoder(d, n_layers=layers, heads=heads, ffn_channels=ffn).double()
     for mine, theirs in zip(ours.layers, base.layers):
         mine.load_from_torch(theirs)
     ours.norm.load_state_dict(base.norm.state_dict())
@@ -194,7 +194,7 @@ def test_matches_torch_transformer_encoder():
 
 def test_regularisers_off_in_eval_and_active_in_training():
     model = make_model(
-        sign_flip=True, eigenvector_dropout=0.5, drop_path=0.5, dropout=0.2, readout=("graph",)
+        sign_flip=True, eigenvector_dropout=0.5, drop_path=0.5, dropout=0.2, outputs=("complex",)
     )
     batch = Batch.from_data_list(graphs())
     first = model(batch)
@@ -207,7 +207,7 @@ def test_regularisers_off_in_eval_and_active_in_training():
     b = model(batch)
     assert not torch.allclose(a, b)
     # only the identifier regularisers: sign flip changes the training output, eval does not
-    flip_only = make_model(sign_flip=True, readout=("graph",))
+    flip_only = make_model(sign_flip=True, outputs=("complex",))
     evaluated = flip_only(batch)
     flip_only.train()
     outputs = [flip_only(batch) for _ in range(3)]
@@ -249,15 +249,15 @@ def test_drop_path_drops_whole_graphs_in_training_only():
     for g in range(4):
         assert out[batch == g].unique().numel() == 1
     assert drop_path(x, batch, 4, 0.5, training=False) is x
-    encoder = TokenGTEncoder(8, 5, 2, drop_path=0.2)
+    encoder = TokenGTEncoder(8, n_layers=5, heads=2, drop_path=0.2)
     rates = [layer.drop_path for layer in encoder.layers]
     assert rates == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
 
 
-@pytest.mark.parametrize(("attention", "edge_tokens"), COMBOS)
-def test_gradients_reach_every_parameter(attention, edge_tokens):
+@pytest.mark.parametrize(("kind", "edge_tokens"), COMBOS)
+def test_gradients_reach_every_parameter(kind, edge_tokens):
     model = make_model(
-        attention, edge_tokens, dropout=0.1, drop_path=0.1, eigenvector_dropout=0.1
+        kind, edge_tokens, dropout=0.1, drop_path=0.1, eigenvector_dropout=0.1
     ).train()
     batch = Batch.from_data_list(graphs()[:3])
     loss = (
@@ -324,18 +324,22 @@ def test_feature_less_graphs_and_categorical_features():
 
 
 def test_constructor_validation():
-    with pytest.raises(ValueError, match="attention"):
-        TokenGT(3, 0, 16, 1, attention="linear")
+    with pytest.raises(ValueError, match="kind"):
+        TokenGT(3, 0, 16, 1, kind="softmax")
+    with pytest.raises(ValueError, match="attention_dropout"):
+        TokenGT(3, 0, 16, 1, kind="linear", attention_dropout=0.1)
+    with pytest.raises(TypeError):
+        TokenGT(3, 0, 16, 1, 2)  # every option after the widths is keyword-only
     with pytest.raises(ValueError, match="edge_tokens"):
         TokenGT(3, 0, 16, 1, edge_tokens="both")
-    with pytest.raises(ValueError, match="readout"):
-        TokenGT(3, 0, 16, 1, readout=("nodes",))
+    with pytest.raises(ValueError, match="outputs"):
+        TokenGT(3, 0, 16, 1, outputs=("nodes",))
     with pytest.raises(ValueError, match="eigenvector_dropout"):
         TokenGT(3, 0, 16, 1, eigenvector_dropout=1.0)
     with pytest.raises(ValueError, match="token_layout"):
         TokenGT(3, 0, 16, 1, token_layout="dense")
-    model = TokenGT(3, 0, 16, 1, heads=4, node_id_dim=NODE_ID_DIM, readout=("graph",)).double()
-    with pytest.raises(ValueError, match="node-level head"):
+    model = TokenGT(3, 0, 16, 1, heads=4, node_id_dim=NODE_ID_DIM, outputs=("complex",)).double()
+    with pytest.raises(ValueError, match="no 'node' output"):
         model.node_outputs(graphs()[0])
     assert isinstance(model.encoder.layers[0], TokenGTLayer)
 
@@ -343,14 +347,14 @@ def test_constructor_validation():
 @pytest.mark.parametrize("edge_tokens", ["directed", "undirected"])
 @pytest.mark.parametrize("layout", ["packed", "padded"])
 def test_sparse_equivariant_basis(edge_tokens, layout):
-    model = make_model("performer", edge_tokens, sparse_equivariant_basis=True, token_layout=layout)
+    model = make_model("linear", edge_tokens, sparse_equivariant_basis=True, token_layout=layout)
     items = graphs()
     batch = Batch.from_data_list(items)
     out = model(batch)
     torch.testing.assert_close(out, torch.cat([model(g) for g in items]), atol=1e-10, rtol=1e-8)
     permuted, _ = relabel(items[0], torch.Generator().manual_seed(3))
     torch.testing.assert_close(model(permuted), model(items[0]), atol=1e-10, rtol=1e-8)
-    plain = make_model("performer", edge_tokens, token_layout=layout)
+    plain = make_model("linear", edge_tokens, token_layout=layout)
     assert not torch.allclose(plain(batch), out)
     # the operator: node i receives its edges (i, j), j != i (both endpoints if undirected)
     edge_index = torch.tensor([[0, 1, 1, 2, 2], [1, 0, 2, 1, 2]])  # with a self-loop at 2
@@ -362,3 +366,69 @@ def test_sparse_equivariant_basis(edge_tokens, layout):
         assert pairs == [(0, 0), (1, 1), (1, 2), (2, 3)]
     else:
         assert pairs == [(0, 0), (1, 0), (1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize("key", ["x", "edge_attr", "node_id"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e30])
+def test_non_finite_or_huge_inputs_raise_naming_key_and_row(key, bad):
+    kind = "dense"
+    model = make_model(kind)
+    graph = graphs()[0]
+    value = getattr(graph, key).clone()
+    value[2, 1] = bad
+    setattr(graph, key, value)
+    with pytest.raises(ValueError, match=rf"^{key}: row 2 "):
+        model(graph)
+    unchecked = make_model(kind, check_inputs=False)
+    unchecked(graph)  # the check can be switched off
+
+
+def test_performer_with_nan_input_raises_instead_of_nan_gradients():
+    """Without the check a NaN feature gives finite Performer outputs but NaN gradients."""
+    graph = graphs()[0]
+    graph.x = graph.x.clone()
+    graph.x[0, 0] = float("nan")
+    unchecked = make_model("linear", check_inputs=False).train()
+    out = unchecked(graph)
+    out.sum().backward()
+    grads = [p.grad for p in unchecked.parameters() if p.grad is not None]
+    assert any(not torch.isfinite(g).all() for g in grads)  # the silent failure mode
+    with pytest.raises(ValueError, match="x: row 0"):
+        make_model("linear").train()(graph)
+
+
+def test_feature_rows_must_match_the_graph():
+    model = make_model()
+    graph = graphs()[0]
+    graph.num_nodes = 5
+    graph.x = graph.x[:-1]
+    with pytest.raises(ValueError, match="x has 4 rows but the graph"):
+        model(graph)
+    graph = graphs()[0]
+    graph.edge_attr = graph.edge_attr[:-1]
+    with pytest.raises(ValueError, match="edge_attr has 11 rows"):
+        model(graph)
+
+
+def test_directed_edge_tokens_reject_a_one_direction_edge_index():
+    graph = graphs()[0]
+    one_way = graph.edge_index[:, graph.edge_index[0] < graph.edge_index[1]]
+    graph.edge_index, graph.edge_attr = one_way, graph.edge_attr[: one_way.shape[1]]
+    with pytest.raises(ValueError, match=r"has no reverse.*to_undirected"):
+        make_model(edge_tokens="directed")(graph)
+    # one token per undirected edge merges any mix of directions: same result as symmetric
+    undirected = make_model(edge_tokens="undirected", edge_channels=0)
+    torch.testing.assert_close(undirected(graph), undirected(graphs()[0]))
+
+
+def test_one_row_per_graph_with_empty_graphs_anywhere_in_the_batch():
+    items = graphs()
+    empty = items[-1]
+    assert empty.num_nodes == 0
+    order = [empty, items[0], empty, items[3], empty]
+    for kind in ("dense", "linear"):
+        model = make_model(kind)
+        out = model(Batch.from_data_list(order))
+        assert out.shape == (5, 2) and torch.isfinite(out).all()
+        torch.testing.assert_close(out, torch.cat([model(g) for g in order]))
+        torch.testing.assert_close(out[0], out[2])

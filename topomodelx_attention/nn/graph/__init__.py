@@ -1,15 +1,20 @@
 """Graph transformers: TokenGT (Kim et al., "Pure Transformers are Powerful Graph Learners").
 
 * :class:`TokenGT`: node + edge tokens with node / type identifiers, pre-LN Transformer,
-  softmax or Performer attention (shared core), graph / node / edge heads.
+  dense (softmax) or linear (Performer) attention of the shared core, complex / node / edge
+  outputs.
 * :class:`OrderKTokenGT`: the order-k variant (§3) on any ``ComplexData`` — cells of every
-  rank as tokens with pooled vertex identifiers and a type identifier per rank.
+  rank as tokens with ordered vertex-identifier slots (one token per ordering) or pooled
+  identifiers, and a type identifier per rank.
+* :func:`cell_orderings`, :func:`boundary_cycles`: the vertex orderings of the cells.
 * :class:`TokenGTLayer`, :class:`TokenGTEncoder`: the encoder layer and stack.
 """
 
+from topomodelx_attention.nn.graph.orderings import CellOrderings, boundary_cycles, cell_orderings
 from topomodelx_attention.nn.graph.tokengt import (
     EDGE_TOKENS,
-    ID_POOLINGS,
+    IDENTIFIERS,
+    TOKENGT_OUTPUTS,
     OrderKTokenGT,
     TokenBatch,
     TokenGT,
@@ -18,7 +23,7 @@ from topomodelx_attention.nn.graph.tokengt import (
     random_sign_flip,
 )
 from topomodelx_attention.nn.graph.tokengt_layer import (
-    ATTENTIONS,
+    KINDS,
     LAYOUTS,
     TokenGTEncoder,
     TokenGTLayer,
@@ -26,16 +31,20 @@ from topomodelx_attention.nn.graph.tokengt_layer import (
 )
 
 __all__ = [
-    "ATTENTIONS",
     "EDGE_TOKENS",
-    "ID_POOLINGS",
+    "IDENTIFIERS",
+    "KINDS",
     "LAYOUTS",
+    "TOKENGT_OUTPUTS",
+    "CellOrderings",
     "OrderKTokenGT",
     "TokenBatch",
     "TokenGT",
     "TokenGTEncoder",
     "TokenGTLayer",
     "TokenGTTokenizer",
+    "boundary_cycles",
+    "cell_orderings",
     "drop_path",
     "eigenvector_dropout",
     "random_sign_flip",

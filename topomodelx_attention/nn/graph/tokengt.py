@@ -14,38 +14,40 @@ Node ``v`` becomes :math:`[X_v, P_v, P_v, E^{\mathcal V}]` and edge ``(u, v)`` b
 :math:`W [X; P_u; P_v] + E` (the type embedding has the model width, A.3.1), computed as
 :math:`W_x X + W_1 P_u + W_2 P_v + E` with the identifier projections evaluated once per node
 and gathered per edge. A learnable ``[graph]`` token is prepended to every graph and the
-graph-level prediction is read from it (§2, Figure 1).
+complex-level prediction is read from it (§2, Figure 1).
 
 Two models:
 
 :class:`TokenGT`
     Graphs (``torch_geometric`` ``Data`` / ``Batch``): node tokens + edge tokens, both
-    directions of an undirected edge by default (``edge_tokens="directed"``, the paper's
-    choice), or one token per undirected edge with *pooled* identifiers
-    ``[P_u + P_v, P_u + P_v]`` (``edge_tokens="undirected"``, the cheaper variant discussed
-    in A.5: half the edge tokens, symmetric in ``u, v``).
+    directions of an undirected edge (``edge_tokens="directed"``, the paper's choice; the
+    ``edge_index`` must then hold both directions), or one token per undirected edge with
+    *pooled* identifiers ``[P_u + P_v, P_u + P_v]`` (``edge_tokens="undirected"``, the cheaper
+    variant of A.5: half the edge tokens, symmetric in ``u, v``).
 :class:`OrderKTokenGT`
     The order-k generalisation of §3 on any
     :class:`~topomodelx_attention.data.ComplexData` (cell complexes, simplicial complexes,
-    hypergraphs / combinatorial complexes): every cell of every rank is one token carrying the
-    identifiers of its vertices and a type identifier per rank. **Choice:** the vertex
-    identifiers of a cell are *pooled* — summed, :math:`\sum_{v \in \sigma} P_v` — rather than
-    put in a fixed number of ordered slots. A cell has no canonical vertex order (an ordered
-    slot layout would need all :math:`|\sigma|!` orderings as tokens, as in the paper's
-    tensor formulation, to stay permutation invariant), and the sum keeps exactly the
-    incidence information attention needs: for orthonormal ``P``,
-    :math:`\langle \sum_{\sigma} P, \sum_{\tau} P \rangle = |\sigma \cap \tau|`, the number of
-    shared vertices (vertex ∈ cell, edges sharing a vertex, faces sharing an edge, ...). For
-    a graph (ranks 0 and 1) it coincides with :class:`TokenGT` with
-    ``edge_tokens="undirected"``.
+    hypergraphs / combinatorial complexes): every cell of every rank is represented by
+    tokens carrying the identifiers of its vertices and a type identifier per rank.
+    ``identifiers="ordered"`` (default) is the paper's construction: ordered identifier slots
+    :math:`[P_{v_1}, \dots, P_{v_k}]`, one token per vertex ordering that describes the cell
+    (both directions of an edge, every permutation of a simplex / hyperedge, the rotations
+    and reflections of the boundary cycle of a ring; see
+    :mod:`~topomodelx_attention.nn.graph.orderings`). ``identifiers="sum"`` / ``"mean"`` is
+    the one-token-per-cell variant of A.5 with pooled identifiers
+    :math:`\sum_{v \in \sigma} P_v`: cheaper, but the identifiers of two cells then only
+    reveal their number of shared vertices, and two different cells on the same vertex set
+    (two rings of K4 on the same four vertices) get identical tokens — the k-IGN argument of
+    §3 does not hold for it.
 
 Training-time regularisers on the identifiers (A.3.1, A.3.3), applied inside ``forward`` in
 training mode only and drawn from PyTorch's global generator: a random sign flip per
-(graph, eigenvector column) and eigenvector dropout (a whole column of one graph is zeroed,
+(complex, eigenvector column) and eigenvector dropout (a whole column of one complex is zeroed,
 the others rescaled by :math:`1/(1-p)`, like 2-D channel dropout).
 
-Attention is the shared core's (:mod:`topomodelx_attention.nn.attention`): exact softmax per
-graph (padded, SDPA with a key-padding mask) or Performer FAVOR+ (linear in the tokens), see
+Attention is the shared core's (:mod:`topomodelx_attention.nn.attention`): ``kind="dense"``
+(exact softmax per complex, padded, SDPA with a key-padding mask) or ``kind="linear"``
+(Performer FAVOR+, linear in the tokens), see
 :mod:`~topomodelx_attention.nn.graph.tokengt_layer`.
 """
 
@@ -59,12 +61,14 @@ from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout, scatter_sum
-from topomodelx_attention.nn.common import FeatureEncoder, segment_pool
-from topomodelx_attention.nn.graph.tokengt_layer import ATTENTIONS, TokenGTEncoder
+from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
+from topomodelx_attention.nn.graph.orderings import cell_orderings
+from topomodelx_attention.nn.graph.tokengt_layer import KINDS, TokenGTEncoder
 
 __all__ = [
     "EDGE_TOKENS",
-    "ID_POOLINGS",
+    "IDENTIFIERS",
+    "TOKENGT_OUTPUTS",
     "OrderKTokenGT",
     "TokenBatch",
     "TokenGT",
@@ -76,8 +80,9 @@ __all__ = [
 #: ``"directed"``: one token per column of ``edge_index`` (both directions of an undirected
 #: edge, §2); ``"undirected"``: one token per undirected edge, pooled identifiers (A.5).
 EDGE_TOKENS: tuple[str, ...] = ("directed", "undirected")
-#: Pooling of the vertex identifiers of a cell in :class:`OrderKTokenGT`.
-ID_POOLINGS: tuple[str, ...] = ("sum", "mean")
+#: Vertex identifiers of a cell in :class:`OrderKTokenGT`: ordered slots (one token per
+#: ordering, §3) or pooled over the cell's vertices (one token per cell, A.5).
+IDENTIFIERS: tuple[str, ...] = ("ordered", "sum", "mean")
 
 _NODE_ID_HELP = (
     "apply a node-identifier transform to every graph before batching, e.g. "
@@ -90,36 +95,36 @@ _NODE_ID_HELP = (
 # ----------------------------------------------------------------------------------------------
 # identifier regularisers (functional, training time)
 # ----------------------------------------------------------------------------------------------
-def random_sign_flip(node_id: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
-    """Multiply every (graph, eigenvector column) of the identifiers by a random ``±1`` (A.3.1).
+def random_sign_flip(node_id: Tensor, batch: Tensor, num_complexes: int) -> Tensor:
+    """Multiply every (complex, eigenvector column) of the identifiers by a random ``±1`` (A.3.1).
 
     Laplacian eigenvectors are defined up to sign; flipping them at random during training
-    makes the model robust to that ambiguity. One sign per graph and column (shared by all
-    nodes of the graph), from PyTorch's global generator; not in place.
+    makes the model robust to that ambiguity. One sign per complex and column (shared by all
+    nodes of the complex), from PyTorch's global generator; not in place.
 
     Parameters
     ----------
     node_id : torch.Tensor, shape = (n, d_p)
         Node identifiers.
     batch : torch.Tensor, shape = (n,)
-        Graph of every node.
-    num_graphs : int
-        Number of graphs.
+        Complex (graph) of every node.
+    num_complexes : int
+        Number of complexes.
 
     Returns
     -------
     torch.Tensor, shape = (n, d_p)
         Identifiers with flipped columns.
     """
-    signs = torch.randint(0, 2, (num_graphs, node_id.shape[1]), device=node_id.device)
+    signs = torch.randint(0, 2, (num_complexes, node_id.shape[1]), device=node_id.device)
     signs = (2 * signs - 1).to(node_id.dtype)
     return node_id * signs.index_select(0, batch)
 
 
-def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_graphs: int, p: float) -> Tensor:
-    """Zero whole identifier columns per graph with probability ``p`` (A.3.1, A.3.3).
+def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_complexes: int, p: float) -> Tensor:
+    """Zero whole identifier columns per complex with probability ``p`` (A.3.1, A.3.3).
 
-    Like 2-D channel dropout: every (graph, column) is dropped independently and the kept
+    Like 2-D channel dropout: every (complex, column) is dropped independently and the kept
     columns are rescaled by ``1 / (1 - p)``. From PyTorch's global generator; not in place.
 
     Parameters
@@ -127,9 +132,9 @@ def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_graphs: int, p: floa
     node_id : torch.Tensor, shape = (n, d_p)
         Node identifiers.
     batch : torch.Tensor, shape = (n,)
-        Graph of every node.
-    num_graphs : int
-        Number of graphs.
+        Complex (graph) of every node.
+    num_complexes : int
+        Number of complexes.
     p : float
         Drop probability in ``[0, 1)``.
 
@@ -140,7 +145,9 @@ def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_graphs: int, p: floa
     """
     if p == 0.0:
         return node_id
-    keep = torch.empty((num_graphs, node_id.shape[1]), dtype=node_id.dtype, device=node_id.device)
+    keep = torch.empty(
+        (num_complexes, node_id.shape[1]), dtype=node_id.dtype, device=node_id.device
+    )
     keep = keep.bernoulli_(1.0 - p) / (1.0 - p)
     return node_id * keep.index_select(0, batch)
 
@@ -163,33 +170,37 @@ def _non_negative_int(value: object, name: str) -> int:
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TokenBatch:
-    """The tokens of a batch of graphs (or complexes), in the order [graph tokens; groups...].
+    """The tokens of a batch of complexes (graphs), in the order [graph tokens; groups...].
 
     Attributes
     ----------
     x : torch.Tensor, shape = (n_tokens, hidden_channels)
-        Token features: the ``num_graphs`` ``[graph]`` tokens first, then one block per token
-        group (nodes, edges — or the cells of every rank).
+        Token features: the ``num_complexes`` ``[graph]`` tokens first, then one block per
+        token group (nodes, edges — or the cells of every rank).
     layout : PaddedLayout
-        Padding of the tokens per graph (the ``[graph]`` token first in its graph's slots).
-    num_graphs : int
-        Number of graphs / complexes.
+        Padding of the tokens per complex (the ``[graph]`` token first in its complex's slots).
+    num_complexes : int
+        Number of complexes (graphs).
     sizes : tuple of int
         Rows of every token group after the ``[graph]`` tokens (``(n_nodes, n_edge_tokens)``
-        for :class:`TokenGT`, ``(n_0, ..., n_R)`` for :class:`OrderKTokenGT`).
+        for :class:`TokenGT`, the tokens of every rank for :class:`OrderKTokenGT`).
     edge_inverse : torch.Tensor or None, shape = (n_edges,)
         For ``edge_tokens="undirected"``: the edge token of every column of ``edge_index``.
     sparse_residual : tuple of torch.Tensor or None
         ``(target, source)`` token indices of the sparse equivariant basis operator (A.4.3),
         when the model uses it.
+    owners : tuple of torch.Tensor or None
+        For ``OrderKTokenGT(identifiers="ordered")``: the cell of every token of each group
+        (several tokens — orderings — per cell); ``None`` when every token is one cell.
     """
 
     x: Tensor
     layout: PaddedLayout
-    num_graphs: int
+    num_complexes: int
     sizes: tuple[int, ...]
     edge_inverse: Tensor | None = None
     sparse_residual: tuple[Tensor, Tensor] | None = None
+    owners: tuple[Tensor, ...] | None = None
 
     def group(self, i: int, x: Tensor | None = None) -> Tensor:
         """Rows of token group ``i`` (of ``x``, default the tokens themselves).
@@ -207,13 +218,19 @@ class TokenBatch:
             The group's rows.
         """
         x = self.x if x is None else x
-        start = self.num_graphs + sum(self.sizes[:i])
+        start = self.num_complexes + sum(self.sizes[:i])
         return x[start : start + self.sizes[i]]
 
     def replace(self, x: Tensor) -> TokenBatch:
         """Return the same token set with new features ``x`` (same rows)."""
         return TokenBatch(
-            x, self.layout, self.num_graphs, self.sizes, self.edge_inverse, self.sparse_residual
+            x,
+            self.layout,
+            self.num_complexes,
+            self.sizes,
+            self.edge_inverse,
+            self.sparse_residual,
+            self.owners,
         )
 
 
@@ -250,6 +267,7 @@ class TokenGTTokenizer(nn.Module):
         in_channels: int,
         edge_channels: int,
         hidden_channels: int,
+        *,
         node_id_dim: int,
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
@@ -417,16 +435,30 @@ class TokenGTTokenizer(nn.Module):
 # ----------------------------------------------------------------------------------------------
 # shared model machinery
 # ----------------------------------------------------------------------------------------------
+def _check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tuple:
+    if isinstance(outputs, (str, int)):
+        outputs = (outputs,)
+    outputs = tuple(outputs)
+    if not outputs or any(o not in allowed or isinstance(o, bool) for o in outputs):
+        raise ValueError(
+            f"outputs must be a non-empty subset of {tuple(allowed)} ({what}), got {outputs}"
+        )
+    if len(set(outputs)) != len(outputs):
+        raise ValueError(f"outputs lists an entry twice: {outputs}")
+    return outputs
+
+
 class _TokenModel(nn.Module):
     """[graph] token, identifier regularisers and the encoder stack shared by both models."""
 
     def _build_common(
         self,
         hidden_channels: int,
+        *,
         n_layers: int,
         heads: int,
         node_id_dim: int,
-        attention: str,
+        kind: str,
         ffn_channels: int | None,
         dropout: float,
         attention_dropout: float,
@@ -438,34 +470,36 @@ class _TokenModel(nn.Module):
         num_random_features: int | None,
         redraw_features_in_training: bool,
         token_layout: str,
+        check_inputs: bool,
     ) -> None:
-        if attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {tuple(ATTENTIONS)}, got {attention!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.hidden_channels = hidden_channels
         self.node_id_dim = _non_negative_int(node_id_dim, "node_id_dim")
         self.sign_flip = bool(sign_flip)
+        self.check_inputs = bool(check_inputs)
         self.eigenvector_dropout = _check_rate(eigenvector_dropout, "eigenvector_dropout")
         self.graph_token = nn.Parameter(torch.empty(1, hidden_channels))
         nn.init.normal_(self.graph_token, std=0.02)
         self.embedding_dropout = nn.Dropout(_check_rate(embedding_dropout, "embedding_dropout"))
         self.encoder = TokenGTEncoder(
             hidden_channels,
-            n_layers,
-            heads,
-            ffn_channels,
-            attention,
-            dropout,
-            attention_dropout,
-            drop_path,
-            bias,
-            num_random_features,
-            redraw_features_in_training,
+            n_layers=n_layers,
+            heads=heads,
+            ffn_channels=ffn_channels,
+            kind=kind,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            drop_path=drop_path,
+            bias=bias,
+            num_random_features=num_random_features,
+            redraw_features_in_training=redraw_features_in_training,
             final_norm=True,
             token_layout=token_layout,
         )
 
     def _node_ids(
-        self, data: object, num_nodes: int, batch: Tensor, num_graphs: int
+        self, data: object, num_nodes: int, batch: Tensor, num_complexes: int
     ) -> Tensor | None:
         if self.node_id_dim == 0:
             return None
@@ -485,31 +519,33 @@ class _TokenModel(nn.Module):
             raise TypeError(f"data.node_id must be a float tensor, got {node_id.dtype}")
         node_id = node_id.to(device=self.graph_token.device, dtype=self.graph_token.dtype)
         if self.training and self.sign_flip:
-            node_id = random_sign_flip(node_id, batch, num_graphs)
+            node_id = random_sign_flip(node_id, batch, num_complexes)
         if self.training and self.eigenvector_dropout > 0.0:
-            node_id = eigenvector_dropout(node_id, batch, num_graphs, self.eigenvector_dropout)
+            node_id = eigenvector_dropout(node_id, batch, num_complexes, self.eigenvector_dropout)
         return node_id
 
     def _assemble(
         self,
         groups: Sequence[Tensor],
         batches: Sequence[Tensor],
-        num_graphs: int,
+        num_complexes: int,
         edge_inverse: Tensor | None = None,
         sparse_residual: tuple[Tensor, Tensor] | None = None,
+        owners: tuple[Tensor, ...] | None = None,
     ) -> TokenBatch:
         device = self.graph_token.device
-        special = self.graph_token.expand(num_graphs, self.hidden_channels)
+        special = self.graph_token.expand(num_complexes, self.hidden_channels)
         x = torch.cat([special, *groups], dim=0)
-        token_batch = torch.cat([torch.arange(num_graphs, device=device), *batches])
-        layout = padded_layout(token_batch, num_graphs)
+        token_batch = torch.cat([torch.arange(num_complexes, device=device), *batches])
+        layout = padded_layout(token_batch, num_complexes)
         return TokenBatch(
             self.embedding_dropout(x),
             layout,
-            num_graphs,
+            num_complexes,
             tuple(int(g.shape[0]) for g in groups),
             edge_inverse,
             sparse_residual,
+            owners,
         )
 
     def encode_tokens(self, tokens: TokenBatch) -> TokenBatch:
@@ -529,6 +565,14 @@ class _TokenModel(nn.Module):
             self.encoder(tokens.x, layout=tokens.layout, sparse_residual=tokens.sparse_residual)
         )
 
+    def _head(self, name: object) -> nn.Module:
+        if str(name) not in self.heads:
+            raise ValueError(
+                f"the model has no {name!r} output; build it with outputs including {name!r} "
+                f"(it has {self.outputs})"
+            )
+        return self.heads[str(name)]
+
 
 def _graph_batch(data: object, num_nodes: int, device: torch.device) -> tuple[Tensor, int]:
     batch = data.get("batch", None) if hasattr(data, "get") else None
@@ -540,10 +584,32 @@ def _graph_batch(data: object, num_nodes: int, device: torch.device) -> tuple[Te
     return batch.long(), int(num_graphs)
 
 
+def _check_symmetric(edge_index: Tensor, num_nodes: int) -> None:
+    """Raise unless every column ``(u, v)`` of ``edge_index`` has its reverse ``(v, u)``."""
+    if edge_index.numel() == 0:
+        return
+    n = max(num_nodes, 1)
+    keys = edge_index[0] * n + edge_index[1]
+    reverse = edge_index[1] * n + edge_index[0]
+    missing = ~torch.isin(reverse, keys)
+    if bool(missing.any()):
+        j = int(missing.nonzero()[0, 0])
+        u, v = int(edge_index[0, j]), int(edge_index[1, j])
+        raise ValueError(
+            f"edge_index column {j} ({u} -> {v}) has no reverse ({v} -> {u}); "
+            f"{int(missing.sum())} of {edge_index.shape[1]} columns lack one. TokenGT with "
+            "edge_tokens='directed' takes every column as one direction of an undirected edge "
+            "(§2, A.5: both directions are tokens), and the Laplacian identifiers symmetrise "
+            "the graph anyway: make it undirected (torch_geometric.utils.to_undirected) or use "
+            "edge_tokens='undirected' (one token per undirected edge)"
+        )
+
+
 # ----------------------------------------------------------------------------------------------
 # TokenGT for graphs
 # ----------------------------------------------------------------------------------------------
-READOUTS: tuple[str, ...] = ("graph", "node", "edge")
+#: Predictions :class:`TokenGT` can return (its ``outputs``).
+TOKENGT_OUTPUTS: tuple[str, ...] = ("complex", "node", "edge")
 
 
 class TokenGT(_TokenModel):
@@ -551,8 +617,8 @@ class TokenGT(_TokenModel):
 
     ``[graph]`` token + node tokens + edge tokens (:class:`TokenGTTokenizer`) → pre-LN
     Transformer (:class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`) → linear
-    heads on the ``[graph]`` token (:meth:`forward`), the node tokens (:meth:`node_outputs`) or
-    the edge tokens (:meth:`edge_outputs`).
+    heads on the ``[graph]`` token (:meth:`forward`, one row per graph), the node tokens
+    (:meth:`node_outputs`) or the edge tokens (:meth:`edge_outputs`).
 
     Parameters
     ----------
@@ -571,14 +637,14 @@ class TokenGT(_TokenModel):
     node_id_dim : int, default = 16
         Width :math:`d_p` of ``data.node_id`` (paper: 16 for Laplacian eigenvectors, 64 for
         ORF); 0 disables node identifiers.
-    attention : {"softmax", "performer"}, default = "softmax"
+    kind : {"dense", "linear"}, default = "dense"
         Exact softmax attention or Performer FAVOR+ (A.4.3).
     ffn_channels : int, optional
         MLP width (default ``hidden_channels``, as the paper's Graphormer configuration).
     dropout : float, default = 0.0
-        Dropout in the encoder layers.
+        Dropout on the output of every sublayer (attention block, MLP) before the residual sum.
     attention_dropout : float, default = 0.0
-        Dropout on the attention weights (softmax only).
+        Dropout on the attention weights (``kind="dense"`` only).
     embedding_dropout : float, default = 0.0
         Dropout on the input tokens.
     drop_path : float, default = 0.0
@@ -591,9 +657,13 @@ class TokenGT(_TokenModel):
     type_identifiers : bool, default = True
         Learned node / edge type embeddings.
     edge_tokens : {"directed", "undirected"}, default = "directed"
-        Both directions of every edge, or one token per undirected edge (pooled identifiers).
-    readout : sequence of {"graph", "node", "edge"}, default = ("graph",)
-        Which linear heads to build.
+        Both directions of every edge (``edge_index`` must be symmetric: a column without its
+        reverse raises ``ValueError``), or one token per undirected edge (pooled
+        identifiers; any mix of directions is merged).
+    outputs : sequence of {"complex", "node", "edge"}, default = ("complex",)
+        Which predictions the model returns (one linear head each): ``"complex"`` one row per
+        graph (:meth:`forward`), ``"node"`` (:meth:`node_outputs`), ``"edge"``
+        (:meth:`edge_outputs`).
     sparse_equivariant_basis : bool, default = False
         "+ SEB" of A.4.3: after every layer add to every node token the sum of the tokens of
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
@@ -610,6 +680,9 @@ class TokenGT(_TokenModel):
     token_layout : {"auto", "packed", "padded"}, default = "auto"
         How the encoder holds the tokens (same results, different speed; see
         :class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`).
+    check_inputs : bool, default = True
+        Reject NaN / Inf / huge values of ``x``, ``edge_attr`` and ``node_id`` once per forward
+        (:func:`~topomodelx_attention.nn.common.check_inputs`).
 
     Examples
     --------
@@ -628,11 +701,11 @@ class TokenGT(_TokenModel):
         edge_channels: int,
         hidden_channels: int,
         out_channels: int,
+        *,
         n_layers: int = 4,
         heads: int = 8,
         node_id_dim: int = 16,
-        attention: str = "softmax",
-        *,
+        kind: str = "dense",
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
@@ -642,7 +715,7 @@ class TokenGT(_TokenModel):
         eigenvector_dropout: float = 0.0,
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
-        readout: Sequence[str] = ("graph",),
+        outputs: Sequence[str] = ("complex",),
         sparse_equivariant_basis: bool = False,
         node_cardinalities: Sequence[int] | None = None,
         edge_cardinalities: Sequence[int] | None = None,
@@ -650,52 +723,51 @@ class TokenGT(_TokenModel):
         redraw_features_in_training: bool = False,
         bias: bool = True,
         token_layout: str = "auto",
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
-        if isinstance(readout, str):
-            readout = (readout,)
-        readout = tuple(readout)
-        if not readout or any(r not in READOUTS for r in readout):
-            raise ValueError(f"readout must be a non-empty subset of {READOUTS}, got {readout}")
+        outputs = _check_outputs(outputs, TOKENGT_OUTPUTS, "graph, node and edge predictions")
         if isinstance(out_channels, bool) or not isinstance(out_channels, int) or out_channels < 1:
             raise ValueError(f"out_channels must be a positive int, got {out_channels!r}")
         self.tokenizer = TokenGTTokenizer(
             in_channels,
             edge_channels,
             hidden_channels,
-            node_id_dim,
-            type_identifiers,
-            edge_tokens,
-            node_cardinalities,
-            edge_cardinalities,
+            node_id_dim=node_id_dim,
+            type_identifiers=type_identifiers,
+            edge_tokens=edge_tokens,
+            node_cardinalities=node_cardinalities,
+            edge_cardinalities=edge_cardinalities,
         )
         self._build_common(
             hidden_channels,
-            n_layers,
-            heads,
-            node_id_dim,
-            attention,
-            ffn_channels,
-            dropout,
-            attention_dropout,
-            embedding_dropout,
-            drop_path,
-            sign_flip,
-            eigenvector_dropout,
-            bias,
-            num_random_features,
-            redraw_features_in_training,
-            token_layout,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            num_random_features=num_random_features,
+            redraw_features_in_training=redraw_features_in_training,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
         )
-        self.readout = readout
+        self.outputs = outputs
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
         self.out_channels = out_channels
-        self.readout_heads = nn.ModuleDict(
-            {r: nn.Linear(hidden_channels, out_channels) for r in readout}
-        )
+        self.heads = nn.ModuleDict({o: nn.Linear(hidden_channels, out_channels) for o in outputs})
 
     def tokenize(self, data: object) -> TokenBatch:
         """Embed the ``[graph]``, node and edge tokens of a graph or a batch.
+
+        Validates the inputs (shapes, index range, symmetric ``edge_index`` for
+        ``edge_tokens="directed"``, finite values when ``check_inputs``) once per call.
 
         Parameters
         ----------
@@ -722,37 +794,50 @@ class TokenGT(_TokenModel):
         edge_index = edge_index.long()
         if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
             raise ValueError(f"edge_index refers to nodes outside 0..{num_nodes - 1}")
-        batch, num_graphs = _graph_batch(data, num_nodes, device)
-        node_id = self._node_ids(data, num_nodes, batch, num_graphs)
+        x = data.get("x", None) if self.tokenizer.in_channels else None
         edge_attr = data.get("edge_attr", None) if self.tokenizer.edge_channels else None
+        if x is not None and x.shape[0] != num_nodes:
+            raise ValueError(
+                f"x has {x.shape[0]} rows but the graph(s) have num_nodes = {num_nodes}: give "
+                "one feature row per node"
+            )
+        if edge_attr is not None and edge_attr.shape[0] != edge_index.shape[1]:
+            raise ValueError(
+                f"edge_attr has {edge_attr.shape[0]} rows but edge_index has "
+                f"{edge_index.shape[1]} columns: give one feature row per column"
+            )
+        if self.check_inputs:
+            check_inputs({"x": x, "edge_attr": edge_attr, "node_id": data.get("node_id", None)})
+        if self.tokenizer.edge_tokens == "directed":
+            _check_symmetric(edge_index, num_nodes)
+        batch, num_complexes = _graph_batch(data, num_nodes, device)
+        node_id = self._node_ids(data, num_nodes, batch, num_complexes)
         inverse = None
         if self.tokenizer.edge_tokens == "undirected":
             edge_index, edge_attr, inverse = self.tokenizer.undirected_edges(
                 edge_index, edge_attr, num_nodes
             )
         nodes, edges = self.tokenizer(
-            data.get("x", None), edge_index, edge_attr, node_id, num_nodes, self.graph_token.dtype
+            x, edge_index, edge_attr, node_id, num_nodes, self.graph_token.dtype
         )
         edge_batch = batch.index_select(0, edge_index[0])
         residual = None
         if self.sparse_equivariant_basis:
-            residual = self._seb_index(edge_index, num_graphs, num_nodes)
-        return self._assemble([nodes, edges], [batch, edge_batch], num_graphs, inverse, residual)
+            residual = self._seb_index(edge_index, num_complexes, num_nodes)
+        return self._assemble([nodes, edges], [batch, edge_batch], num_complexes, inverse, residual)
 
     def _seb_index(
-        self, edge_index: Tensor, num_graphs: int, num_nodes: int
+        self, edge_index: Tensor, num_complexes: int, num_nodes: int
     ) -> tuple[Tensor, Tensor]:
         """(node token, edge token) pairs of ``X_ii += Σ_{j≠i} X_ij`` (token indices)."""
         edge_tokens = (
-            num_graphs + num_nodes + torch.arange(edge_index.shape[1], device=edge_index.device)
+            num_complexes + num_nodes + torch.arange(edge_index.shape[1], device=edge_index.device)
         )
-        loop = edge_index[0] == edge_index[1]
+        keep = edge_index[0] != edge_index[1]
         if self.tokenizer.edge_tokens == "directed":
-            keep = ~loop
-            return num_graphs + edge_index[0][keep], edge_tokens[keep]
-        keep = ~loop
+            return num_complexes + edge_index[0][keep], edge_tokens[keep]
         nodes = torch.cat([edge_index[0][keep], edge_index[1][keep]])
-        return num_graphs + nodes, torch.cat([edge_tokens[keep], edge_tokens[keep]])
+        return num_complexes + nodes, torch.cat([edge_tokens[keep], edge_tokens[keep]])
 
     def encode(self, data: object) -> TokenBatch:
         """Tokenize and encode; the features are the final (LayerNorm-ed) hidden tokens.
@@ -765,19 +850,12 @@ class TokenGT(_TokenModel):
         Returns
         -------
         TokenBatch
-            Encoded tokens (``x[:num_graphs]`` are the ``[graph]`` tokens).
+            Encoded tokens (``x[:num_complexes]`` are the ``[graph]`` tokens).
         """
         return self.encode_tokens(self.tokenize(data))
 
-    def _head(self, name: str) -> nn.Module:
-        if name not in self.readout_heads:
-            raise ValueError(
-                f"the model has no {name}-level head; build it with readout including {name!r}"
-            )
-        return self.readout_heads[name]
-
     def forward(self, data: object) -> Tensor:
-        """Graph-level prediction from the ``[graph]`` token.
+        """Complex-level (graph-level) prediction from the ``[graph]`` token.
 
         Parameters
         ----------
@@ -786,12 +864,12 @@ class TokenGT(_TokenModel):
 
         Returns
         -------
-        torch.Tensor, shape = (num_graphs, out_channels)
-            One prediction per graph.
+        torch.Tensor, shape = (num_complexes, out_channels)
+            One prediction per graph, empty graphs included.
         """
-        head = self._head("graph")
+        head = self._head("complex")
         tokens = self.encode(data)
-        return head(tokens.x[: tokens.num_graphs])
+        return head(tokens.x[: tokens.num_complexes])
 
     def node_outputs(self, data: object) -> Tensor:
         """Node-level predictions from the node tokens (A.4.3).
@@ -838,14 +916,50 @@ class TokenGT(_TokenModel):
 class OrderKTokenGT(_TokenModel):
     r"""Order-k TokenGT (§3) on cell / simplicial / combinatorial complexes and hypergraphs.
 
-    Every cell :math:`\sigma` of rank ``r = 0..max_rank`` is a token
-    :math:`W_r X_\sigma + W_P\, \mathrm{pool}_{v \in \sigma} P_v + E^{(r)}` (pooled vertex
-    identifiers, see the module notes; ``pool`` = sum by default), with one learned type
-    identifier :math:`E^{(r)}` per rank; plus a ``[graph]`` token per complex. The vertices of
-    every cell come from :meth:`ComplexData.vertex_cells
-    <topomodelx_attention.data.ComplexData.vertex_cells>` (unsigned incidences), so any
-    complex with ``incidence_r`` keys works, including hypergraphs
-    (:class:`toponetx.CombinatorialComplex` via
+    Every cell :math:`\sigma` of rank ``r = 0..max_rank`` is represented by tokens carrying
+    its features, the identifiers of its vertices, a type identifier :math:`E^{(r)}` per rank
+    and (ordered identifiers) a size identifier :math:`E_{|\sigma|}`; plus a ``[graph]``
+    token per complex, from which the complex-level prediction is read.
+
+    ``identifiers="ordered"`` (default, the paper's §3 construction)
+        One token per vertex ordering :math:`(v_1, \dots, v_s)` that describes the cell,
+
+        .. math::
+            t_{\sigma, (v_1..v_s)} = W_r X_\sigma + \sum_{a=1}^{s} W_a P_{v_a}
+            + E^{(r)} + E_{s},
+
+        i.e. :math:`W [X_\sigma; P_{v_1}; \dots; P_{v_s}; 0; \dots; 0] + E` with
+        ``max_cell_size`` = :math:`K` slots shared by every rank, the slots beyond :math:`s`
+        zero (a zero identifier; the size identifier :math:`E_s` tells how many are used — in
+        the order-k tensor of §3 the type identifier :math:`E^{\gamma}` of the equality
+        pattern plays that role). A vertex is the diagonal entry :math:`(v, \dots, v)`: all
+        :math:`K` slots hold :math:`P_v` (TokenGT's :math:`[P_v, P_v]`). Orderings per cell
+        (:func:`~topomodelx_attention.nn.graph.orderings.cell_orderings`):
+
+        ========================================  ================================
+        cell                                      tokens per cell
+        ========================================  ================================
+        vertex                                    1
+        edge                                      2 (both directions, as TokenGT)
+        ring of length :math:`L` (2-cell whose    :math:`2L` (rotations ×
+        boundary is a cycle of edges)             reflections of the boundary walk)
+        other cell of :math:`s` vertices          :math:`s!` (triangle 6, tetrahedron
+        (simplex, hyperedge)                      24, a 5-vertex hyperedge 120)
+        ========================================  ================================
+
+        each with :math:`K` slot gathers. On a graph (ranks 0–1, :math:`K = 2`) this is
+        exactly :class:`TokenGT` with ``edge_tokens="directed"``. Cell-level outputs average
+        the encoded tokens of each cell (mean over its orderings, an invariant pooling) and
+        apply the head.
+    ``identifiers="sum"`` / ``"mean"`` (A.5's cheaper variant)
+        One token per cell, :math:`W_r X_\sigma + W_P \sum_{v \in \sigma} P_v + E^{(r)}` (or
+        the mean). Inner products of pooled identifiers only count shared vertices, and two
+        cells on the same vertex set get the same identifiers (see the module notes). On a
+        graph it is :class:`TokenGT` with ``edge_tokens="undirected"``.
+
+    The vertices of every cell come from the unsigned incidences (``incidence_r``; ring
+    boundaries are walked from ``incidence_2`` and ``incidence_1``), so any complex works,
+    including hypergraphs (:class:`toponetx.CombinatorialComplex` via
     :func:`~topomodelx_attention.data.from_toponetx`).
 
     Parameters
@@ -864,21 +978,27 @@ class OrderKTokenGT(_TokenModel):
     node_id_dim : int, default = 16
         Width of ``data.node_id`` (``LaplacianNodeId`` / ``OrthogonalRandomNodeId`` accept a
         ``ComplexData``: identifiers of its 1-skeleton); 0 disables identifiers.
-    attention : {"softmax", "performer"}, default = "softmax"
+    kind : {"dense", "linear"}, default = "dense"
         Exact softmax or Performer attention.
     categorical : sequence of (sequence of int or None), optional
         Per rank: cardinalities of integer-coded feature columns, or ``None`` (float).
-    id_pooling : {"sum", "mean"}, default = "sum"
-        Pooling of the vertex identifiers of a cell (sum: inner products count shared
-        vertices; mean: divided by the number of vertices).
+    identifiers : {"ordered", "sum", "mean"}, default = "ordered"
+        Ordered identifier slots (one token per ordering) or pooled identifiers (one token
+        per cell), see above.
+    max_cell_size : int, default = 8
+        Identifier slots :math:`K` of ``identifiers="ordered"``: the largest number of
+        vertices of a cell (rings up to length 8, simplices up to tetrahedra); a larger cell
+        raises ``ValueError``. Ignored by ``"sum"`` / ``"mean"``.
     type_identifiers : bool, default = True
-        Learned rank embeddings :math:`E^{(r)}`.
-    graph_readout : bool, default = True
-        Build the complex-level head on the ``[graph]`` token (:meth:`forward`).
-    cell_readout : sequence of int, default = ()
-        Ranks with a cell-level head (:meth:`cell_outputs`).
+        Learned rank embeddings :math:`E^{(r)}` (and the size embeddings :math:`E_s`).
+    outputs : sequence of "complex" or int, default = ("complex",)
+        Which predictions the model returns: ``"complex"`` one row per complex
+        (:meth:`forward`), a rank ``r`` one row per r-cell (:meth:`cell_outputs`).
     ffn_channels, dropout, attention_dropout, embedding_dropout, drop_path, sign_flip, eigenvector_dropout, num_random_features, redraw_features_in_training, bias, token_layout
         As in :class:`TokenGT`.
+    check_inputs : bool, default = True
+        Reject NaN / Inf / huge values of ``x_r`` and ``node_id`` once per forward
+        (:func:`~topomodelx_attention.nn.common.check_inputs`).
     """
 
     def __init__(
@@ -886,16 +1006,16 @@ class OrderKTokenGT(_TokenModel):
         in_channels: Sequence[int],
         hidden_channels: int,
         out_channels: int,
+        *,
         n_layers: int = 4,
         heads: int = 8,
         node_id_dim: int = 16,
-        attention: str = "softmax",
-        *,
+        kind: str = "dense",
         categorical: Sequence[Sequence[int] | None] | None = None,
-        id_pooling: str = "sum",
+        identifiers: str = "ordered",
+        max_cell_size: int = 8,
         type_identifiers: bool = True,
-        graph_readout: bool = True,
-        cell_readout: Sequence[int] = (),
+        outputs: Sequence[str | int] = ("complex",),
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
@@ -907,25 +1027,32 @@ class OrderKTokenGT(_TokenModel):
         redraw_features_in_training: bool = False,
         bias: bool = True,
         token_layout: str = "auto",
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         in_channels = [_non_negative_int(c, "in_channels[r]") for c in in_channels]
         if not in_channels:
             raise ValueError("in_channels must list the feature width of every rank (0 = none)")
-        if id_pooling not in ID_POOLINGS:
-            raise ValueError(f"id_pooling must be one of {ID_POOLINGS}, got {id_pooling!r}")
+        if identifiers not in IDENTIFIERS:
+            raise ValueError(f"identifiers must be one of {IDENTIFIERS}, got {identifiers!r}")
+        if (
+            isinstance(max_cell_size, bool)
+            or not isinstance(max_cell_size, int)
+            or max_cell_size < 1
+        ):
+            raise ValueError(f"max_cell_size must be a positive int, got {max_cell_size!r}")
         self.max_rank = len(in_channels) - 1
         self.in_channels = in_channels
         if categorical is None:
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
             raise ValueError("categorical needs one entry (None or cardinalities) per rank")
-        self.cell_readout = tuple(int(r) for r in cell_readout)
-        if any(not 0 <= r <= self.max_rank for r in self.cell_readout):
-            raise ValueError(f"cell_readout ranks must be in 0..{self.max_rank}")
-        if not graph_readout and not self.cell_readout:
-            raise ValueError("enable graph_readout or give cell_readout ranks")
-        self.id_pooling = id_pooling
+        outputs = _check_outputs(
+            outputs, ("complex", *range(self.max_rank + 1)), "or ranks for cell-level outputs"
+        )
+        self.outputs = outputs
+        self.identifiers = identifiers
+        self.slots = max_cell_size if identifiers == "ordered" else 1
         self.encoders = nn.ModuleDict(
             {
                 str(r): FeatureEncoder(c, hidden_channels, cards, f"x_{r}")
@@ -933,44 +1060,68 @@ class OrderKTokenGT(_TokenModel):
                 if c > 0
             }
         )
+        # W_1 .. W_K stacked: the slot-a projection is rows a*d .. (a+1)*d of the weight
         self.id_projection = (
-            nn.Linear(node_id_dim, hidden_channels, bias=False) if node_id_dim else None
+            nn.Linear(node_id_dim, hidden_channels * self.slots, bias=False)
+            if node_id_dim
+            else None
         )
         self.type_embedding = (
             nn.Embedding(self.max_rank + 1, hidden_channels) if type_identifiers else None
         )
+        self.size_embedding = (
+            nn.Embedding(self.slots + 1, hidden_channels)
+            if type_identifiers and identifiers == "ordered"
+            else None
+        )
         self._build_common(
             hidden_channels,
-            n_layers,
-            heads,
-            node_id_dim,
-            attention,
-            ffn_channels,
-            dropout,
-            attention_dropout,
-            embedding_dropout,
-            drop_path,
-            sign_flip,
-            eigenvector_dropout,
-            bias,
-            num_random_features,
-            redraw_features_in_training,
-            token_layout,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            num_random_features=num_random_features,
+            redraw_features_in_training=redraw_features_in_training,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
         )
-        self.graph_head = nn.Linear(hidden_channels, out_channels) if graph_readout else None
-        self.cell_heads = nn.ModuleDict(
-            {str(r): nn.Linear(hidden_channels, out_channels) for r in self.cell_readout}
+        self.heads = nn.ModuleDict(
+            {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
         )
+
+    def extra_repr(self) -> str:
+        """Describe the configuration in ``repr``."""
+        return f"max_rank={self.max_rank}, identifiers={self.identifiers!r}, slots={self.slots}"
 
     def _pooled_ids(self, data: ComplexData, node_id: Tensor, rank: int) -> Tensor:
         if rank == 0:
             return node_id
         n_r = data.num_cells(rank)
         index = data.vertex_cells(rank).coalesce().indices().to(node_id.device)
-        return segment_pool(node_id.index_select(0, index[0]), index[1], n_r, self.id_pooling)
+        return segment_pool(node_id.index_select(0, index[0]), index[1], n_r, self.identifiers)
+
+    def _ordered_ids(self, node_id: Tensor, slots: Tensor) -> Tensor:
+        r""":math:`\sum_a W_a P_{v_a}` of every token (``slots`` (T, K), -1 = empty)."""
+        projected = self.id_projection(node_id)  # (n_0, K d): every slot's projection once
+        projected = projected.view(-1, self.hidden_channels)  # row v*K + a
+        valid = slots >= 0
+        flat = slots.clamp_min(0) * self.slots + torch.arange(self.slots, device=slots.device)
+        gathered = projected.index_select(0, flat.reshape(-1)).view(*slots.shape, -1)
+        return (gathered * valid.unsqueeze(-1).to(gathered.dtype)).sum(1)
 
     def tokenize(self, data: ComplexData) -> TokenBatch:
-        """Embed the ``[graph]`` token and one token per cell of every rank.
+        """Embed the ``[graph]`` token and the tokens of the cells of every rank.
+
+        Validates the inputs (rows of ``x_r``, finite values when ``check_inputs``) once per
+        call.
 
         Parameters
         ----------
@@ -981,7 +1132,8 @@ class OrderKTokenGT(_TokenModel):
         Returns
         -------
         TokenBatch
-            Groups ``(rank 0, ..., rank max_rank)``.
+            Groups ``(rank 0, ..., rank max_rank)``; with ordered identifiers ``owners``
+            gives the cell of every token.
         """
         if not isinstance(data, ComplexData):
             raise TypeError(
@@ -994,30 +1146,59 @@ class OrderKTokenGT(_TokenModel):
                 f"the model handles ranks 0..{self.max_rank} but the data stops at rank "
                 f"{data.max_rank}; build the model with len(in_channels) = {data.max_rank + 1}"
             )
-        num_graphs = data.num_complexes
+        features: dict[str, Tensor | None] = {}
+        for r in range(self.max_rank + 1):
+            if str(r) not in self.encoders:
+                continue
+            if f"x_{r}" not in data:
+                raise ValueError(
+                    f"the model has in_channels[{r}] = {self.in_channels[r]} but the data "
+                    f"has no x_{r}; lift features (FeatureLifting) or set it to 0"
+                )
+            x_r = data[f"x_{r}"]
+            if x_r.shape[0] != data.num_cells(r):
+                raise ValueError(
+                    f"x_{r} has {x_r.shape[0]} rows but the data has {data.num_cells(r)} "
+                    f"rank-{r} cells: give one feature row per cell"
+                )
+            features[f"x_{r}"] = x_r
+        if self.check_inputs:
+            check_inputs({**features, "node_id": data.get("node_id", None)})
+        num_complexes = data.num_complexes
         dtype = self.graph_token.dtype
         device = self.graph_token.device
         n0 = data.num_cells(0)
         batch0 = data["batch_0"].long()
-        node_id = self._node_ids(data, n0, batch0, num_graphs)
-        groups, batches = [], []
+        node_id = self._node_ids(data, n0, batch0, num_complexes)
+        ordered = self.identifiers == "ordered"
+        groups, batches, owners = [], [], []
         for r in range(self.max_rank + 1):
             n_r = data.num_cells(r)
-            h = torch.zeros((n_r, self.hidden_channels), dtype=dtype, device=device)
+            cells = torch.zeros((n_r, self.hidden_channels), dtype=dtype, device=device)
             if str(r) in self.encoders:
-                if f"x_{r}" not in data:
-                    raise ValueError(
-                        f"the model has in_channels[{r}] = {self.in_channels[r]} but the data "
-                        f"has no x_{r}; lift features (FeatureLifting) or set it to 0"
-                    )
-                h = h + self.encoders[str(r)](data[f"x_{r}"], dtype)
-            if node_id is not None and n_r:
-                h = h + self.id_projection(self._pooled_ids(data, node_id, r))
+                cells = cells + self.encoders[str(r)](features[f"x_{r}"], dtype)
             if self.type_embedding is not None:
-                h = h + self.type_embedding.weight[r].to(dtype)
+                cells = cells + self.type_embedding.weight[r].to(dtype)
+            batch_r = data[f"batch_{r}"].long().to(device)
+            if ordered:
+                order = cell_orderings(data, r, self.slots)
+                owner = order.owner.to(device)
+                h = cells.index_select(0, owner)
+                if node_id is not None and owner.numel():
+                    h = h + self._ordered_ids(node_id, order.slots.to(device))
+                if self.size_embedding is not None:
+                    h = h + self.size_embedding(order.size.to(device)).to(dtype)
+                owners.append(owner)
+                batches.append(batch_r.index_select(0, owner))
+            else:
+                h = cells
+                if node_id is not None and n_r:
+                    h = h + self.id_projection(self._pooled_ids(data, node_id, r))
+                batches.append(batch_r)
             groups.append(h)
-            batches.append(data[f"batch_{r}"].long())
-        return self._assemble(groups, batches, num_graphs)
+        return self._assemble(
+            groups, batches, num_complexes, owners=tuple(owners) if ordered else None
+        )
 
     def encode(self, data: ComplexData) -> TokenBatch:
         """Tokenize and encode a complex or a batch (final LayerNorm-ed tokens).
@@ -1045,15 +1226,17 @@ class OrderKTokenGT(_TokenModel):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            One prediction per complex.
+            One prediction per complex, empty complexes included.
         """
-        if self.graph_head is None:
-            raise ValueError("the model has no complex-level head; build it with graph_readout")
+        head = self._head("complex")
         tokens = self.encode(data)
-        return self.graph_head(tokens.x[: tokens.num_graphs])
+        return head(tokens.x[: tokens.num_complexes])
 
     def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
-        """Cell-level predictions of the ``cell_readout`` ranks.
+        """Cell-level predictions of the ranks listed in ``outputs``.
+
+        With ordered identifiers a cell has several tokens (orderings): their encoded
+        features are averaged (invariant to the orderings) before the head.
 
         Parameters
         ----------
@@ -1065,7 +1248,17 @@ class OrderKTokenGT(_TokenModel):
         dict of int to torch.Tensor
             ``{rank: (n_rank, out_channels)}``.
         """
-        if not self.cell_readout:
-            raise ValueError("the model has no cell-level head; build it with cell_readout")
+        ranks = [o for o in self.outputs if o != "complex"]
+        if not ranks:
+            raise ValueError(
+                f"the model has no cell-level output; build it with outputs including ranks "
+                f"(it has {self.outputs})"
+            )
         tokens = self.encode(data)
-        return {r: self.cell_heads[str(r)](tokens.group(r)) for r in self.cell_readout}
+        out = {}
+        for r in ranks:
+            h = tokens.group(r)
+            if tokens.owners is not None:
+                h = segment_pool(h, tokens.owners[r], data.num_cells(r), "mean")
+            out[r] = self.heads[str(r)](h)
+        return out

@@ -7,19 +7,21 @@ the token embeddings. The encoder therefore is the plain pre-LN Transformer of �
 .. math::
     X' = X + \mathrm{DropPath}_{p_\ell}\big(\mathrm{Dropout}(\mathrm{MSA}(\mathrm{LN}(X)))\big),
     \qquad
-    X'' = X' + \mathrm{DropPath}_{p_\ell}\big(\mathrm{MLP}(\mathrm{LN}(X'))\big),
+    X'' = X' + \mathrm{DropPath}_{p_\ell}\big(\mathrm{Dropout}(\mathrm{MLP}(\mathrm{LN}(X')))\big),
 
 with :math:`\mathrm{MSA}` the multi-head self-attention of Eq. (9) (every token attends to every
 token of its own graph), :math:`\mathrm{MLP}` two linear layers with GELU in between (Eq. 10),
 stochastic depth whose rate grows linearly with depth (A.3.3), and a final LayerNorm after the
-last layer. This is exactly the computation of ``torch.nn.TransformerEncoder(norm_first=True,
-activation="gelu")`` plus stochastic depth, and the layer's parameters can be copied from / to
+last layer. Without dropout this is exactly the computation of
+``torch.nn.TransformerEncoder(norm_first=True, activation="gelu")`` plus stochastic depth, and the layer's parameters can be copied from / to
 it (see :meth:`TokenGTLayer.load_from_torch`).
 
 Attention goes through the shared core
-(:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`): ``attention="softmax"`` is its
-``dense`` kind (exact softmax, per graph, padded + SDPA with a key-padding mask) and
-``attention="performer"`` its ``linear`` kind (FAVOR+, A.4.3; linear in the number of tokens).
+(:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`) with one of its kinds:
+``kind="dense"`` (exact softmax, per complex, padded + SDPA with a key-padding mask) or
+``kind="linear"`` (Performer FAVOR+, A.4.3; linear in the number of tokens). ``dropout`` is
+applied to the output of every sublayer (attention block, MLP) before the residual sum,
+``attention_dropout`` to the attention weights (dense kind only).
 The padding of the token set is computed **once per forward**
 (:func:`~topomodelx_attention.nn.attention.padded_layout`) and shared by every layer.
 """
@@ -31,10 +33,10 @@ from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention import MultiHeadAttention, PaddedLayout, padded_layout
 
-__all__ = ["ATTENTIONS", "LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "drop_path"]
+__all__ = ["KINDS", "LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "drop_path"]
 
-#: TokenGT attention name → kind of the shared attention core.
-ATTENTIONS: dict[str, str] = {"softmax": "dense", "performer": "linear"}
+#: Attention kinds of the shared core TokenGT uses: exact softmax, Performer FAVOR+.
+KINDS: tuple[str, ...] = ("dense", "linear")
 #: How the encoder stack holds the tokens (see :class:`TokenGTEncoder`).
 LAYOUTS: tuple[str, ...] = ("auto", "packed", "padded")
 
@@ -46,10 +48,10 @@ def _rate(value: float, name: str, *, closed: bool = False) -> float:
     return value
 
 
-def drop_path(x: Tensor, batch: Tensor, num_graphs: int, p: float, training: bool) -> Tensor:
-    r"""Stochastic depth per sample (graph): drop a residual branch for whole graphs.
+def drop_path(x: Tensor, batch: Tensor, num_complexes: int, p: float, training: bool) -> Tensor:
+    r"""Stochastic depth per sample (complex): drop a residual branch for whole complexes.
 
-    In training, every graph keeps the branch with probability :math:`1 - p` (then scaled by
+    In training, every complex keeps the branch with probability :math:`1 - p` (then scaled by
     :math:`1 / (1 - p)`, so the expectation is unchanged) or loses it for all its tokens;
     identity in evaluation or for :math:`p = 0`. Random numbers come from PyTorch's global
     generator.
@@ -59,9 +61,9 @@ def drop_path(x: Tensor, batch: Tensor, num_graphs: int, p: float, training: boo
     x : torch.Tensor, shape = (n, channels)
         Output of the residual branch, one row per token.
     batch : torch.Tensor, shape = (n,)
-        Graph of every token.
-    num_graphs : int
-        Number of graphs.
+        Complex (graph) of every token.
+    num_complexes : int
+        Number of complexes.
     p : float
         Drop probability in ``[0, 1)``.
     training : bool
@@ -70,11 +72,11 @@ def drop_path(x: Tensor, batch: Tensor, num_graphs: int, p: float, training: boo
     Returns
     -------
     torch.Tensor, shape = (n, channels)
-        ``x`` with the rows of dropped graphs zeroed and the others rescaled.
+        ``x`` with the rows of dropped complexes zeroed and the others rescaled.
     """
     if not training or p == 0.0:
         return x
-    keep = torch.empty(num_graphs, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p)
+    keep = torch.empty(num_complexes, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p)
     keep = keep / (1.0 - p)
     return x * keep.index_select(0, batch).unsqueeze(-1)
 
@@ -90,15 +92,15 @@ class TokenGTLayer(nn.Module):
         Attention heads (must divide ``channels``).
     ffn_channels : int, optional
         Hidden width of the MLP (default ``channels``, as in the paper's Graphormer setting).
-    attention : {"softmax", "performer"}, default = "softmax"
+    kind : {"dense", "linear"}, default = "dense"
         Exact softmax attention or its FAVOR+ approximation (Performer, A.4.3).
     dropout : float, default = 0.0
-        Dropout on the attention output, inside the MLP and on its output (as
-        ``torch.nn.TransformerEncoderLayer``).
+        Dropout on the output of each sublayer (attention block, MLP) before the residual sum.
     attention_dropout : float, default = 0.0
-        Dropout on the attention weights (softmax only).
+        Dropout on the attention weights (``kind="dense"`` only: linear attention has no
+        weight matrix; a positive value with ``"linear"`` raises).
     drop_path : float, default = 0.0
-        Stochastic-depth rate of this layer (per graph, training only).
+        Stochastic-depth rate of this layer (per complex, training only).
     bias : bool, default = True
         Biases in the attention projections.
     num_random_features : int, optional
@@ -113,9 +115,10 @@ class TokenGTLayer(nn.Module):
     def __init__(
         self,
         channels: int,
+        *,
         heads: int = 8,
         ffn_channels: int | None = None,
-        attention: str = "softmax",
+        kind: str = "dense",
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         drop_path: float = 0.0,
@@ -125,27 +128,32 @@ class TokenGTLayer(nn.Module):
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {tuple(ATTENTIONS)}, got {attention!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        attention_dropout = _rate(attention_dropout, "attention_dropout")
+        if kind == "linear" and attention_dropout > 0.0:
+            raise ValueError(
+                "attention_dropout applies to the attention weights of kind='dense'; linear "
+                "(Performer) attention has none: set attention_dropout=0"
+            )
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
             raise ValueError(f"channels must be a positive int, got {channels!r}")
         ffn_channels = channels if ffn_channels is None else int(ffn_channels)
         if ffn_channels < 1:
             raise ValueError(f"ffn_channels must be positive, got {ffn_channels}")
         self.channels = channels
-        self.attention_name = attention
+        self.kind = kind
         self.drop_path = _rate(drop_path, "drop_path")
-        kind = ATTENTIONS[attention]
         self.attention = MultiHeadAttention(
             channels,
             channels,
             heads,
             kind=kind,
             bias=bias,
-            dropout=_rate(attention_dropout, "attention_dropout") if kind == "dense" else 0.0,
+            dropout=attention_dropout,
             num_random_features=num_random_features if kind == "linear" else None,
             redraw_features_in_training=redraw_features_in_training,
-            learn_bias_scale=False,  # no θ·N bias: TokenGT's attention is unmodified (§2)
+            neighborhood_bias=False,  # no θ·N bias: TokenGT's attention is unmodified (§2)
         )
         self.norm_attention = nn.LayerNorm(channels, eps=layer_norm_eps)
         self.norm_ffn = nn.LayerNorm(channels, eps=layer_norm_eps)
@@ -156,7 +164,7 @@ class TokenGTLayer(nn.Module):
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
-        return f"attention={self.attention_name!r}, drop_path={self.drop_path}"
+        return f"kind={self.kind!r}, drop_path={self.drop_path}"
 
     def forward(self, x: Tensor, layout: PaddedLayout) -> Tensor:
         """Update every token.
@@ -178,14 +186,14 @@ class TokenGTLayer(nn.Module):
         x = x + drop_path(
             self.dropout(h), layout.batch, layout.num_graphs, self.drop_path, self.training
         )
-        h = self.dropout(self.lin2(self.dropout(self.activation(self.lin1(self.norm_ffn(x))))))
+        h = self.dropout(self.lin2(self.activation(self.lin1(self.norm_ffn(x)))))
         return x + drop_path(h, layout.batch, layout.num_graphs, self.drop_path, self.training)
 
     @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> None:
         """Copy the weights of a ``torch.nn.TransformerEncoderLayer(norm_first=True)``.
 
-        Both layers then compute the same function (for ``attention="softmax"``, GELU, no
+        Both layers then compute the same function (for ``kind="dense"``, GELU, no
         dropout), which the tests check and the benchmark uses for an equal-size comparison.
 
         Parameters
@@ -246,7 +254,7 @@ class TokenGTEncoder(nn.Module):
         Attention heads.
     ffn_channels : int, optional
         MLP hidden width (default ``channels``).
-    attention : {"softmax", "performer"}, default = "softmax"
+    kind : {"dense", "linear"}, default = "dense"
         Attention of every layer.
     dropout, attention_dropout : float, default = 0.0
         As in :class:`TokenGTLayer`.
@@ -269,10 +277,11 @@ class TokenGTEncoder(nn.Module):
     def __init__(
         self,
         channels: int,
+        *,
         n_layers: int,
         heads: int = 8,
         ffn_channels: int | None = None,
-        attention: str = "softmax",
+        kind: str = "dense",
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         drop_path: float = 0.0,
@@ -297,15 +306,15 @@ class TokenGTEncoder(nn.Module):
         self.layers = nn.ModuleList(
             TokenGTLayer(
                 channels,
-                heads,
-                ffn_channels,
-                attention,
-                dropout,
-                attention_dropout,
-                rate,
-                bias,
-                num_random_features,
-                redraw_features_in_training,
+                heads=heads,
+                ffn_channels=ffn_channels,
+                kind=kind,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                drop_path=rate,
+                bias=bias,
+                num_random_features=num_random_features,
+                redraw_features_in_training=redraw_features_in_training,
             )
             for rate in rates
         )
@@ -332,7 +341,7 @@ class TokenGTEncoder(nn.Module):
         self,
         x: Tensor,
         batch: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: PaddedLayout | None = None,
         sparse_residual: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
@@ -341,11 +350,11 @@ class TokenGTEncoder(nn.Module):
         Parameters
         ----------
         x : torch.Tensor, shape = (n, channels)
-            Tokens of all graphs, in any order.
+            Tokens of all complexes (graphs), in any order.
         batch : torch.Tensor, shape = (n,), optional
-            Graph of every token (``None``: one graph); ignored when ``layout`` is given.
-        num_graphs : int, optional
-            Number of graphs (inferred otherwise).
+            Complex of every token (``None``: one complex); ignored when ``layout`` is given.
+        num_complexes : int, optional
+            Number of complexes (inferred otherwise).
         layout : PaddedLayout, optional
             Precomputed :func:`~topomodelx_attention.nn.attention.padded_layout` of ``batch``.
         sparse_residual : tuple of torch.Tensor, optional
@@ -364,7 +373,7 @@ class TokenGTEncoder(nn.Module):
         if layout is None:
             if batch is None:
                 batch = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
-            layout = padded_layout(batch, num_graphs)
+            layout = padded_layout(batch, num_complexes)
         if layout.num_tokens != x.shape[0]:
             raise ValueError(f"x has {x.shape[0]} rows but the layout {layout.num_tokens}")
         padded = self.use_padded(layout)
