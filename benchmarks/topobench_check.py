@@ -106,13 +106,14 @@ TOPOBENCH_PROTOCOL = [
     "model.feature_encoder.proj_dropout=0.25",
     "model.readout.readout_name=PropagateSignalDown",
     "dataset.dataloader_params.batch_size=32",
-    "transforms.graph2cell_lifting.max_cell_length=10",
     "trainer.max_epochs=500",
     "trainer.min_epochs=50",
     "trainer.check_val_every_n_epoch=5",
     "callbacks.early_stopping.patience=10",
 ]
 TOPOBENCH_SEEDS = [0, 3, 5, 7, 9]
+#: Protocol overrides that exist only for one model domain (TopoBench's default liftings).
+DOMAIN_PROTOCOL = {"cell": ["transforms.graph2cell_lifting.max_cell_length=10"]}
 #: Layers per model under the TopoBench protocol (CWN: 2 in reproduce.sh).
 LAYERS = {"cell/cwn": 2}
 
@@ -203,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for model in models:
         scores, seconds = [], []
-        layers = [f"model.backbone.n_layers={LAYERS[model]}"] if args.protocol == "topobench" and model in LAYERS else []
+        layers = []
+        if args.protocol == "topobench":
+            layers += DOMAIN_PROTOCOL.get(model.split("/")[0], [])
+            layers += [f"model.backbone.n_layers={LAYERS[model]}"] if model in LAYERS else []
         for seed in seeds:
             overrides = [f"model={model}", *common, *layers, f"dataset.split_params.data_seed={seed}", *args.overrides]
             log = logs / f"{model.replace('/', '_')}_seed{seed}.log"

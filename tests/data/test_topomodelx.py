@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from topomodelx_attention.data import from_toponetx
-from topomodelx_attention.data.topomodelx import normalized_laplacian, topomodelx_inputs
+from topomodelx_attention.data.topomodelx import normalized_hodge_laplacian, topomodelx_inputs
 from topomodelx_attention.nn.cell import CellularTransformerLayer
 from topomodelx_attention.transforms import CellCycleLifting, SimplicialCliqueLifting
 
@@ -107,10 +107,10 @@ def test_normalized_laplacian_matches_toponetx():
     sc = toponetx.SimplicialComplex([[0, 1, 2], [1, 2, 3], [3, 4], [5]])
     data = from_toponetx(sc)
     for rank in range(3):
-        ours = normalized_laplacian(data[f"hodge_laplacian_{rank}"]).to_dense().double()
+        ours = normalized_hodge_laplacian(data[f"hodge_laplacian_{rank}"]).to_dense().double()
         theirs = torch.from_numpy(sc.normalized_laplacian_matrix(rank).toarray()).double()
         assert torch.allclose(ours, theirs, atol=1e-6), rank
-        assert (normalized_laplacian(data[f"hodge_laplacian_{rank}"]).values() != 0).all()
+        assert (normalized_hodge_laplacian(data[f"hodge_laplacian_{rank}"]).values() != 0).all()
 
 
 def test_signed_family_on_an_unoriented_complex_names_the_key():

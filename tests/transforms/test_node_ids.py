@@ -156,3 +156,23 @@ def test_sign_flip_on_laplacian_node_ids_of_graph_batch():
         old, new = batch.node_id[mask], flipped.node_id[mask]
         sign = (old * new).sum(0).sign()
         torch.testing.assert_close(new, old * sign)
+
+
+def test_batched_orthogonal_random_ids_are_orthonormal_per_complex():
+    from topomodelx_attention.transforms.node_ids import batched_orthogonal_random_ids
+
+    batch = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 2])
+    ids = batched_orthogonal_random_ids(batch, 4, dim=5, generator=torch.Generator().manual_seed(0))
+    assert ids.shape == (10, 5)
+    for c in range(3):
+        block = ids[batch == c]
+        assert torch.allclose(block @ block.T, torch.eye(block.shape[0]), atol=1e-5)
+    again = batched_orthogonal_random_ids(batch, 4, dim=5, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(ids, again)
+    other = batched_orthogonal_random_ids(batch, 4, dim=5, generator=torch.Generator().manual_seed(1))
+    assert not torch.allclose(ids, other)
+    # more nodes than dim: stacked blocks, every row still unit norm
+    big = batched_orthogonal_random_ids(torch.zeros(7, dtype=torch.long), 1, dim=3)
+    assert torch.allclose(big.norm(dim=1), torch.ones(7), atol=1e-5)
+    with pytest.raises(ValueError, match="dim"):
+        batched_orthogonal_random_ids(batch, 3, dim=0)

@@ -25,7 +25,7 @@ family   TopoModelX layer                  what it receives (our key → its arg
                                            ``incidence_all = (B_1, B_2)`` signed
 ``scn2`` ``nn.simplicial.scn2_layer``       ``x_0, x_1, x_2``; ``laplacian_r`` = normalised
                                            Hodge Laplacians :math:`D^{-1/2} L_r D^{-1/2}`
-                                           (:func:`normalized_laplacian`)
+                                           (:func:`normalized_hodge_laplacian`)
 ``hmc``  ``nn.combinatorial.hmc_layer``     ``x_0, x_1, x_2``; ``adjacency_0``, ``adjacency_1``,
                                            ``coadjacency_2``, ``incidence_1``, ``incidence_2``
                                            (unsigned)
@@ -46,7 +46,7 @@ from torch import Tensor
 
 from topomodelx_attention.data.complex_data import ComplexData
 
-__all__ = ["TOPOMODELX_FAMILIES", "normalized_laplacian", "topomodelx_inputs"]
+__all__ = ["TOPOMODELX_FAMILIES", "normalized_hodge_laplacian", "topomodelx_inputs"]
 
 #: Layer families :func:`topomodelx_inputs` knows, by TopoModelX layer class name.
 TOPOMODELX_FAMILIES: dict[str, str] = {
@@ -59,7 +59,7 @@ TOPOMODELX_FAMILIES: dict[str, str] = {
 }
 
 
-def normalized_laplacian(matrix: Tensor) -> Tensor:
+def normalized_hodge_laplacian(matrix: Tensor) -> Tensor:
     r"""Symmetrically normalise a (Hodge) Laplacian: :math:`D^{-1/2} L D^{-1/2}`.
 
     ``D`` is the diagonal of the absolute row sums of ``L`` (as TopoNetX's
@@ -213,7 +213,7 @@ def topomodelx_inputs(
         return {
             "x_0": features["x_0"], "x_1": features["x_1"], "x_2": features["x_2"],
             **{
-                f"laplacian_{r}": normalized_laplacian(data.neighborhood("hodge_laplacian", r))
+                f"laplacian_{r}": normalized_hodge_laplacian(data.neighborhood("hodge_laplacian", r))
                 for r in range(3)
             },
         }

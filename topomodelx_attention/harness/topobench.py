@@ -26,6 +26,7 @@ from topomodelx_attention.data import ComplexData
 __all__ = [
     "CellularTransformerBackbone",
     "NSimplicialBackbone",
+    "OrderKTokenGTBackbone",
     "TopoBenchWrapper",
     "pad_empty_ranks",
     "to_complex_data",
@@ -314,6 +315,92 @@ class NSimplicialBackbone(nn.Module):
         out = [data[f"x_{r}"] for r in range(self.max_rank + 1)]
         out[self.rank] = self.project(self.norm(h))
         return out
+
+
+class OrderKTokenGTBackbone(nn.Module):
+    """Order-k TokenGT as a TopoBench backbone: every cell of the batch is a token.
+
+    TopoBench batches carry no node identifiers, so fresh orthonormal random identifiers
+    (ORFs, TokenGT Appendix A.3.1) are drawn per complex at every training step
+    (:func:`~topomodelx_attention.transforms.node_ids.batched_orthogonal_random_ids`); in eval
+    mode they are drawn from a fixed seed, so evaluation is deterministic.
+
+    Parameters
+    ----------
+    in_channels : int
+        Width of every ``x_r`` after TopoBench's feature encoder.
+    hidden_channels : int
+        Token width; outputs are projected back to ``in_channels`` per rank.
+    n_layers : int, default=2
+        Layers.
+    heads : int, default=4
+        Attention heads.
+    node_id_dim : int, default=16
+        Identifier width.
+    max_rank : int, optional
+        Highest rank (default ``num_cell_dimensions - 1``, else 2).
+    num_cell_dimensions : int, optional
+        TopoBench's count of cell dimensions.
+    eval_seed : int, default=0
+        Seed of the evaluation identifiers.
+    **kwargs
+        Other :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` options (``kind``,
+        ``identifiers``, ``max_cell_size``, ``dropout``, ...).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        *,
+        n_layers: int = 2,
+        heads: int = 4,
+        node_id_dim: int = 16,
+        max_rank: int | None = None,
+        num_cell_dimensions: int | None = None,
+        eval_seed: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        from topomodelx_attention.nn.graph import OrderKTokenGT
+
+        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
+        self.node_id_dim = int(node_id_dim)
+        self.eval_seed = int(eval_seed)
+        self.out_channels = int(in_channels)
+        self.model = OrderKTokenGT(
+            [int(in_channels)] * (self.max_rank + 1), hidden_channels, in_channels,
+            n_layers=n_layers, heads=heads, node_id_dim=node_id_dim,
+            outputs=tuple(range(self.max_rank + 1)), **kwargs,
+        )
+
+    def forward(self, batch: Any) -> list[Tensor]:
+        """Cell embeddings of every rank.
+
+        Parameters
+        ----------
+        batch : torch_geometric.data.Data
+            Encoded TopoBench batch (``x_r``, ``incidence_r``, ``batch_r``).
+
+        Returns
+        -------
+        list of torch.Tensor
+            ``h_r`` of shape ``(n_r, in_channels)``, ``r = 0..max_rank``.
+        """
+        from topomodelx_attention.transforms.node_ids import batched_orthogonal_random_ids
+
+        pad_empty_ranks(batch, self.max_rank)
+        incidences = [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
+        data = to_complex_data(batch, self.max_rank, incidences)
+        generator = None
+        if not self.training:
+            generator = torch.Generator(device=data.x_0.device).manual_seed(self.eval_seed)
+        if self.node_id_dim:
+            data.node_id = batched_orthogonal_random_ids(
+                data.batch_0, data.num_complexes, self.node_id_dim, generator
+            ).to(data.x_0.dtype)
+        out = self.model.cell_outputs(data)
+        return [out[r] for r in range(self.max_rank + 1)]
 
 
 class _WrapperBase(nn.Module):

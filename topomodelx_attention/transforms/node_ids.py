@@ -36,7 +36,58 @@ from topomodelx_attention.transforms.pe_utils import (
     smallest_eigenpairs,
 )
 
-__all__ = ["LaplacianNodeId", "OrthogonalRandomNodeId", "graph_adjacency"]
+__all__ = [
+    "LaplacianNodeId",
+    "OrthogonalRandomNodeId",
+    "batched_orthogonal_random_ids",
+    "graph_adjacency",
+]
+
+
+def batched_orthogonal_random_ids(
+    batch: torch.Tensor, num_complexes: int, dim: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Fresh orthonormal random node identifiers for every complex of a batch, in torch.
+
+    The batched, on-device counterpart of :class:`OrthogonalRandomNodeId` with
+    ``resample=True`` (TokenGT, Appendix A.3.1: ORFs drawn at random every step): the nodes of
+    each complex get rows of Haar-random orthogonal ``dim × dim`` matrices (stacked blocks when
+    a complex has more than ``dim`` nodes), one QR of a ``(num_complexes, blocks, dim, dim)``
+    Gaussian tensor for the whole batch — for models that receive batches built elsewhere
+    (e.g. TopoBench) and cannot run the per-graph transform.
+
+    Parameters
+    ----------
+    batch : torch.Tensor, shape = (num_nodes,)
+        Complex index of every node, sorted.
+    num_complexes : int
+        Number of complexes.
+    dim : int
+        Identifier width.
+    generator : torch.Generator, optional
+        Random source.
+
+    Returns
+    -------
+    torch.Tensor, shape = (num_nodes, dim)
+        Identifiers; rows of one complex are orthonormal when it has at most ``dim`` nodes.
+    """
+    if int(dim) < 1:
+        raise ValueError(f"dim must be a positive int, got {dim}")
+    batch = batch.long()
+    counts = torch.bincount(batch, minlength=num_complexes)
+    if batch.numel() == 0:
+        return torch.zeros((0, dim), device=batch.device)
+    start = torch.cumsum(counts, 0) - counts
+    local = torch.arange(batch.numel(), device=batch.device) - start[batch]
+    blocks = max(1, -(-int(counts.max()) // dim))
+    gaussian = torch.randn(
+        (num_complexes, blocks, dim, dim), generator=generator, device=batch.device
+    )
+    q, r = torch.linalg.qr(gaussian)
+    signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
+    q = q * torch.where(signs == 0, 1.0, signs).unsqueeze(-2)  # Haar measure (Mezzadri)
+    return q.reshape(num_complexes, blocks * dim, dim)[batch, local]
 
 
 def graph_adjacency(data: Data) -> Coo:
