@@ -94,6 +94,9 @@ sparse_module.coalesce, sparse_module.SparseTensor = coalesce, SparseTensor
 cluster_module = types.ModuleType("torch_cluster")
 cluster_module.fps, cluster_module.knn, cluster_module.radius = _absent("fps"), _absent("knn"), _absent("radius")
 sys.modules.update(torch_scatter=scatter_module, torch_sparse=sparse_module, torch_cluster=cluster_module)
+from topomodelx_attention.harness.topobench import register_topobench_transforms
+
+register_topobench_transforms()  # our PEs become TopoBench transforms (by transform_name)
 os.environ.setdefault("PROJECT_ROOT", os.getcwd())
 sys.argv = ["topobench", *sys.argv[1:]]
 runpy.run_module("topobench", run_name="__main__")

@@ -158,3 +158,23 @@ def test_order_k_tokengt_backbone_on_a_topobench_batch(tmp_path, identifiers):
     with torch.no_grad():
         first, second = backbone(plain.clone()), backbone(plain.clone())
     assert all(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_registered_pe_builds_from_topobench_kwargs_and_runs_on_topobench_data(tmp_path):
+    from topomodelx_attention.harness.topobench import (
+        TOPOBENCH_TRANSFORMS,
+        register_topobench_transforms,
+    )
+
+    registry = {}
+    assert register_topobench_transforms(registry) == list(TOPOBENCH_TRANSFORMS)
+    # what TopoBench's DataTransform does: TRANSFORMS[name](transform_name=..., **config)
+    pe = registry["CellularRandomWalkPE"](transform_name="CellularRandomWalkPE",
+                                          transform_type="data manipulation", dim=4)
+    dataset = load_tu_dataset("MUTAG", root=tmp_path)
+    lifted = CellCycleLifting()(dataset[0])
+    plain = Data(**{k: lifted[k] for k in lifted.keys() if k.startswith(("x_", "incidence_"))})
+    out = pe(plain)
+    for rank in range(3):
+        assert out[f"pe_{rank}"].shape == (lifted[f"x_{rank}"].shape[0], 4)
+        assert torch.isfinite(out[f"pe_{rank}"]).all()
