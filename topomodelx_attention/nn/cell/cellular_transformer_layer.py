@@ -13,6 +13,13 @@ Two pre-norm layers (Appendix A):
 Both take explicit per-rank cochains and neighbourhood tensors (TopoModelX style) and use the
 package's shared attention core (:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`).
 
+Execution of pairwise sparse attention: every arrow keeps its own block (parameters
+``blocks[key].lin_query/lin_key/lin_value/lin_out``, one softmax per arrow), but the sparse
+arrows of a layer run together: one query GEMM and one key/value GEMM per rank with the weights
+of the arrows that read the rank stacked, one call of the core's ``sparse_attention`` on the
+joined edge lists, and one output GEMM per target rank. The joined index plan is built once per
+forward and shared by the layers of a stack (:class:`ArrowNeighborhoods`).
+
 Neighbourhood values
 --------------------
 The ``sparse`` kind uses a neighbourhood as a **mask**: only its pattern counts, its values
