@@ -13,6 +13,7 @@ from topomodelx_attention.harness.config import CONFIG_DIR
 from topomodelx_attention.harness.topobench import (
     CellularTransformerBackbone,
     TopoBenchWrapper,
+    to_complex_data,
 )
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -45,6 +46,20 @@ def test_wrapper_returns_topobench_model_out(tmp_path):
         assert torch.isfinite(out[f"x_{rank}"]).all()
     # residual connection + LayerNorm, as TopoBench's AbstractWrapper does
     assert torch.allclose(out["x_0"].mean(-1), torch.zeros(out["x_0"].shape[0]), atol=1e-5)
+
+
+def test_backbone_gives_every_parameter_a_gradient(tmp_path):
+    # DDP raises on parameters without gradient: the backbone must not own an unused readout
+    hidden = 8
+    plain, _ = _topobench_like_batch(tmp_path, hidden)
+    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=2, heads=2)
+    loss = sum(h.square().sum() for h in backbone(plain))
+    loss.backward()
+    missing = [name for name, p in backbone.named_parameters() if p.grad is None]
+    assert not missing, f"parameters without gradient: {missing}"
+    assert not any("readout" in name for name, _ in backbone.named_parameters())
+    with pytest.raises(ValueError, match="out_channels=None"):
+        backbone.transformer(to_complex_data(plain, 2, backbone.neighborhoods))
 
 
 def test_topobench_yaml_targets_point_into_the_package():

@@ -230,7 +230,8 @@ class CellularTransformerBackbone(nn.Module):
         Width of ``pe_r`` when the batch carries our positional encodings.
     **kwargs
         Other :class:`~topomodelx_attention.nn.cell.CellularTransformer` arguments
-        (``attention``, ``kind``, ``dropout``, ``attention_dropout``, ...).
+        (``attention``, ``kind``, ``dropout``, ``attention_dropout``, ...). The transformer is
+        built without readout (``out_channels=None``): every parameter is used by ``forward``.
     """
 
     def __init__(
@@ -249,8 +250,10 @@ class CellularTransformerBackbone(nn.Module):
 
         self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         self.out_channels = int(hidden_channels)
+        # out_channels=None: no readout, whose parameters would never get a gradient (DDP's
+        # "unused parameters" error); the backbone only calls encode()
         self.transformer = CellularTransformer(
-            [int(in_channels)] * (self.max_rank + 1), hidden_channels, hidden_channels,
+            [int(in_channels)] * (self.max_rank + 1), hidden_channels, None,
             n_layers=n_layers, heads=heads, pe_channels=pe_channels, **kwargs,
         )
         self.neighborhoods = sorted({arrow.neighborhood for arrow in self.transformer.arrows})

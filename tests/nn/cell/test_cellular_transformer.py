@@ -259,3 +259,83 @@ def test_composes_with_a_topomodelx_layer_and_trains_on_mutag(tmp_path):
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.8 * losses[0]
+
+
+def _per_arrow_reference(layer, x, neighborhoods):
+    """Pairwise layer with one MultiHeadAttention call per arrow (the definition of Eq. 2)."""
+    normed = [norm(xr) for norm, xr in zip(layer.norm_attention, x)]
+    update = [torch.zeros_like(xr) for xr in x]
+    for arrow, key in zip(layer.arrows, layer.block_keys):
+        if normed[arrow.source].shape[0] == 0 or normed[arrow.target].shape[0] == 0:
+            continue
+        matrix = neighborhoods[arrow.neighborhood].coalesce()
+        matrix = matrix.t().coalesce() if arrow.transpose else matrix
+        update[arrow.target] = update[arrow.target] + layer.blocks[key](normed[arrow.target], normed[arrow.source], matrix)
+    out = []
+    for r, xr in enumerate(x):
+        h = xr + update[r]
+        out.append(h + layer.ffn[r](layer.norm_ffn[r](h)))
+    return out
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("empty_rank_2", [False, True])
+def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_rank_2):
+    # the layer runs all sparse arrows as one attention problem; the result must be the per-arrow sum
+    data = to_double(Batch.from_data_list(complexes()))
+    keys = ("adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2")
+    neighborhoods = {k: data[k] for k in keys}
+    torch.manual_seed(0)
+    layer = CellularTransformerLayer(8, heads=2, max_rank=2, bias=bias).double()
+    for param in layer.parameters():  # non-trivial biases
+        torch.nn.init.normal_(param, std=0.3)
+    generator = torch.Generator().manual_seed(1)
+    x = [torch.randn(data.num_cells(r), 8, generator=generator, dtype=torch.float64) for r in range(3)]
+    if empty_rank_2:
+        x[2] = x[2][:0]
+        neighborhoods["coadjacency_2"] = torch.zeros(0, 0, dtype=torch.float64).to_sparse()
+        neighborhoods["incidence_2"] = torch.zeros(x[1].shape[0], 0, dtype=torch.float64).to_sparse()
+    expected = _per_arrow_reference(layer, x, neighborhoods)
+    got = layer(x, neighborhoods)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    # gradients reach every Q/K/V/O projection of the arrows that have cells on both ends
+    sum(g.square().sum() for g in got).backward()
+    for arrow, key in zip(layer.arrows, layer.block_keys):
+        used = x[arrow.source].shape[0] > 0 and x[arrow.target].shape[0] > 0
+        for name, param in layer.blocks[key].named_parameters():
+            assert (param.grad is not None) == used, (arrow.label, name)
+
+
+def test_training_dropout_on_joined_arrows_keeps_expectation_shape_and_gradients():
+    data = to_double(Batch.from_data_list(complexes()))
+    neighborhoods = {k: data[k] for k in ("adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2")}
+    torch.manual_seed(0)
+    layer = CellularTransformerLayer(8, heads=2, max_rank=2, dropout=0.5, attention_dropout=0.5).double().train()
+    x = [torch.randn(data.num_cells(r), 8, dtype=torch.float64, requires_grad=True) for r in range(3)]
+    first, second = layer(x, neighborhoods), layer(x, neighborhoods)
+    assert not torch.allclose(torch.cat(first), torch.cat(second))  # dropout is active
+    sum(o.sum() for o in first).backward()
+    assert all(torch.isfinite(xr.grad).all() for xr in x)
+    layer.eval()  # eval: no dropout, the per-arrow definition again
+    for g, e in zip(layer(x, neighborhoods), _per_arrow_reference(layer, x, neighborhoods)):
+        torch.testing.assert_close(g, e)
+
+
+def test_encoder_only_model_has_no_readout_and_refuses_forward():
+    data = Batch.from_data_list(complexes())
+    torch.manual_seed(0)
+    encoder = CellularTransformer([3, 3, 3], 16, None, n_layers=1, heads=4).double()
+    assert encoder.readouts is None
+    assert not any("readout" in name for name, _ in encoder.named_parameters())
+    h = encoder.encode(to_double(data))
+    assert [t.shape for t in h] == [(data.num_cells(r), 16) for r in range(3)]
+    sum(t.square().sum() for t in h).backward()
+    assert all(p.grad is not None for p in encoder.parameters())
+    for call in (encoder, encoder.cell_outputs):
+        with pytest.raises(ValueError, match="out_channels=None"):
+            call(to_double(data))
+    # the same parameters as a full model's encoder part: a full model loads them (strict=False)
+    full = CellularTransformer([3, 3, 3], 16, 2, n_layers=1, heads=4).double()
+    missing, unexpected = full.load_state_dict(encoder.state_dict(), strict=False)
+    assert not unexpected and missing and all(k.startswith("readouts.") for k in missing)

@@ -193,8 +193,11 @@ class CellularTransformer(nn.Module):
         Feature columns ``[d_0, ..., d_R]`` of each rank (sets ``max_rank = len - 1``).
     hidden_channels : int
         Transformer width ``d^h``.
-    out_channels : int
-        Output width (classes or regression targets).
+    out_channels : int or None
+        Output width (classes or regression targets). ``None``: an encoder only, without
+        readout modules (no parameter that never gets a gradient, e.g. a backbone under DDP);
+        use :meth:`encode`, :meth:`forward` and :meth:`cell_outputs` then raise ``ValueError``
+        and the ``readout_*`` options are unused.
     n_layers : int, default=2
         Number of Cellular Transformer layers (the paper: 12).
     heads : int, default=4
@@ -263,7 +266,7 @@ class CellularTransformer(nn.Module):
         self,
         in_channels: Sequence[int],
         hidden_channels: int,
-        out_channels: int,
+        out_channels: int | None,
         *,
         n_layers: int = 2,
         heads: int = 4,
@@ -364,12 +367,15 @@ class CellularTransformer(nn.Module):
         self.final_norms = (
             nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1)) if final_norm else None
         )
-        self.readouts = nn.ModuleDict(
-            {
-                str(r): ReadoutMLP(hidden_channels, out_channels, readout_layers, readout_dropout)
-                for r in self.readout_ranks
-            }
-        )
+        self.out_channels = None if out_channels is None else int(out_channels)
+        self.readouts = None
+        if self.out_channels is not None:
+            self.readouts = nn.ModuleDict(
+                {
+                    str(r): ReadoutMLP(hidden_channels, self.out_channels, readout_layers, readout_dropout)
+                    for r in self.readout_ranks
+                }
+            )
 
     @property
     def neighborhood_keys(self) -> list[str]:
@@ -454,6 +460,11 @@ class CellularTransformer(nn.Module):
         dict of int to torch.Tensor
             ``{rank: (n_rank, out_channels)}`` for every readout rank.
         """
+        if self.readouts is None:
+            raise ValueError(
+                "this CellularTransformer was built with out_channels=None (an encoder without "
+                "readout): call encode(data) for the cell features, or build it with out_channels"
+            )
         h = self.encode(data)
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 

@@ -13,6 +13,13 @@ Two pre-norm layers (Appendix A):
 Both take explicit per-rank cochains and neighbourhood tensors (TopoModelX style) and use the
 package's shared attention core (:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`).
 
+Execution of pairwise sparse attention: every arrow keeps its own block (parameters
+``blocks[key].lin_query/lin_key/lin_value/lin_out``, one softmax per arrow), but the sparse
+arrows of a layer run together: one query GEMM and one key/value GEMM per rank with the weights
+of the arrows that read the rank stacked, one call of the core's ``sparse_attention`` on the
+joined edge lists, and one output GEMM per target rank. The joined index plan is built once per
+forward and shared by the layers of a stack (:class:`ArrowNeighborhoods`).
+
 Neighbourhood values
 --------------------
 The ``sparse`` kind uses a neighbourhood as a **mask**: only its pattern counts, its values
@@ -35,8 +42,9 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
-from topomodelx_attention.nn.attention import MultiHeadAttention
+from topomodelx_attention.nn.attention import MultiHeadAttention, sparse_attention
 
 __all__ = [
     "ATTENTION_MECHANISMS",
@@ -147,8 +155,70 @@ class ArrowNeighborhoods(dict):
     """Neighbourhood of every arrow, converted once per forward: ``{Arrow: (n_t, n_s) COO}``.
 
     Built by :meth:`CellularTransformerLayer.prepare_neighborhoods`; a stack of layers with the
-    same tensor diagram shares it (the model prepares once, not once per layer).
+    same tensor diagram shares it (the model prepares once, not once per layer). It also caches
+    the index plans derived from the neighbourhoods (:class:`_FusedPlan`), so that every layer
+    of the stack reuses them instead of rebuilding them.
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.plans: dict[tuple, _FusedPlan] = {}
+
+
+@dataclass(frozen=True)
+class _FusedPlan:
+    """Edge lists of several sparse arrows joined into one attention problem.
+
+    The queries of every arrow form one table: rank ``r`` holds ``n_r × len(targets[r])`` rows,
+    row ``q_offsets[r] + t · len(targets[r]) + i`` being the query of cell ``t`` for the
+    ``i``-th arrow with target ``r`` (the row-major layout of ``X_r [Q_a1 | Q_a2 | …]``). Keys
+    and values form a second table laid out in the same way by source rank. An entry ``(t, s)``
+    of the neighbourhood of arrow ``a`` becomes one edge between its query row and its key row;
+    the segment softmax over query rows is then the softmax of each arrow separately (Eq. 2).
+
+    Attributes
+    ----------
+    targets, sources : tuple of tuple of Arrow
+        Per rank: the arrows whose target (source) it is, in slot order.
+    q_offsets : tuple of int
+        First query row of every rank (and the total number of rows last).
+    index_query, index_key : torch.Tensor, shape = (nnz,)
+        Query row and key row of every edge, sorted by query row.
+    """
+
+    targets: tuple[tuple[Arrow, ...], ...]
+    sources: tuple[tuple[Arrow, ...], ...]
+    q_offsets: tuple[int, ...]
+    index_query: Tensor
+    index_key: Tensor
+
+
+def _fused_plan(arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], sizes: Sequence[int]) -> _FusedPlan:
+    """Build the :class:`_FusedPlan` of ``arrows`` on cochains with ``sizes[r]`` cells per rank."""
+    ranks = range(len(sizes))
+    targets = tuple(tuple(a for a in arrows if a.target == r) for r in ranks)
+    sources = tuple(tuple(a for a in arrows if a.source == r) for r in ranks)
+    q_offsets, kv_offsets = [0], [0]
+    for r in ranks:
+        q_offsets.append(q_offsets[-1] + sizes[r] * len(targets[r]))
+        kv_offsets.append(kv_offsets[-1] + sizes[r] * len(sources[r]))
+    index_query, index_key = [], []
+    for arrow in arrows:
+        matrix = neighborhoods[arrow]
+        expected = (sizes[arrow.target], sizes[arrow.source])
+        if tuple(matrix.shape) != expected:
+            raise ValueError(
+                f"neighbourhood of arrow {arrow.label} has shape {tuple(matrix.shape)} but must be "
+                f"(n_target, n_source) = {expected}; neighbourhoods are oriented (target, source)"
+            )
+        t, s = matrix.indices()
+        slots_t, slots_s = len(targets[arrow.target]), len(sources[arrow.source])
+        index_query.append(t * slots_t + (q_offsets[arrow.target] + targets[arrow.target].index(arrow)))
+        index_key.append(s * slots_s + (kv_offsets[arrow.source] + sources[arrow.source].index(arrow)))
+    index_query, index_key = torch.cat(index_query), torch.cat(index_key)
+    # edges sorted by query row: the scatters of the attention kernels then write in order
+    order = torch.argsort(index_query, stable=True)
+    return _FusedPlan(targets, sources, tuple(q_offsets), index_query[order], index_key[order])
 
 
 def default_tensor_diagram(max_rank: int) -> list[Arrow]:
@@ -426,6 +496,9 @@ class CellularTransformerLayer(nn.Module):
             )
 
         self._bias_arrows: tuple[Arrow, ...] = ()
+        self._fused_arrows: tuple[Arrow, ...] = ()
+        self._block_of = dict(zip(self.arrows, self.block_keys))
+        self.attention_dropout = attention_dropout
         if attention == "pairwise":
             self.blocks = nn.ModuleDict()
             for arrow, key in zip(self.arrows, self.block_keys):
@@ -435,6 +508,10 @@ class CellularTransformerLayer(nn.Module):
                 self.blocks[key] = block(arrow_kind)
             self._bias_arrows = tuple(
                 a for a, k in zip(self.arrows, self.block_keys) if self.blocks[k].kind == "dense"
+            )
+            # sparse arrows with plain Q/K/V/O projections run as one attention problem
+            self._fused_arrows = tuple(
+                a for a, k in zip(self.arrows, self.block_keys) if _fusable(self.blocks[k], output_projection)
             )
         else:
             self.general = block(kind, value_projection=False)
@@ -563,10 +640,15 @@ class CellularTransformerLayer(nn.Module):
         num_complexes: int,
     ) -> list[Tensor | None]:
         update: list[Tensor | None] = [None] * len(x)
+        sizes = tuple(xr.shape[0] for xr in x)
+        # a rank absent from every complex of the batch: its arrows have nothing to attend
+        fused = tuple(a for a in self._fused_arrows if sizes[a.source] and sizes[a.target])
+        if fused:
+            self._fused_sparse(x, fused, neighborhoods, update)
         for arrow, key in zip(self.arrows, self.block_keys):
             source, target = x[arrow.source], x[arrow.target]
-            if source.shape[0] == 0 or target.shape[0] == 0:
-                continue  # rank absent from every complex of the batch: nothing to attend
+            if source.shape[0] == 0 or target.shape[0] == 0 or arrow in self._fused_arrows:
+                continue
             attention = self.blocks[key]
             matrix = None if attention.kind == "linear" else neighborhoods[arrow]
             out = self.dropout(
@@ -574,6 +656,60 @@ class CellularTransformerLayer(nn.Module):
             )
             update[arrow.target] = out if update[arrow.target] is None else update[arrow.target] + out
         return update
+
+    def _fused_sparse(
+        self,
+        x: list[Tensor],
+        arrows: tuple[Arrow, ...],
+        neighborhoods: ArrowNeighborhoods,
+        update: list[Tensor | None],
+    ) -> None:
+        """Sparse blocks ``A_{ks→kt}`` of several arrows (Eq. 2) in one attention call.
+
+        Same result as one :class:`MultiHeadAttention` call per arrow (same parameters, one
+        softmax per arrow), with one query GEMM and one key/value GEMM per rank (the weights of
+        the arrows that read the rank stacked), one sparse attention on the edge lists of all
+        arrows joined (:class:`_FusedPlan`) and one output GEMM per target rank
+        (``Σ_a O_a W_Oa = [O_a1 | O_a2 | …] [W_Oa1; W_Oa2; …]``). Adds into ``update``.
+        """
+        sizes = tuple(xr.shape[0] for xr in x)
+        plan = neighborhoods.plans.get((arrows, sizes))
+        if plan is None:
+            plan = neighborhoods.plans[(arrows, sizes)] = _fused_plan(arrows, neighborhoods, sizes)
+        blocks = {a: self.blocks[self._block_of[a]] for a in arrows}
+        width = self.channels // self.heads
+        queries, keys_values = [], []
+        for r, xr in enumerate(x):
+            if plan.targets[r]:
+                lins = [blocks[a].lin_query for a in plan.targets[r]]
+                queries.append(_stacked_linear(xr, lins).view(-1, self.heads, width))
+            if plan.sources[r]:
+                lins = [lin for a in plan.sources[r] for lin in (blocks[a].lin_key, blocks[a].lin_value)]
+                keys_values.append(_stacked_linear(xr, lins).view(-1, 2, self.heads, width))
+        query = queries[0] if len(queries) == 1 else torch.cat(queries)
+        key_value = keys_values[0] if len(keys_values) == 1 else torch.cat(keys_values)
+        out = sparse_attention(
+            query,
+            key_value[:, 0],
+            key_value[:, 1],
+            (plan.index_query, plan.index_key),
+            scale=self.attention_scale,
+            dropout_p=self.attention_dropout,
+            training=self.training,
+        )
+        per_arrow_dropout = self.training and self.dropout.p > 0.0
+        for r, targets in enumerate(plan.targets):
+            if not targets:
+                continue
+            rows = out[plan.q_offsets[r] : plan.q_offsets[r + 1]].reshape(sizes[r], len(targets) * self.channels)
+            lins = [blocks[a].lin_out for a in targets]
+            if per_arrow_dropout:  # dropout on each block's output, as the per-arrow sum
+                pieces = rows.split(self.channels, dim=1)
+                result = sum(self.dropout(lin(piece)) for lin, piece in zip(lins, pieces))
+            else:
+                bias = None if lins[0].bias is None else sum(lin.bias for lin in lins)
+                result = F.linear(rows, torch.cat([lin.weight for lin in lins], dim=1), bias)
+            update[r] = result if update[r] is None else update[r] + result
 
     def _general(
         self,
@@ -613,6 +749,25 @@ class CellularTransformerLayer(nn.Module):
         )
         out = self.dropout(attention.project_output(out)[inverse])
         return list(torch.split(out, sizes, dim=0))
+
+
+def _fusable(block: MultiHeadAttention, output_projection: bool) -> bool:
+    """Whether a block is plain sparse attention with Q/K/V/O linear maps (see ``_fused_sparse``)."""
+    lins = [getattr(block, name, None) for name in ("lin_query", "lin_key", "lin_value", "lin_out")]
+    return (
+        block.kind == "sparse"
+        and output_projection
+        and all(isinstance(lin, nn.Linear) for lin in lins)
+        and len({lin.bias is None for lin in lins}) == 1
+    )
+
+
+def _stacked_linear(x: Tensor, lins: Sequence[nn.Linear]) -> Tensor:
+    """``x [W_1ᵀ | W_2ᵀ | …] + [b_1 | b_2 | …]``: several linear maps of ``x`` in one GEMM."""
+    if len(lins) == 1:
+        return lins[0](x)
+    bias = None if lins[0].bias is None else torch.cat([lin.bias for lin in lins])
+    return F.linear(x, torch.cat([lin.weight for lin in lins]), bias)
 
 
 def _block_neighborhood(
