@@ -16,6 +16,7 @@ key                       shape                 content
 ``up_laplacian_r``        ``(n_r, n_r)``        ``B_{r+1} B_{r+1}ᵀ``
 ``hodge_laplacian_r``     ``(n_r, n_r)``        down + up
 ``pe_r``                  ``(n_r, dim)``        positional encodings (written by PE transforms)
+``vertex_incidence_r``    ``(n_0, n_r)``        vertices of each cell (combinatorial complexes)
 ========================  ====================  ==============================================
 
 plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once batched) and
@@ -42,6 +43,7 @@ from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
     build_neighborhoods,
     check_neighborhoods,
+    row_rank,
     vertex_cells,
 )
 from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
@@ -149,6 +151,7 @@ class ComplexData(Data):
         oriented: bool = True,
         dtype: torch.dtype = torch.float32,
         batch: Sequence[Tensor] | None = None,
+        vertex_incidence: Sequence[sp.spmatrix | Coo] | None = None,
         **attributes: Any,
     ) -> ComplexData:
         """Build a complex (or the disjoint union of several) from its boundary matrices.
@@ -170,6 +173,9 @@ class ComplexData(Data):
         batch : sequence of torch.Tensor, optional
             For a disjoint union of several complexes: ``batch[r]`` gives the (sorted) complex
             index of every r-cell; ``shape`` then counts cells per complex. Default: one complex.
+        vertex_incidence : sequence of scipy.sparse matrices or Coo, optional
+            ``(n_0, n_r)`` vertex sets of the cells of every rank, for ``vertex_incidence_r``
+            (see :func:`~topomodelx_attention.data.neighborhoods.build_neighborhoods`).
         **attributes
             Extra attributes (e.g. ``y``) stored as they are.
 
@@ -182,7 +188,9 @@ class ComplexData(Data):
         shape = [int(n) for n in shape]
         if any(n < 0 for n in shape) or not shape:
             raise ValueError(f"shape must be a non-empty list of cell counts, got {shape}")
-        data = cls(**build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype))
+        data = cls(
+            **build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence)
+        )
         if batch is None:
             batch = [torch.zeros(n, dtype=torch.long) for n in shape]
         if len(batch) != len(shape) or any(b.numel() != n for b, n in zip(batch, shape)):
@@ -292,8 +300,12 @@ class ComplexData(Data):
         Returns
         -------
         torch.Tensor, shape = (n_0, n_rank)
-            Coalesced 0/1 sparse COO tensor (block-diagonal in a batch).
+            Coalesced 0/1 sparse COO tensor (block-diagonal in a batch): ``vertex_incidence_rank``
+            when stored (combinatorial complexes), else the pattern of ``|B_1| ... |B_rank|``.
         """
+        stored = f"vertex_incidence_{rank}"
+        if stored in self:
+            return self[stored]
         boundaries = [Coo.from_torch(self.neighborhood("incidence", r)) for r in range(1, rank + 1)]
         dtype = self.incidence_1.dtype if "incidence_1" in self else torch.float32
         return vertex_cells(boundaries, rank, self.num_cells(0)).to_torch(dtype)
@@ -337,20 +349,20 @@ class ComplexData(Data):
                     parts[i]["num_nodes"] = count_list[i][0]
             elif neighborhood:
                 name, rank = neighborhood.group(1), int(neighborhood.group(2))
-                row_rank = rank - 1 if "incidence" in name else rank
+                rows_of = row_rank(name, rank)
                 value = value.coalesce()
                 indices, values = value.indices(), value.values()
                 # coalesced → row-major: each complex's block is one contiguous run
                 # (index arithmetic in NumPy: torch's threaded kernels cost more on these sizes)
                 idx = indices.numpy()
-                row_ptr = ptr_np[:, row_rank] if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
-                bounds = np.searchsorted(idx[0], row_ptr) if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
+                row_ptr = ptr_np[:, rows_of] if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
+                bounds = np.searchsorted(idx[0], row_ptr) if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
                 block = np.repeat(np.arange(num), np.diff(bounds))
                 local = torch.from_numpy(idx - np.stack([row_ptr[block], ptr_np[block, rank]]))
                 bounds = bounds.tolist()
                 for i in range(num):
                     lo, hi = bounds[i], bounds[i + 1]
-                    rows = count_list[i][row_rank] if row_rank >= 0 else 0
+                    rows = count_list[i][rows_of] if rows_of >= 0 else 0
                     parts[i][key] = torch.sparse_coo_tensor(
                         local[:, lo:hi],
                         values[lo:hi],
@@ -417,10 +429,8 @@ class ComplexData(Data):
                 raise ValueError(f"{key} must be a torch.sparse_coo tensor")
             if rank > len(counts) - 1:
                 raise ValueError(f"{key} refers to rank {rank} but max_rank is {len(counts) - 1}")
-            if "incidence" in name:
-                expected = (counts[rank - 1] if rank > 0 else 0, counts[rank])
-            else:
-                expected = (counts[rank], counts[rank])
+            rows_of = row_rank(name, rank)
+            expected = (counts[rows_of] if rows_of >= 0 else 0, counts[rank])
             if tuple(value.shape) != expected:
                 raise ValueError(f"{key} has shape {tuple(value.shape)}, expected {expected}")
             if not value.is_coalesced():
