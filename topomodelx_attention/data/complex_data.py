@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.neighborhoods import (
@@ -123,6 +123,14 @@ class ComplexData(Data):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not issubclass(cls, Batch):
+            # PyG's batches of the subclass split like ours (see data.collate)
+            from topomodelx_attention.data.collate import register_batch_class
+
+            register_batch_class(cls)
 
     # ------------------------------------------------------------------ batching rules
     def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
@@ -313,8 +321,10 @@ class ComplexData(Data):
     def to_complex_list(self) -> list[ComplexData]:
         """Split a batch (disjoint union) back into its complexes.
 
-        ``torch_geometric``'s ``Batch.to_data_list`` cannot slice block-diagonal sparse
-        tensors; this method can. It uses ``shape`` (cells per rank and complex) for every
+        ``torch_geometric``'s generic ``separate`` cannot slice block-diagonal sparse
+        tensors; this method can (a batch's ``to_data_list()``, ``get_example(i)`` and
+        ``batch[i]`` call it, see :class:`~topomodelx_attention.data.collate.ComplexDataBatch`).
+        It uses ``shape`` (cells per rank and complex) for every
         rank-indexed key (``x_r``, ``pe_r``, ``batch_r``, neighbourhoods) and PyG's slice
         bookkeeping for the others (``y``, ``edge_index``, ...).
 
@@ -396,9 +406,12 @@ class ComplexData(Data):
                         parts[i][key] = value[int(slices[i]) : int(slices[i + 1])]
             else:
                 raise ValueError(f"cannot split key {key!r}: it is not indexed by rank or batch")
+        data_class = next(
+            c for c in type(self).__mro__ if issubclass(c, ComplexData) and not issubclass(c, Batch)
+        )
         out = []
         for part in parts:
-            data = ComplexData()
+            data = data_class()
             # Bulk insert: what Data.__setattr__ does for non-None values, without its
             # per-attribute overhead (this loop runs once per complex of a data set).
             data._store._mapping.update(part)
