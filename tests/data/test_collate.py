@@ -172,6 +172,16 @@ def test_subclasses_batch_and_split_into_their_own_class():
     assert type(fast) is type(batch)
     assert all(type(p) is LabelledComplex for p in fast.to_data_list())
 
+    class ShiftedLabels(ComplexData):  # its own batching rule: PyG's rules apply, not ours
+        def __inc__(self, key, value, *args, **kwargs):
+            return 10 if key == "y" else super().__inc__(key, value, *args, **kwargs)
+
+    complexes = [ShiftedLabels(**dict(c.items())) for c in mixed_complexes()]
+    generic, fast = Batch.from_data_list(complexes), collate_complexes(complexes)
+    assert fast.y.tolist() == [c.y.item() + 10 * i for i, c in enumerate(complexes)]
+    assert type(generic) is type(fast)
+    assert_same(generic, fast)
+
 
 # ----------------------------------------------------------------------------- mixed key sets
 

@@ -31,6 +31,7 @@ the class PyG creates for batches of ``ComplexData`` (PyG caches one dynamically
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -72,15 +73,15 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
     """
     if not data_list:
         raise ValueError("cannot batch an empty list of complexes")
-    reference = data_list[0].keys()
-    reference_set = set(reference)
     for i, data in enumerate(data_list):
         if not isinstance(data, ComplexData):
             raise TypeError(f"complex {i} of the batch is a {type(data).__name__}, not a ComplexData")
-        keys = data.keys()
-        if len(keys) == len(reference) and set(keys) == reference_set:
+    reference = data_list[0]._store._mapping.keys()
+    for i, data in enumerate(data_list):
+        keys = data._store._mapping.keys()
+        if keys == reference:  # set comparison of the stored keys
             continue
-        missing, extra = sorted(reference_set - set(keys)), sorted(set(keys) - reference_set)
+        missing, extra = sorted(reference - keys), sorted(keys - reference)
         problem = []
         if missing:
             problem.append(f"complex {i} lacks {missing}, which complex 0 has")
@@ -140,8 +141,12 @@ def collate_complexes(
     column counts of the complexes before it. All indices are concatenated at once and shifted
     by one offset table; values are concatenated per key; the result is marked coalesced when
     every block is (blocks with increasing offsets concatenate in row-major order), otherwise
-    it is coalesced. ``batch_r`` becomes the complex index of every cell. The other keys go
-    through PyG's ``collate``, so ``_slice_dict`` and ``_inc_dict`` are PyG's.
+    it is coalesced. ``batch_r`` becomes the complex index of every cell. Dense tensors follow
+    the rules of ``ComplexData.__cat_dim__``/``__inc__`` (PyG's ``Data`` rules: ``*index*``
+    keys are concatenated along the last dimension and shifted by the vertex counts, others
+    along rows), vectorised; anything else (a subclass with its own rules, ``follow_batch``
+    keys, non-tensors) goes through PyG's ``collate``. ``_slice_dict`` and ``_inc_dict`` are
+    PyG's.
 
     Parameters
     ----------
@@ -162,33 +167,62 @@ def collate_complexes(
     first = data_list[0]
     exclude = set(exclude_keys or ())
     follow = set(follow_batch or ())
-    fast = [key for key in first.keys() if key not in exclude and key not in follow]
-    sparse_keys = [key for key in fast if _is_block_diagonal(first[key])]
-    batch_keys = [
-        key for key in fast if _BATCH_KEY.match(key) and isinstance(first[key], Tensor) and first[key].dim() == 1
-    ]
+    mapping = first._store._mapping
+    # ComplexData's rules (and Data's, which it defers to), unless a subclass changed them
+    own_rules = type(first).__inc__ is ComplexData.__inc__ and type(first).__cat_dim__ is ComplexData.__cat_dim__
+    has_nodes = "num_nodes" in mapping
+    sparse_keys, dense_keys = [], []  # dense: (key, cat_dim, increment kind)
+    for key, value in mapping.items():
+        if key in exclude or key in follow or not isinstance(value, Tensor):
+            continue
+        if _is_block_diagonal(value):
+            if own_rules or first.__cat_dim__(key, value) == (0, 1):
+                sparse_keys.append(key)
+        elif own_rules and type(value) is Tensor and value.dim() >= 1 and not value.is_nested:
+            if _BATCH_KEY.match(key) and value.dim() == 1:
+                dense_keys.append((key, 0, "complex"))  # ComplexData.__inc__: 1 per complex
+            elif "batch" in key:
+                continue  # Data.__inc__: max + 1, left to PyG
+            elif "index" in key or key == "face":
+                if has_nodes:
+                    dense_keys.append((key, -1, "nodes"))  # Data: cat_dim -1, increment num_nodes
+            else:
+                dense_keys.append((key, 0, "zero"))  # Data: cat_dim 0, no increment
+    own_batch = own_rules and has_nodes and not isinstance(first, Batch)
     out, slice_dict, inc_dict = pyg_collate(
         Batch,
         data_list=data_list,
         increment=True,
-        add_batch=not isinstance(first, Batch),
+        add_batch=not isinstance(first, Batch) and not own_batch,
         follow_batch=follow,
-        exclude_keys=exclude | set(sparse_keys) | set(batch_keys),
+        exclude_keys=exclude | set(sparse_keys) | {key for key, _, _ in dense_keys},
     )
     mappings = [data._store._mapping for data in data_list]
     num = len(data_list)
-    if sparse_keys:
-        for key, (value, slices) in zip(sparse_keys, _block_diagonal(sparse_keys, mappings)):
-            out[key] = value
-            slice_dict[key] = slices
-            inc_dict[key] = None
+    for key, (value, slices) in zip(sparse_keys, _block_diagonal(sparse_keys, mappings)):
+        out[key] = value
+        slice_dict[key] = slices
+        inc_dict[key] = None
     steps = torch.arange(num)
-    for key in batch_keys:
-        values = [mapping[key] for mapping in mappings]
-        sizes = torch.tensor([value.size(0) for value in values])
-        out[key] = torch.cat(values) + torch.repeat_interleave(steps, sizes, output_size=int(sizes.sum()))
+    nodes = torch.tensor([int(m["num_nodes"] or 0) for m in mappings]) if has_nodes else None
+    for key, dim, kind in dense_keys:
+        values = [m[key] for m in mappings]
+        sizes = torch.tensor([value.size(dim) for value in values])
+        value = torch.cat(values, dim=dim)
+        if kind == "complex":
+            incs = steps.clone()
+        elif kind == "nodes":
+            incs = cumsum(nodes[:-1])
+        else:
+            incs = torch.zeros(num, dtype=torch.long)
+        if int(incs[-1]) != 0:  # as PyG: values are only shifted when some increment is not 0
+            value = value + torch.repeat_interleave(incs, sizes, output_size=value.size(dim))
+        out[key] = value
         slice_dict[key] = cumsum(sizes)
-        inc_dict[key] = steps.clone()  # PyG's increments: __inc__ is 1 per complex
+        inc_dict[key] = incs
+    if own_batch:  # what PyG's add_batch gives: the complex of every vertex
+        out.batch = torch.repeat_interleave(steps, nodes, output_size=int(nodes.sum()))
+        out.ptr = cumsum(nodes)
     out._num_graphs = num
     out._slice_dict = slice_dict
     out._inc_dict = inc_dict
@@ -203,10 +237,10 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
     num = len(mappings)
     tensors = [mapping[key] for key in keys for mapping in mappings]  # key-major
     # (rows, cols, nnz) of every block; NumPy: these arrays are small, torch's per-op cost is not
-    meta = np.fromiter(
-        (n for t in tensors for n in (*t.shape, t._nnz())), dtype=np.int64, count=3 * len(tensors)
-    ).reshape(len(keys), num, 3)
-    sizes, nnz = meta[..., :2], meta[..., 2]
+    count = len(tensors)
+    sizes = np.fromiter(chain.from_iterable([t.shape for t in tensors]), np.int64, 2 * count)
+    sizes = sizes.reshape(len(keys), num, 2)
+    nnz = np.fromiter([t._nnz() for t in tensors], np.int64, count).reshape(len(keys), num)
     offsets = np.cumsum(sizes, axis=1) - sizes  # rows and columns before each block
     indices = torch.cat([t._indices() for t in tensors], dim=1)
     if indices.size(1):
@@ -216,18 +250,17 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
     shapes = sizes.sum(1).tolist()
     zero = np.zeros((len(keys), 1, 2), dtype=np.int64)
     slices = torch.from_numpy(np.concatenate([zero, np.cumsum(sizes, axis=1)], axis=1))  # PyG's
+    coalesced = np.fromiter([t.is_coalesced() for t in tensors], bool, count).reshape(len(keys), num).all(1)
     out = []
     for k in range(len(keys)):
-        block = tensors[k * num : (k + 1) * num]
-        coalesced = all(t.is_coalesced() for t in block)
         value = torch.sparse_coo_tensor(
             indices[:, bounds[k] : bounds[k + 1]].contiguous(),
-            torch.cat([t._values() for t in block]),
+            torch.cat([t._values() for t in tensors[k * num : (k + 1) * num]]),
             tuple(shapes[k]),
-            is_coalesced=coalesced,
+            is_coalesced=bool(coalesced[k]),
             check_invariants=False,
         )
-        out.append((value if coalesced else value.coalesce(), slices[k]))
+        out.append((value if coalesced[k] else value.coalesce(), slices[k]))
     return out
 
 
