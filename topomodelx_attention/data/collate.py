@@ -95,7 +95,14 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
 
 def _batch_fix(first: ComplexData, other: ComplexData, differing: list[str]) -> str:
     """How to make two complexes batchable, from the keys that differ."""
-    names = {m.group(1) for key in differing if (m := _NEIGHBORHOOD_KEY.match(key))}
+    ranks = [
+        {int(m.group(1)) for key in data._store._mapping if (m := _BATCH_KEY.match(key))}
+        for data in (first, other)
+    ]
+    both = ranks[0] & ranks[1]  # a key of a rank only one complex has is a max_rank matter
+    names = {
+        m.group(1) for key in differing if (m := _NEIGHBORHOOD_KEY.match(key)) and int(m.group(2)) in both
+    }
     hints = []
     if any(_BATCH_KEY.match(key) for key in differing):
         hints.append(
@@ -115,7 +122,7 @@ def _batch_fix(first: ComplexData, other: ComplexData, differing: list[str]) -> 
                 "complexes cannot carry them. " + hint
             )
         hints.append(hint)
-    if not hints:
+    if not names and not any(_BATCH_KEY.match(key) for key in differing):
         hints.append("Give every complex the same features (x_r, pe_r) and attributes.")
     return " ".join(hints)
 

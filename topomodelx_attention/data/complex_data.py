@@ -24,6 +24,8 @@ plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once b
 zeros; empty ranks have 0-row tensors. With :class:`torch_geometric.loader.DataLoader` a batch is
 the disjoint union: every neighbourhood becomes block-diagonal (the offsets of its row rank and
 of its column rank), features are concatenated and ``batch_r`` counts complexes.
+:class:`~topomodelx_attention.data.collate.ComplexDataLoader` gives the same batches faster
+(:mod:`topomodelx_attention.data.collate`); either batch splits back with ``to_data_list()``.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ class ComplexData(Data):
     """A complex of any dimension as a :class:`torch_geometric.data.Data` object.
 
     Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
-    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader`.
+    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or the
+    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`.
     The module docstring lists the keys.
 
     Parameters
