@@ -71,6 +71,9 @@ def assert_identical_batches(generic, fast):
             assert x.is_coalesced() and y.is_coalesced(), key
             assert torch.equal(x.indices(), y.indices()), key
             assert x.values().dtype == y.values().dtype and torch.equal(x.values(), y.values()), key
+            # marked coalesced without sorting: check that it truly is (sorted, no duplicates)
+            recomputed = torch.sparse_coo_tensor(y.indices(), y.values(), y.shape).coalesce()
+            assert torch.equal(recomputed.indices(), y.indices()), key
         elif isinstance(x, torch.Tensor):
             assert x.dtype == y.dtype and torch.equal(x, y), key
         else:
