@@ -259,3 +259,82 @@ def test_to_toponetx_errors():
 def test_torch_to_scipy_round_trip():
     data = from_toponetx(random_cell_complex(1))
     np.testing.assert_allclose(torch_to_scipy(data.hodge_laplacian_1).toarray(), dense(data.hodge_laplacian_1))
+
+
+# ----------------------------------------------------------------------------- empty and combinatorial
+
+
+@pytest.mark.parametrize(
+    "empty", [tnx.SimplicialComplex(), tnx.CellComplex(), tnx.CombinatorialComplex(), nx.Graph()], ids=type
+)
+def test_empty_complexes_convert_to_zero_row_tensors(empty):
+    for max_rank in (None, 2):
+        data = from_toponetx(empty, max_rank=max_rank)
+        data.validate_complex()
+        ranks = data.max_rank + 1
+        assert data.shape.tolist() == [[0] * ranks]
+        assert ranks == (3 if max_rank == 2 else 2 if isinstance(empty, nx.Graph) else 1)
+        for key in data.keys():
+            value = data[key]
+            if isinstance(value, torch.Tensor) and key != "shape":
+                assert value.shape[-1] == 0 or value.shape[0] == 0, key
+                assert value.numel() == 0 if not value.is_sparse else value._nnz() == 0, key
+    assert from_toponetx(empty, features={0: np.zeros((0, 3))}).x_0.shape == (0, 3)
+
+
+def test_combinatorial_rank_three_cell_without_rank_two_cells():
+    ccc = tnx.CombinatorialComplex()
+    ccc.add_cell([0, 1], rank=1)
+    ccc.add_cell([0, 1, 2, 3], rank=3)
+    data = from_toponetx(ccc, max_rank=4)
+    data.validate_complex()
+    assert data.shape.tolist() == [[4, 1, 0, 1, 0]]
+    assert data.incidence_2.shape == (1, 0) and data.incidence_3.shape == (0, 1)
+    # the rank-3 cell keeps its four vertices although no rank-2 cell connects them
+    np.testing.assert_array_equal(dense(data.vertex_cells(3)), np.ones((4, 1)))
+    assert [sorted(map(sorted, to_toponetx(data, "combinatorial").skeleton(r))) for r in range(4)] == [
+        [[0], [1], [2], [3]], [[0, 1]], [], [[0, 1, 2, 3]]
+    ]
+
+
+def _cells_per_rank(ccc):
+    return [[sorted(cell) for cell in ccc.skeleton(rank)] for rank in range(ccc.dim + 1)]
+
+
+def test_combinatorial_round_trip_keeps_the_vertex_set_of_every_cell():
+    ccc = tnx.CombinatorialComplex()
+    for cell in ([0, 1], [1, 2], [2, 3, 4]):
+        ccc.add_cell(cell, rank=1)
+    ccc.add_cell([0, 1, 2, 3], rank=2)  # contains [0, 1], [1, 2] but not [2, 3, 4]
+    ccc.set_cell_attributes({frozenset([0, 1, 2, 3]): {"f": 5.0}})
+    ccc.set_cell_attributes({frozenset(c): {"f": float(i)} for i, c in enumerate(([0, 1], [1, 2], [2, 3, 4]))})
+    data = from_toponetx(ccc, feature_name="f")
+    back = to_toponetx(data, "combinatorial")
+    assert _cells_per_rank(back) == _cells_per_rank(ccc)  # same cells, same order
+    assert _cells_per_rank(back)[2] == [[0, 1, 2, 3]]
+    assert_same_complex(data, from_toponetx(back, feature_name="x"))
+    # incidences are TopoNetX's subset relation
+    for rank in (1, 2):
+        np.testing.assert_array_equal(dense(data[f"incidence_{rank}"]), ccc.incidence_matrix(rank - 1, rank).toarray())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_combinatorial_round_trip_on_random_complexes(seed):
+    rng = np.random.default_rng(seed)
+    ccc = tnx.CombinatorialComplex()
+    for v in range(8):
+        ccc.add_cell([v], rank=0)
+    used = set()
+    for rank, size in ((1, 2), (1, 3), (2, 4), (2, 5), (3, 6)):
+        for _ in range(3):
+            cell = frozenset(rng.choice(8, size, replace=False).tolist())
+            if cell in used:
+                continue
+            try:
+                ccc.add_cell(sorted(cell), rank=rank)
+            except ValueError:  # TopoNetX's ranking rule (a subset with a higher rank)
+                continue
+            used.add(cell)
+    data = from_toponetx(ccc)
+    data.validate_complex()
+    assert _cells_per_rank(to_toponetx(data, "combinatorial")) == _cells_per_rank(ccc)

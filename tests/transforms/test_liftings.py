@@ -221,6 +221,24 @@ def test_lift_many_errors_name_the_graph(triangle, path_graph):
         CellCycleLifting().lift_many([with_attr, path_graph])
 
 
+def test_num_nodes_disagreeing_with_x_raises_the_same_error_in_lift_and_lift_many(triangle, path_graph):
+    # 4 vertices declared, 3 feature rows: lifting by x.size(0) would silently drop vertex 3
+    wrong = Data(x=torch.randn(3, 2), edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=4)
+    for lifting in (CellCycleLifting(), SimplicialCliqueLifting(2)):
+        with pytest.raises(ValueError, match="num_nodes=4") as single:
+            lifting(wrong)
+        assert str(single.value) == "num_nodes=4 but x has 3 rows"
+        with pytest.raises(ValueError, match="graph 2") as many:
+            lifting.lift_many([triangle, path_graph, wrong])
+        assert str(many.value) == f"graph 2 of the list: {single.value}"
+    # num_nodes alone (no x) sizes the graph in both paths, isolated vertices included
+    bare = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=4)
+    assert CellCycleLifting().lift_many([bare])[0].shape.tolist() == [[4, 1, 0]]
+    assert CellCycleLifting()(bare).shape.tolist() == [[4, 1, 0]]
+    with pytest.raises(ValueError, match="graph 0 of the list: the graph has neither x nor num_nodes"):
+        CellCycleLifting().lift_many([Data(edge_index=torch.tensor([[0], [1]]))])
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
 

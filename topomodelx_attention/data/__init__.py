@@ -1,5 +1,11 @@
 """Data model: :class:`ComplexData`, neighbourhoods and TopoNetX conversion."""
 
+from topomodelx_attention.data.collate import (
+    ComplexDataBatch,
+    ComplexDataLoader,
+    check_batchable,
+    collate_complexes,
+)
 from topomodelx_attention.data.complex_data import ComplexData, check_features
 from topomodelx_attention.data.convert import from_toponetx, to_toponetx
 from topomodelx_attention.data.neighborhoods import (
@@ -12,8 +18,12 @@ from topomodelx_attention.data.sparse import empty_sparse, scipy_to_torch, torch
 __all__ = [
     "NEIGHBORHOODS",
     "ComplexData",
+    "ComplexDataBatch",
+    "ComplexDataLoader",
     "build_neighborhoods",
+    "check_batchable",
     "check_features",
+    "collate_complexes",
     "empty_sparse",
     "from_toponetx",
     "scipy_to_torch",

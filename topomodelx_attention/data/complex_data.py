@@ -16,6 +16,7 @@ key                       shape                 content
 ``up_laplacian_r``        ``(n_r, n_r)``        ``B_{r+1} B_{r+1}ᵀ``
 ``hodge_laplacian_r``     ``(n_r, n_r)``        down + up
 ``pe_r``                  ``(n_r, dim)``        positional encodings (written by PE transforms)
+``vertex_incidence_r``    ``(n_0, n_r)``        vertices of each cell (combinatorial complexes)
 ========================  ====================  ==============================================
 
 plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once batched) and
@@ -23,6 +24,8 @@ plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once b
 zeros; empty ranks have 0-row tensors. With :class:`torch_geometric.loader.DataLoader` a batch is
 the disjoint union: every neighbourhood becomes block-diagonal (the offsets of its row rank and
 of its column rank), features are concatenated and ``batch_r`` counts complexes.
+:class:`~topomodelx_attention.data.collate.ComplexDataLoader` gives the same batches faster
+(:mod:`topomodelx_attention.data.collate`); either batch splits back with ``to_data_list()``.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Batch, Data
 
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
     build_neighborhoods,
     check_neighborhoods,
+    row_rank,
     vertex_cells,
 )
 from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
@@ -101,7 +105,8 @@ class ComplexData(Data):
     """A complex of any dimension as a :class:`torch_geometric.data.Data` object.
 
     Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
-    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader`.
+    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or the
+    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`.
     The module docstring lists the keys.
 
     Parameters
@@ -121,6 +126,14 @@ class ComplexData(Data):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not issubclass(cls, Batch):
+            # PyG's batches of the subclass split like ours (see data.collate)
+            from topomodelx_attention.data.collate import register_batch_class
+
+            register_batch_class(cls)
 
     # ------------------------------------------------------------------ batching rules
     def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
@@ -149,6 +162,7 @@ class ComplexData(Data):
         oriented: bool = True,
         dtype: torch.dtype = torch.float32,
         batch: Sequence[Tensor] | None = None,
+        vertex_incidence: Sequence[sp.spmatrix | Coo] | None = None,
         **attributes: Any,
     ) -> ComplexData:
         """Build a complex (or the disjoint union of several) from its boundary matrices.
@@ -170,6 +184,9 @@ class ComplexData(Data):
         batch : sequence of torch.Tensor, optional
             For a disjoint union of several complexes: ``batch[r]`` gives the (sorted) complex
             index of every r-cell; ``shape`` then counts cells per complex. Default: one complex.
+        vertex_incidence : sequence of scipy.sparse matrices or Coo, optional
+            ``(n_0, n_r)`` vertex sets of the cells of every rank, for ``vertex_incidence_r``
+            (see :func:`~topomodelx_attention.data.neighborhoods.build_neighborhoods`).
         **attributes
             Extra attributes (e.g. ``y``) stored as they are.
 
@@ -182,7 +199,9 @@ class ComplexData(Data):
         shape = [int(n) for n in shape]
         if any(n < 0 for n in shape) or not shape:
             raise ValueError(f"shape must be a non-empty list of cell counts, got {shape}")
-        data = cls(**build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype))
+        data = cls(
+            **build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence)
+        )
         if batch is None:
             batch = [torch.zeros(n, dtype=torch.long) for n in shape]
         if len(batch) != len(shape) or any(b.numel() != n for b, n in zip(batch, shape)):
@@ -292,8 +311,12 @@ class ComplexData(Data):
         Returns
         -------
         torch.Tensor, shape = (n_0, n_rank)
-            Coalesced 0/1 sparse COO tensor (block-diagonal in a batch).
+            Coalesced 0/1 sparse COO tensor (block-diagonal in a batch): ``vertex_incidence_rank``
+            when stored (combinatorial complexes), else the pattern of ``|B_1| ... |B_rank|``.
         """
+        stored = f"vertex_incidence_{rank}"
+        if stored in self:
+            return self[stored]
         boundaries = [Coo.from_torch(self.neighborhood("incidence", r)) for r in range(1, rank + 1)]
         dtype = self.incidence_1.dtype if "incidence_1" in self else torch.float32
         return vertex_cells(boundaries, rank, self.num_cells(0)).to_torch(dtype)
@@ -301,8 +324,10 @@ class ComplexData(Data):
     def to_complex_list(self) -> list[ComplexData]:
         """Split a batch (disjoint union) back into its complexes.
 
-        ``torch_geometric``'s ``Batch.to_data_list`` cannot slice block-diagonal sparse
-        tensors; this method can. It uses ``shape`` (cells per rank and complex) for every
+        ``torch_geometric``'s generic ``separate`` cannot slice block-diagonal sparse
+        tensors; this method can (a batch's ``to_data_list()``, ``get_example(i)`` and
+        ``batch[i]`` call it, see :class:`~topomodelx_attention.data.collate.ComplexDataBatch`).
+        It uses ``shape`` (cells per rank and complex) for every
         rank-indexed key (``x_r``, ``pe_r``, ``batch_r``, neighbourhoods) and PyG's slice
         bookkeeping for the others (``y``, ``edge_index``, ...).
 
@@ -337,20 +362,20 @@ class ComplexData(Data):
                     parts[i]["num_nodes"] = count_list[i][0]
             elif neighborhood:
                 name, rank = neighborhood.group(1), int(neighborhood.group(2))
-                row_rank = rank - 1 if "incidence" in name else rank
+                rows_of = row_rank(name, rank)
                 value = value.coalesce()
                 indices, values = value.indices(), value.values()
                 # coalesced → row-major: each complex's block is one contiguous run
                 # (index arithmetic in NumPy: torch's threaded kernels cost more on these sizes)
                 idx = indices.numpy()
-                row_ptr = ptr_np[:, row_rank] if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
-                bounds = np.searchsorted(idx[0], row_ptr) if row_rank >= 0 else np.zeros(num + 1, dtype=np.int64)
+                row_ptr = ptr_np[:, rows_of] if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
+                bounds = np.searchsorted(idx[0], row_ptr) if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
                 block = np.repeat(np.arange(num), np.diff(bounds))
                 local = torch.from_numpy(idx - np.stack([row_ptr[block], ptr_np[block, rank]]))
                 bounds = bounds.tolist()
                 for i in range(num):
                     lo, hi = bounds[i], bounds[i + 1]
-                    rows = count_list[i][row_rank] if row_rank >= 0 else 0
+                    rows = count_list[i][rows_of] if rows_of >= 0 else 0
                     parts[i][key] = torch.sparse_coo_tensor(
                         local[:, lo:hi],
                         values[lo:hi],
@@ -384,9 +409,12 @@ class ComplexData(Data):
                         parts[i][key] = value[int(slices[i]) : int(slices[i + 1])]
             else:
                 raise ValueError(f"cannot split key {key!r}: it is not indexed by rank or batch")
+        data_class = next(
+            c for c in type(self).__mro__ if issubclass(c, ComplexData) and not issubclass(c, Batch)
+        )
         out = []
         for part in parts:
-            data = ComplexData()
+            data = data_class()
             # Bulk insert: what Data.__setattr__ does for non-None values, without its
             # per-attribute overhead (this loop runs once per complex of a data set).
             data._store._mapping.update(part)
@@ -417,10 +445,8 @@ class ComplexData(Data):
                 raise ValueError(f"{key} must be a torch.sparse_coo tensor")
             if rank > len(counts) - 1:
                 raise ValueError(f"{key} refers to rank {rank} but max_rank is {len(counts) - 1}")
-            if "incidence" in name:
-                expected = (counts[rank - 1] if rank > 0 else 0, counts[rank])
-            else:
-                expected = (counts[rank], counts[rank])
+            rows_of = row_rank(name, rank)
+            expected = (counts[rows_of] if rows_of >= 0 else 0, counts[rank])
             if tuple(value.shape) != expected:
                 raise ValueError(f"{key} has shape {tuple(value.shape)}, expected {expected}")
             if not value.is_coalesced():

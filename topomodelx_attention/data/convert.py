@@ -10,7 +10,11 @@ The order of the cells of each rank is the order of TopoNetX's matrices (``index
 * 2-cells of a cell complex in insertion order, oriented by their vertex sequence;
 * simplices of a simplicial complex as sorted vertex tuples, lexicographically, with the
   standard alternating-sign boundary;
-* cells of a combinatorial complex in TopoNetX's order (unoriented).
+* cells of a combinatorial complex in TopoNetX's order (unoriented); vertices in TopoNetX's
+  order too. ``B_r`` is the subset relation between consecutive ranks and the vertex sets of
+  the cells are stored as ``vertex_incidence_r``, so :func:`to_toponetx` rebuilds every cell.
+
+An empty complex (no vertex) becomes a complex with 0-row tensors and ``shape`` of zeros.
 
 Features travel with their cells: ``x_r[i]`` belongs to the ``i``-th cell of that order.
 :func:`to_toponetx` relabels vertices ``0..n_0 - 1`` in this order.
@@ -28,6 +32,7 @@ import toponetx as tnx
 import torch
 
 from topomodelx_attention.data.complex_data import ComplexData
+from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.sparse import torch_to_scipy
 
 __all__ = ["from_toponetx", "to_toponetx"]
@@ -69,29 +74,69 @@ def _graph_structure(graph: nx.Graph) -> tuple[list[list[Hashable]], list[sp.csr
     return [[[n] for n in nodes], edges], [b1]
 
 
+def _is_empty(complex_: tnx.CellComplex | tnx.SimplicialComplex | tnx.CombinatorialComplex) -> bool:
+    """Whether a TopoNetX complex has no vertex (TopoNetX fails on several queries then)."""
+    shape = tuple(complex_.shape)
+    return int(complex_.dim) < 0 or len(shape) == 0 or int(shape[0]) == 0
+
+
 def _toponetx_structure(
     complex_: tnx.CellComplex | tnx.SimplicialComplex | tnx.CombinatorialComplex,
-) -> tuple[list[list[Hashable]], list[sp.spmatrix], bool]:
-    """Cells per rank (as vertex lists) and boundary matrices, in TopoNetX index order."""
-    oriented = not isinstance(complex_, tnx.CombinatorialComplex)
+) -> tuple[list[list[Hashable]], list[sp.spmatrix | Coo], bool, list[Coo] | None]:
+    """Cells per rank (vertex lists), boundaries and (combinatorial) vertex incidences."""
+    if isinstance(complex_, tnx.CombinatorialComplex):
+        return _combinatorial_structure(complex_)
+    if _is_empty(complex_):
+        return [[]], [], True, None
     dim = int(complex_.dim)
-    if len(complex_.nodes) == 0:
-        return [[]], [], oriented
-    boundaries: list[sp.spmatrix] = []
-    cells: list[list[list[Hashable]]] = []
     if dim == 0:
         nodes = _sorted_nodes(_node_labels(complex_))
-        return [[[n] for n in nodes]], [], oriented
+        return [[[n] for n in nodes]], [], True, None
+    boundaries: list[sp.spmatrix | Coo] = []
+    cells: list[list[list[Hashable]]] = []
     for rank in range(1, dim + 1):
-        if oriented:
-            rows, cols, matrix = complex_.incidence_matrix(rank, signed=True, index=True)
-        else:
-            rows, cols, matrix = complex_.incidence_matrix(rank - 1, rank, index=True)
+        rows, cols, matrix = complex_.incidence_matrix(rank, signed=True, index=True)
         if rank == 1:
             cells.append([_vertices(key) for key in rows])
         cells.append([_vertices(key) for key in cols])
         boundaries.append(sp.csr_matrix(matrix, dtype=np.float64))
-    return cells, boundaries, oriented
+    return cells, boundaries, True, None
+
+
+def _combinatorial_structure(
+    complex_: tnx.CombinatorialComplex,
+) -> tuple[list[list[Hashable]], list[Coo], bool, list[Coo]]:
+    """Cells, unsigned boundaries and vertex incidences of a combinatorial complex.
+
+    Cells of each rank are in TopoNetX's order (``skeleton(rank)``, the order of its
+    ``incidence_matrix(rank - 1, rank, index=True)``). ``B_r[a, b] = 1`` when the (r-1)-cell
+    ``a`` is a subset of the r-cell ``b`` (TopoNetX's incidence); it is computed here, also when
+    rank ``r - 1`` has no cells (TopoNetX returns a placeholder then). The vertex sets of the
+    cells are kept as ``vertex_incidence`` (``(n_0, n_r)``): a cell of a combinatorial complex
+    need not be the union of its faces one rank below.
+    """
+    if _is_empty(complex_):
+        return [[]], [], False, [Coo.build([], [], [], (0, 0))]
+    dim = int(complex_.dim)
+    cells = [[_vertices(cell) for cell in complex_.skeleton(rank)] for rank in range(dim + 1)]
+    position = {vertices[0]: i for i, vertices in enumerate(cells[0])}
+    n0 = len(cells[0])
+    vertex_incidence = []
+    for rank_cells in cells:
+        lengths = np.fromiter((len(c) for c in rank_cells), dtype=np.int64, count=len(rank_cells))
+        rows = np.fromiter((position[v] for c in rank_cells for v in c), dtype=np.int64, count=int(lengths.sum()))
+        cols = np.repeat(np.arange(len(rank_cells)), lengths)
+        vertex_incidence.append(Coo.build(rows, cols, np.ones(rows.size), (n0, len(rank_cells))))
+    boundaries = []
+    for rank in range(1, dim + 1):
+        # shared vertices of (r-1)-cell a and r-cell b; a ⊂ b when they share all of a's
+        shared = vertex_incidence[rank - 1].T.matmul(vertex_incidence[rank])
+        sizes = np.fromiter((len(c) for c in cells[rank - 1]), dtype=np.int64, count=len(cells[rank - 1]))
+        keep = shared.vals == sizes[shared.rows]
+        boundaries.append(
+            Coo(shared.rows[keep], shared.cols[keep], np.ones(int(keep.sum())), shared.shape)
+        )
+    return cells, boundaries, False, vertex_incidence
 
 
 def _node_labels(complex_: Any) -> list[Hashable]:
@@ -177,7 +222,9 @@ def from_toponetx(
         Read this cell attribute on every rank where at least one cell has it (every cell of
         that rank must then have it). Ranks without it get no ``x_r``.
     neighborhoods : iterable of str, optional
-        Neighbourhoods to build (default: all; unoriented ones only for combinatorial complexes).
+        Neighbourhoods to build. Default: all but ``vertex_incidence`` for oriented complexes
+        (graphs, cell and simplicial complexes); the unoriented ones and ``vertex_incidence``
+        (the vertex sets of the cells, which :func:`to_toponetx` needs) for combinatorial ones.
     max_rank : int, optional
         Pad the complex with empty ranks up to ``max_rank`` so that complexes of different
         dimensions batch together (must be at least the complex's dimension).
@@ -191,11 +238,12 @@ def from_toponetx(
     ComplexData
         The complex; see :mod:`topomodelx_attention.data.complex_data` for its keys.
     """
+    vertex_incidence: list[Coo] | None = None
     if isinstance(complex_, nx.Graph):
         cells, boundaries = _graph_structure(complex_)
         oriented = True
     elif isinstance(complex_, tnx.CellComplex | tnx.SimplicialComplex | tnx.CombinatorialComplex):
-        cells, boundaries, oriented = _toponetx_structure(complex_)
+        cells, boundaries, oriented, vertex_incidence = _toponetx_structure(complex_)
     else:
         raise TypeError(
             "from_toponetx expects a networkx.Graph, toponetx.CellComplex, "
@@ -208,6 +256,8 @@ def from_toponetx(
         for rank in range(dim + 1, max_rank + 1):
             cells.append([])
             boundaries.append(sp.csr_matrix((len(cells[rank - 1]), 0)))
+            if vertex_incidence is not None:
+                vertex_incidence.append(Coo.build([], [], [], (len(cells[0]), 0)))
     shape = [len(c) for c in cells]
 
     rank_features: dict[int, Any] = {}
@@ -222,7 +272,14 @@ def from_toponetx(
             if _attribute_lookup(complex_, feature_name, rank):
                 rank_features[rank] = _read_attribute(complex_, cells, feature_name, rank)
     return ComplexData.from_boundaries(
-        boundaries, shape, rank_features, neighborhoods, oriented, dtype, **attributes
+        boundaries,
+        shape,
+        rank_features,
+        neighborhoods,
+        oriented,
+        dtype,
+        vertex_incidence=vertex_incidence,
+        **attributes,
     )
 
 

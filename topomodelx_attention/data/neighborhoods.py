@@ -12,6 +12,11 @@ oriented boundary matrices ``B_r`` of shape ``(n_{r-1}, n_r)``:
 * ``down_laplacian_r``    ``B_rᵀ B_r``.
 * ``up_laplacian_r``      ``B_{r+1} B_{r+1}ᵀ``.
 * ``hodge_laplacian_r``   ``B_rᵀ B_r + B_{r+1} B_{r+1}ᵀ``.
+* ``vertex_incidence_r``  ``(n_0, n_r)`` 0/1: entry ``(v, c)`` is 1 when vertex ``v`` lies on the
+  r-cell ``c``. For cell and simplicial complexes it is the pattern of ``|B_1| ... |B_r|``
+  (:func:`vertex_cells`) and not stored by default; a combinatorial complex stores it, because
+  there a cell need not be the union of the cells of the rank below (its vertex set cannot be
+  recovered from the incidences of consecutive ranks, e.g. when rank ``r - 1`` is empty).
 
 Adjacencies hold counts, as the CT paper (Appendix B, ``A = I Iᵀ`` with the diagonal zeroed)
 and TopoNetX define them (minus TopoNetX's stored zero diagonal); sparse attention uses their
@@ -35,6 +40,7 @@ __all__ = [
     "ORIENTED_NEIGHBORHOODS",
     "build_neighborhoods",
     "check_neighborhoods",
+    "row_rank",
     "shared_face_counts",
     "vertex_cells",
 ]
@@ -47,6 +53,7 @@ NEIGHBORHOODS: tuple[str, ...] = (
     "down_laplacian",
     "up_laplacian",
     "hodge_laplacian",
+    "vertex_incidence",
 )
 """Every neighbourhood name a :class:`ComplexData` can carry (key ``f"{name}_{rank}"``)."""
 
@@ -55,6 +62,35 @@ ORIENTED_NEIGHBORHOODS: frozenset[str] = frozenset(
 )
 """Neighbourhoods that need an orientation (not available for combinatorial complexes)."""
 
+CHAIN_DERIVED_NEIGHBORHOODS: frozenset[str] = frozenset({"vertex_incidence"})
+"""Neighbourhoods an oriented complex does not store by default: the incidence chain gives them."""
+
+
+def row_rank(name: str, rank: int) -> int:
+    """Rank of the cells indexing the rows of the neighbourhood ``f"{name}_{rank}"``.
+
+    Columns always index the cells of ``rank``. Block-diagonal batching offsets the rows by the
+    cell counts of this rank and the columns by those of ``rank``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`NEIGHBORHOODS`.
+    rank : int
+        Column rank.
+
+    Returns
+    -------
+    int
+        ``rank - 1`` for (signed) incidences (``-1`` for ``incidence_0``: no rows), ``0`` for
+        ``vertex_incidence``, ``rank`` for the square neighbourhoods.
+    """
+    if name in ("incidence", "signed_incidence"):
+        return rank - 1
+    if name == "vertex_incidence":
+        return 0
+    return rank
+
 
 def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = True) -> tuple[str, ...]:
     """Validate a ``neighborhoods=`` argument and return it as a tuple.
@@ -62,8 +98,9 @@ def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = Tr
     Parameters
     ----------
     neighborhoods : iterable of str or None
-        Names from :data:`NEIGHBORHOODS`; ``None`` selects all of them (all unoriented ones when
-        ``oriented`` is false).
+        Names from :data:`NEIGHBORHOODS`. ``None`` selects, for an oriented complex, all but
+        :data:`CHAIN_DERIVED_NEIGHBORHOODS`; for an unoriented (combinatorial) complex, all
+        unoriented ones, ``vertex_incidence`` included.
     oriented : bool, default=True
         Whether the complex carries an orientation.
 
@@ -73,7 +110,10 @@ def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = Tr
         The selected names, in the canonical order of :data:`NEIGHBORHOODS`.
     """
     if neighborhoods is None:
-        selected = set(NEIGHBORHOODS) if oriented else set(NEIGHBORHOODS) - ORIENTED_NEIGHBORHOODS
+        if oriented:
+            selected = set(NEIGHBORHOODS) - CHAIN_DERIVED_NEIGHBORHOODS
+        else:
+            selected = set(NEIGHBORHOODS) - ORIENTED_NEIGHBORHOODS
     else:
         if isinstance(neighborhoods, str):
             raise TypeError(
@@ -105,6 +145,7 @@ def build_neighborhoods(
     neighborhoods: Iterable[str] | None = None,
     oriented: bool = True,
     dtype: torch.dtype = torch.float32,
+    vertex_incidence: Sequence[sp.spmatrix | Coo] | None = None,
 ) -> dict[str, Tensor]:
     """Compute the requested neighbourhood matrices of every rank.
 
@@ -125,6 +166,11 @@ def build_neighborhoods(
         Laplacians cannot be built.
     dtype : torch.dtype, default=torch.float32
         Value dtype of the tensors.
+    vertex_incidence : sequence of scipy.sparse matrices or Coo, optional
+        ``vertex_incidence[r]`` of shape ``(n_0, n_r)`` for ``r = 0..R``: the vertices of every
+        cell (only the nonzero pattern is used). Needed for ``"vertex_incidence"`` when the
+        cells are not unions of the cells one rank below (combinatorial complexes); by default
+        it is the pattern of ``|B_1| ... |B_r|``.
 
     Returns
     -------
@@ -148,6 +194,22 @@ def build_neighborhoods(
             )
         signed.append(coo if oriented else coo.pattern())
     max_rank = len(shape) - 1
+    vertex_sets: list[Coo] = []
+    if "vertex_incidence" in names and vertex_incidence is not None:
+        if len(vertex_incidence) != len(shape):
+            raise ValueError(
+                f"vertex_incidence needs one matrix per rank 0..{max_rank}, got {len(vertex_incidence)}"
+            )
+        for r, matrix in enumerate(vertex_incidence):
+            coo = _as_coo(matrix)
+            if coo.shape != (shape[0], shape[r]):
+                raise ValueError(
+                    f"vertex_incidence[{r}] has shape {coo.shape}, expected (n_0, n_{r}) = "
+                    f"({shape[0]}, {shape[r]})"
+                )
+            vertex_sets.append(coo.pattern())
+    elif "vertex_incidence" in names:
+        vertex_sets = [vertex_cells(signed, r, shape[0]) for r in range(max_rank + 1)]
 
     def square_empty(n: int) -> Coo:
         return Coo.build([], [], [], (n, n))
@@ -172,6 +234,7 @@ def build_neighborhoods(
             "down_laplacian": lambda lo=lower: lo[0],
             "up_laplacian": lambda u=upper: u[0],
             "hodge_laplacian": lambda lo=lower, u=upper: lo[0].add(u[0]),
+            "vertex_incidence": lambda r=r: vertex_sets[r],
         }
         for name in NEIGHBORHOODS:
             if name in names:

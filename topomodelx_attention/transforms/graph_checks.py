@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 
 from topomodelx_attention.data import check_features
 
-__all__ = ["UndirectedGraph", "undirected_graph"]
+__all__ = ["UndirectedGraph", "graph_num_nodes", "undirected_graph"]
 
 
 @dataclass
@@ -39,6 +39,38 @@ class UndirectedGraph:
     edge_attr: Tensor | None
     x: Tensor | None
     edge_index: Tensor
+
+
+def graph_num_nodes(data: Data) -> int:
+    """Return the number of vertices of a PyG graph from ``x`` and ``num_nodes`` (which must agree).
+
+    Parameters
+    ----------
+    data : torch_geometric.data.Data
+        Graph with ``x`` (rows = vertices) and/or a stored ``num_nodes``.
+
+    Returns
+    -------
+    int
+        The number of vertices.
+
+    Raises
+    ------
+    ValueError
+        When ``x`` and ``num_nodes`` disagree, or when the graph has neither (PyG would guess
+        the count from ``edge_index`` and miss isolated vertices).
+    """
+    x = data.x if "x" in data else None
+    if x is not None:
+        if not isinstance(x, Tensor) or x.dim() == 0:
+            raise TypeError(f"x must be a 1-D or 2-D torch.Tensor (one row per vertex), got {type(x)!r}")
+        num_nodes = int(x.size(0))
+        if "num_nodes" in data and int(data.num_nodes) != num_nodes:
+            raise ValueError(f"num_nodes={data.num_nodes} but x has {num_nodes} rows")
+        return num_nodes
+    if "num_nodes" in data:
+        return int(data.num_nodes)
+    raise ValueError("the graph has neither x nor num_nodes: cannot tell how many vertices")
 
 
 def undirected_graph(data: Data, self_loops: str = "raise") -> UndirectedGraph:
@@ -82,17 +114,10 @@ def undirected_graph(data: Data, self_loops: str = "raise") -> UndirectedGraph:
         raise ValueError(f"edge_index must have shape (2, E), got {tuple(edge_index.shape)}")
     edge_index = edge_index.long().cpu()
 
+    num_nodes = graph_num_nodes(data)
     x = data.x if "x" in data else None
     if x is not None:
-        num_nodes = int(x.size(0))
-        if "num_nodes" in data and int(data.num_nodes) != num_nodes:
-            raise ValueError(f"num_nodes={data.num_nodes} but x has {num_nodes} rows")
         x = check_features(x, num_nodes, "x")
-    elif "num_nodes" in data:
-        num_nodes = int(data.num_nodes)
-    else:
-        # PyG would guess from edge_index and miss isolated vertices: ask instead.
-        raise ValueError("the graph has neither x nor num_nodes: cannot tell how many vertices")
 
     if edge_index.numel():
         low, high = int(edge_index.min()), int(edge_index.max())

@@ -20,7 +20,11 @@ from torch_geometric.transforms import BaseTransform
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.transforms.feature_lifting import FeatureLifting
-from topomodelx_attention.transforms.graph_checks import UndirectedGraph, undirected_graph
+from topomodelx_attention.transforms.graph_checks import (
+    UndirectedGraph,
+    graph_num_nodes,
+    undirected_graph,
+)
 
 __all__ = ["CellCycleLifting", "SimplicialCliqueLifting", "edge_boundary", "lift_graph"]
 
@@ -283,12 +287,7 @@ class _GraphLifting(BaseTransform):
         try:
             sizes, edge_index, features = [], [], {"x": [], "edge_attr": []}
             for graph in graphs:
-                if "x" in graph and graph.x is not None:
-                    sizes.append(int(graph.x.size(0)))
-                elif "num_nodes" in graph:
-                    sizes.append(int(graph.num_nodes))
-                else:
-                    raise ValueError("the graph has neither x nor num_nodes")
+                sizes.append(graph_num_nodes(graph))  # the rule of undirected_graph
                 edge_index.append(graph.get("edge_index", torch.zeros((2, 0), dtype=torch.long)))
                 for name, values in features.items():
                     values.append(graph.get(name, None))

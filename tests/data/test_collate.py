@@ -1,0 +1,226 @@
+import pickle
+
+import networkx as nx
+import numpy as np
+import pytest
+import toponetx as tnx
+import torch
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
+
+from tests.helpers import random_cell_complex
+from topomodelx_attention.data import (
+    ComplexData,
+    ComplexDataBatch,
+    ComplexDataLoader,
+    collate_complexes,
+    from_toponetx,
+)
+
+
+def lifted(seed, max_rank=2):
+    cc = random_cell_complex(seed)
+    rng = np.random.default_rng(seed)
+    feats = {r: rng.normal(size=(n, 3)) for r, n in enumerate(cc.shape)}
+    return from_toponetx(cc, features=feats, max_rank=max_rank, y=torch.tensor([seed]))
+
+
+def graph_complex(graph, y):
+    """A 1-dimensional complex padded to max_rank 2 (no 2-cells), edge_index kept."""
+    n, m = graph.number_of_nodes(), graph.number_of_edges()
+    features = {0: np.arange(3.0 * n).reshape(n, 3), 1: np.ones((m, 3)), 2: np.zeros((0, 3))}
+    data = from_toponetx(graph, features=features, max_rank=2, y=torch.tensor([y]))
+    data.edge_index = torch.tensor(sorted(graph.edges), dtype=torch.long).t().reshape(2, -1)
+    return data
+
+
+def mixed_complexes():
+    """With and without 2-cells, an empty complex, a graph padded to rank 2."""
+    complexes = [lifted(0), graph_complex(nx.balanced_tree(2, 2), 99), lifted(1)]
+    complexes.append(graph_complex(nx.Graph(), 7))  # empty: 0 cells of every rank
+    complexes.append(lifted(2))
+    complexes.append(graph_complex(nx.path_graph(3), 5))
+    for data in complexes:
+        if "edge_index" not in data:
+            data.edge_index = torch.zeros((2, 0), dtype=torch.long)
+    return complexes
+
+
+def assert_same(a, b):
+    """Equal keys and values; sparse tensors compared densely."""
+    assert set(a.keys()) == set(b.keys())
+    for key in a.keys():
+        x, y = a[key], b[key]
+        if isinstance(x, torch.Tensor) and x.is_sparse:
+            assert x.shape == y.shape, key
+            x, y = x.to_dense(), y.to_dense()
+        if isinstance(x, torch.Tensor):
+            assert x.dtype == y.dtype and torch.equal(x, y), key
+        else:
+            assert x == y, key
+
+
+def assert_identical_batches(generic, fast):
+    """Exactly equal: stored indices and values, shapes, coalesced flags, PyG bookkeeping."""
+    assert type(generic) is type(fast) is ComplexDataBatch
+    assert set(generic.keys()) == set(fast.keys())
+    for key in generic.keys():
+        x, y = generic[key], fast[key]
+        if isinstance(x, torch.Tensor) and x.is_sparse:
+            assert y.is_sparse and x.shape == y.shape, key
+            assert x.is_coalesced() and y.is_coalesced(), key
+            assert torch.equal(x.indices(), y.indices()), key
+            assert x.values().dtype == y.values().dtype and torch.equal(x.values(), y.values()), key
+            # marked coalesced without sorting: check that it truly is (sorted, no duplicates)
+            recomputed = torch.sparse_coo_tensor(y.indices(), y.values(), y.shape).coalesce()
+            assert torch.equal(recomputed.indices(), y.indices()), key
+        elif isinstance(x, torch.Tensor):
+            assert x.dtype == y.dtype and torch.equal(x, y), key
+        else:
+            assert x == y, key
+    assert generic.num_graphs == fast.num_graphs
+    assert generic._slice_dict.keys() == fast._slice_dict.keys()
+    for key, slices in generic._slice_dict.items():
+        assert torch.equal(slices, fast._slice_dict[key]), key
+        incs, other = generic._inc_dict[key], fast._inc_dict[key]
+        assert (incs is None and other is None) or torch.equal(incs, other), key
+
+
+# ----------------------------------------------------------------------------- fast collation
+
+
+def test_fast_collation_equals_pyg_generic_collation_exactly():
+    complexes = mixed_complexes()
+    generic = Batch.from_data_list(complexes)
+    fast = ComplexDataBatch.from_data_list(complexes)
+    assert_identical_batches(generic, fast)
+    fast.validate_complex()
+    assert fast.shape.tolist() == torch.cat([c.shape for c in complexes]).tolist()
+    assert fast.shape[3].tolist() == [0, 0, 0]  # the empty complex keeps its row
+    # block-diagonal: every neighbourhood is the block_diag of the complexes' ones
+    for key in ("incidence_2", "signed_incidence_1", "adjacency_0", "hodge_laplacian_1", "coadjacency_2"):
+        blocks = [c[key].to_dense() for c in complexes]
+        assert torch.equal(fast[key].to_dense(), torch.block_diag(*blocks)), key
+    for rank in range(3):
+        expected = torch.cat([torch.full((int(c.shape[0, rank]),), i) for i, c in enumerate(complexes)])
+        assert torch.equal(fast[f"batch_{rank}"], expected)
+    assert torch.equal(fast.batch, fast.batch_0)
+
+
+def test_fast_collation_in_the_loader_and_with_follow_batch_and_exclude_keys():
+    complexes = mixed_complexes()
+    for generic, fast in zip(DataLoader(complexes, batch_size=4), ComplexDataLoader(complexes, batch_size=4)):
+        assert_identical_batches(generic, fast)
+    options = {"follow_batch": ["x_1", "adjacency_0"], "exclude_keys": ["y", "hodge_laplacian_1"]}
+    generic = Batch.from_data_list(complexes, **options)
+    fast = collate_complexes(complexes, **options)
+    assert "y" not in fast and "hodge_laplacian_1" not in fast and "x_1_batch" in fast
+    assert_identical_batches(generic, fast)
+
+
+def test_fast_collation_coalesces_a_block_that_is_not():
+    complexes = [lifted(3), lifted(4)]
+    matrix = complexes[1].adjacency_1.coalesce()
+    order = torch.randperm(matrix._nnz(), generator=torch.Generator().manual_seed(0))
+    complexes[1].adjacency_1 = torch.sparse_coo_tensor(matrix.indices()[:, order], matrix.values()[order], matrix.shape)
+    assert not complexes[1].adjacency_1.is_coalesced()
+    fast = collate_complexes(complexes)
+    assert fast.adjacency_1.is_coalesced()
+    assert torch.equal(fast.adjacency_1.to_dense(), Batch.from_data_list(complexes).adjacency_1.to_dense())
+
+
+# ----------------------------------------------------------------------------- splitting
+
+
+@pytest.mark.parametrize("collate", [Batch.from_data_list, ComplexDataBatch.from_data_list], ids=["pyg", "fast"])
+def test_to_data_list_and_indexing_give_back_the_complexes(collate):
+    complexes = mixed_complexes()
+    batch = collate(complexes)
+    parts = batch.to_data_list()
+    assert len(parts) == len(complexes)
+    for original, part in zip(complexes, parts):
+        assert type(part) is ComplexData
+        assert_same(original, part)
+    assert_same(batch[1], complexes[1])
+    assert_same(batch[-1], complexes[-1])
+    assert_same(batch.get_example(3), complexes[3])
+    for selection, positions in [
+        (slice(1, 4), [1, 2, 3]),
+        ([0, 2], [0, 2]),
+        (torch.tensor([4, 0]), [4, 0]),
+        (torch.tensor([True, False, True, False, False, True]), [0, 2, 5]),
+    ]:
+        chosen = batch[selection]
+        assert len(chosen) == len(positions)
+        for part, i in zip(chosen, positions):
+            assert_same(part, complexes[i])
+    with pytest.raises(IndexError, match="out of range"):
+        batch[len(complexes)]
+    again = pickle.loads(pickle.dumps(batch))
+    assert type(again) is ComplexDataBatch
+    assert_same(again[2], complexes[2])
+
+
+def test_subclasses_batch_and_split_into_their_own_class():
+    class LabelledComplex(ComplexData):
+        pass
+
+    complexes = [LabelledComplex(**dict(c.items())) for c in mixed_complexes()[:3]]
+    batch = Batch.from_data_list(complexes)
+    assert isinstance(batch, LabelledComplex) and isinstance(batch, Batch)
+    parts = batch.to_data_list()
+    assert all(type(p) is LabelledComplex for p in parts)
+    assert_same(parts[1], complexes[1])
+    fast = collate_complexes(complexes)
+    assert type(fast) is type(batch)
+    assert all(type(p) is LabelledComplex for p in fast.to_data_list())
+
+    class ShiftedLabels(ComplexData):  # its own batching rule: PyG's rules apply, not ours
+        def __inc__(self, key, value, *args, **kwargs):
+            return 10 if key == "y" else super().__inc__(key, value, *args, **kwargs)
+
+    complexes = [ShiftedLabels(**dict(c.items())) for c in mixed_complexes()]
+    generic, fast = Batch.from_data_list(complexes), collate_complexes(complexes)
+    assert fast.y.tolist() == [c.y.item() + 10 * i for i, c in enumerate(complexes)]
+    assert type(generic) is type(fast)
+    assert_same(generic, fast)
+
+
+# ----------------------------------------------------------------------------- mixed key sets
+
+
+def _combinatorial():
+    ccc = tnx.CombinatorialComplex()
+    ccc.add_cell([0, 1], rank=1)
+    ccc.add_cell([1, 2], rank=1)
+    ccc.add_cell([0, 1, 2], rank=2)
+    return ccc
+
+
+def test_batching_combinatorial_with_cell_complexes_names_the_missing_keys_and_the_fix():
+    unoriented = from_toponetx(_combinatorial())
+    oriented = from_toponetx(tnx.CellComplex([[0, 1, 2, 3]], ranks=2))
+    for order in ([oriented, unoriented], [unoriented, oriented]):
+        for collate in (collate_complexes, ComplexDataBatch.from_data_list):
+            with pytest.raises(ValueError, match=r"signed_incidence_1.*orientation.*neighborhoods="):
+                collate(order)
+        with pytest.raises(ValueError, match="signed_incidence_0"):
+            next(iter(ComplexDataLoader(order, batch_size=2)))
+    with pytest.raises(ValueError, match="max_rank="):
+        collate_complexes([lifted(0), from_toponetx(nx.path_graph(3))])
+
+
+def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
+    names = ["incidence", "adjacency", "coadjacency", "vertex_incidence"]
+    complexes = [
+        from_toponetx(_combinatorial()),
+        from_toponetx(tnx.CellComplex([[0, 1, 2, 3]], ranks=2), neighborhoods=names),
+        from_toponetx(_combinatorial()),
+    ]
+    fast = collate_complexes(complexes)
+    assert_identical_batches(Batch.from_data_list(complexes), fast)
+    fast.validate_complex()
+    expected = torch.block_diag(*[c.vertex_cells(2).to_dense() for c in complexes])
+    assert torch.equal(fast.vertex_cells(2).to_dense(), expected)
+    for original, part in zip(complexes, fast.to_data_list()):
+        assert_same(original, part)

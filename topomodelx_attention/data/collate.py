@@ -1,0 +1,439 @@
+"""Batching of :class:`ComplexData`: one concatenation per neighbourhood, and splitting back.
+
+PyG batches a list of ``Data`` objects with :func:`torch_geometric.data.collate.collate`; the
+only hooks a ``Data`` subclass has there are ``__cat_dim__`` and ``__inc__``. For a torch
+sparse tensor PyG's generic path (``torch_geometric.utils.sparse.cat``) builds one offset tensor
+and one index sum per complex and per key — with ~20 neighbourhood keys and 32 complexes that
+is a large share of a training step. :func:`collate_complexes` gives the same batch with one
+concatenation of the indices of all neighbourhoods, one offset table and one concatenation of
+values per key, and marks the block-diagonal result coalesced without sorting (the blocks are
+coalesced and their row offsets increase, so the concatenation is already in row-major order).
+Dense keys (features ``x_r``, ``y``, ``edge_index``, ``shape``, ...) still go through PyG's
+``collate`` with the rules of ``__cat_dim__``/``__inc__``, so the batch equals PyG's own,
+including its ``_slice_dict``/``_inc_dict`` bookkeeping.
+
+Ways to batch complexes:
+
+* :class:`ComplexDataLoader` (a drop-in :class:`torch_geometric.loader.DataLoader`) or
+  ``ComplexDataBatch.from_data_list(complexes)``: the fast path, which also checks that every
+  complex has the same keys (:func:`check_batchable`);
+* :class:`torch_geometric.loader.DataLoader` / ``Batch.from_data_list``: PyG's generic path,
+  which gives the same batch, only slower, and does not check the keys (PyG keeps the keys of
+  the first complex and raises ``KeyError`` when a later complex lacks one).
+
+Either way the batch is a :class:`ComplexDataBatch`: importing this package registers it as
+the class PyG creates for batches of ``ComplexData`` (PyG caches one dynamically created
+``<Name>Batch`` class per data class; this module provides that class). Its ``to_data_list()``,
+``get_example(i)``, ``batch[i]`` and ``batch[i:j]`` split block-diagonal sparse tensors with
+:meth:`ComplexData.to_complex_list`, which PyG's generic ``separate`` cannot do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import torch
+import torch_geometric.data.batch as pyg_batch_module
+from torch import Tensor
+from torch_geometric.data import Batch
+from torch_geometric.data.collate import collate as pyg_collate
+from torch_geometric.loader import DataLoader
+from torch_geometric.loader.dataloader import Collater
+from torch_geometric.utils import cumsum
+
+from topomodelx_attention.data.complex_data import _BATCH_KEY, _NEIGHBORHOOD_KEY, ComplexData
+from topomodelx_attention.data.neighborhoods import ORIENTED_NEIGHBORHOODS
+
+__all__ = [
+    "ComplexDataBatch",
+    "ComplexDataLoader",
+    "check_batchable",
+    "collate_complexes",
+    "register_batch_class",
+]
+
+
+# ---------------------------------------------------------------------------------- checks
+def check_batchable(data_list: Sequence[ComplexData]) -> None:
+    """Raise a ``ValueError`` unless every complex has the keys of the first one.
+
+    PyG batches the keys of the first complex only: a later complex without one of them
+    makes it raise ``KeyError``, a later complex with more keys loses them silently. The
+    usual cause is a batch mixing complexes converted from a combinatorial complex (no
+    orientation: no ``signed_incidence_r`` and no Laplacians) with cell or simplicial
+    complexes, or complexes of different ``max_rank``.
+
+    Parameters
+    ----------
+    data_list : sequence of ComplexData
+        The complexes of one batch.
+    """
+    if not data_list:
+        raise ValueError("cannot batch an empty list of complexes")
+    for i, data in enumerate(data_list):
+        if not isinstance(data, ComplexData):
+            raise TypeError(f"complex {i} of the batch is a {type(data).__name__}, not a ComplexData")
+    reference = data_list[0]._store._mapping.keys()
+    for i, data in enumerate(data_list):
+        keys = data._store._mapping.keys()
+        if keys == reference:  # set comparison of the stored keys
+            continue
+        missing, extra = sorted(reference - keys), sorted(keys - reference)
+        problem = []
+        if missing:
+            problem.append(f"complex {i} lacks {missing}, which complex 0 has")
+        if extra:
+            problem.append(f"complex {i} has {extra}, which complex 0 lacks")
+        raise ValueError(
+            "cannot batch these complexes: every complex of a batch needs the same keys, but "
+            + " and ".join(problem) + ". " + _batch_fix(data_list[0], data, missing + extra)
+        )
+
+
+def _batch_fix(first: ComplexData, other: ComplexData, differing: list[str]) -> str:
+    """How to make two complexes batchable, from the keys that differ."""
+    ranks = [
+        {int(m.group(1)) for key in data._store._mapping if (m := _BATCH_KEY.match(key))}
+        for data in (first, other)
+    ]
+    both = ranks[0] & ranks[1]  # a key of a rank only one complex has is a max_rank matter
+    names = {
+        m.group(1) for key in differing if (m := _NEIGHBORHOOD_KEY.match(key)) and int(m.group(2)) in both
+    }
+    hints = []
+    if any(_BATCH_KEY.match(key) for key in differing):
+        hints.append(
+            "They have different maximal ranks: convert or lift all of them with the same "
+            "max_rank= (from_toponetx) / complex_dim= (liftings), which pads empty ranks."
+        )
+    if names:
+        common = sorted(
+            {m.group(1) for key in first.keys() if (m := _NEIGHBORHOOD_KEY.match(key))}
+            & {m.group(1) for key in other.keys() if (m := _NEIGHBORHOOD_KEY.match(key))}
+        )
+        hint = f"Build all of them with the same neighbourhoods, e.g. neighborhoods={common}."
+        if names & ORIENTED_NEIGHBORHOODS:
+            hint = (
+                "Signed incidences and Laplacians need an orientation, which a combinatorial "
+                "complex does not have, so a batch mixing it with oriented (cell, simplicial) "
+                "complexes cannot carry them. " + hint
+            )
+        hints.append(hint)
+    if not names and not any(_BATCH_KEY.match(key) for key in differing):
+        hints.append("Give every complex the same features (x_r, pe_r) and attributes.")
+    return " ".join(hints)
+
+
+# ---------------------------------------------------------------------------------- collation
+def _is_block_diagonal(value: Any) -> bool:
+    return (
+        isinstance(value, Tensor)
+        and value.layout == torch.sparse_coo
+        and value.sparse_dim() == 2
+        and value.dense_dim() == 0
+    )
+
+
+def collate_complexes(
+    data_list: Sequence[ComplexData],
+    follow_batch: Iterable[str] | None = None,
+    exclude_keys: Iterable[str] | None = None,
+) -> ComplexDataBatch:
+    """Batch complexes into their disjoint union (what ``Batch.from_data_list`` gives, faster).
+
+    Every 2-D sparse COO key becomes block-diagonal: block ``i`` is offset by the row and
+    column counts of the complexes before it. All indices are concatenated at once and shifted
+    by one offset table; values are concatenated per key; the result is marked coalesced when
+    every block is (blocks with increasing offsets concatenate in row-major order), otherwise
+    it is coalesced. ``batch_r`` becomes the complex index of every cell. Dense tensors follow
+    the rules of ``ComplexData.__cat_dim__``/``__inc__`` (PyG's ``Data`` rules: ``*index*``
+    keys are concatenated along the last dimension and shifted by the vertex counts, others
+    along rows), vectorised; anything else (a subclass with its own rules, ``follow_batch``
+    keys, non-tensors) goes through PyG's ``collate``. ``_slice_dict`` and ``_inc_dict`` are
+    PyG's.
+
+    Parameters
+    ----------
+    data_list : sequence of ComplexData
+        Complexes with the same keys (see :func:`check_batchable`).
+    follow_batch : iterable of str, optional
+        As for :meth:`torch_geometric.data.Batch.from_data_list` (these keys take PyG's path).
+    exclude_keys : iterable of str, optional
+        Keys left out of the batch.
+
+    Returns
+    -------
+    ComplexDataBatch
+        The batch; ``shape`` is ``(num_complexes, R + 1)``.
+    """
+    data_list = list(data_list)
+    check_batchable(data_list)
+    first = data_list[0]
+    exclude = set(exclude_keys or ())
+    follow = set(follow_batch or ())
+    mapping = first._store._mapping
+    # ComplexData's rules (and Data's, which it defers to), unless a subclass changed them
+    own_rules = type(first).__inc__ is ComplexData.__inc__ and type(first).__cat_dim__ is ComplexData.__cat_dim__
+    has_nodes = "num_nodes" in mapping
+    sparse_keys, dense_keys = [], []  # dense: (key, cat_dim, increment kind)
+    for key, value in mapping.items():
+        if key in exclude or key in follow or not isinstance(value, Tensor):
+            continue
+        if _is_block_diagonal(value):
+            if own_rules or first.__cat_dim__(key, value) == (0, 1):
+                sparse_keys.append(key)
+        elif own_rules and type(value) is Tensor and value.dim() >= 1 and not value.is_nested:
+            if _BATCH_KEY.match(key) and value.dim() == 1:
+                dense_keys.append((key, 0, "complex"))  # ComplexData.__inc__: 1 per complex
+            elif "batch" in key:
+                continue  # Data.__inc__: max + 1, left to PyG
+            elif "index" in key or key == "face":
+                if has_nodes:
+                    dense_keys.append((key, -1, "nodes"))  # Data: cat_dim -1, increment num_nodes
+            else:
+                dense_keys.append((key, 0, "zero"))  # Data: cat_dim 0, no increment
+    own_batch = own_rules and has_nodes and not isinstance(first, Batch)
+    out, slice_dict, inc_dict = pyg_collate(
+        Batch,
+        data_list=data_list,
+        increment=True,
+        add_batch=not isinstance(first, Batch) and not own_batch,
+        follow_batch=follow,
+        exclude_keys=exclude | set(sparse_keys) | {key for key, _, _ in dense_keys},
+    )
+    mappings = [data._store._mapping for data in data_list]
+    num = len(data_list)
+    for key, (value, slices) in zip(sparse_keys, _block_diagonal(sparse_keys, mappings)):
+        out[key] = value
+        slice_dict[key] = slices
+        inc_dict[key] = None
+    steps = torch.arange(num)
+    nodes = torch.tensor([int(m["num_nodes"] or 0) for m in mappings]) if has_nodes else None
+    for key, dim, kind in dense_keys:
+        values = [m[key] for m in mappings]
+        sizes = torch.tensor([value.size(dim) for value in values])
+        value = torch.cat(values, dim=dim)
+        if kind == "complex":
+            incs = steps.clone()
+        elif kind == "nodes":
+            incs = cumsum(nodes[:-1])
+        else:
+            incs = torch.zeros(num, dtype=torch.long)
+        if int(incs[-1]) != 0:  # as PyG: values are only shifted when some increment is not 0
+            value = value + torch.repeat_interleave(incs, sizes, output_size=value.size(dim))
+        out[key] = value
+        slice_dict[key] = cumsum(sizes)
+        inc_dict[key] = incs
+    if own_batch:  # what PyG's add_batch gives: the complex of every vertex
+        out.batch = torch.repeat_interleave(steps, nodes, output_size=int(nodes.sum()))
+        out.ptr = cumsum(nodes)
+    out._num_graphs = num
+    out._slice_dict = slice_dict
+    out._inc_dict = inc_dict
+    return out
+
+
+def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tuple[Tensor, Tensor]]:
+    """Block-diagonal concatenation of the sparse tensors ``mappings[i][key]`` for every key.
+
+    Returns, per key, the batched tensor and PyG's slices (cumulated ``(rows, cols)``).
+    """
+    num = len(mappings)
+    tensors = [mapping[key] for key in keys for mapping in mappings]  # key-major
+    # (rows, cols, nnz) of every block; NumPy: these arrays are small, torch's per-op cost is not
+    count = len(tensors)
+    sizes = np.fromiter(chain.from_iterable([t.shape for t in tensors]), np.int64, 2 * count)
+    sizes = sizes.reshape(len(keys), num, 2)
+    nnz = np.fromiter([t._nnz() for t in tensors], np.int64, count).reshape(len(keys), num)
+    offsets = np.cumsum(sizes, axis=1) - sizes  # rows and columns before each block
+    indices = torch.cat([t._indices() for t in tensors], dim=1)
+    if indices.size(1):
+        shift = np.repeat(offsets.reshape(-1, 2), nnz.reshape(-1), axis=0)
+        indices = indices + torch.from_numpy(shift.T).to(indices.device)
+    bounds = np.concatenate([[0], np.cumsum(nnz.sum(1))]).tolist()
+    shapes = sizes.sum(1).tolist()
+    zero = np.zeros((len(keys), 1, 2), dtype=np.int64)
+    slices = torch.from_numpy(np.concatenate([zero, np.cumsum(sizes, axis=1)], axis=1))  # PyG's
+    coalesced = np.fromiter([t.is_coalesced() for t in tensors], bool, count).reshape(len(keys), num).all(1)
+    out = []
+    for k in range(len(keys)):
+        value = torch.sparse_coo_tensor(
+            indices[:, bounds[k] : bounds[k + 1]].contiguous(),
+            torch.cat([t._values() for t in tensors[k * num : (k + 1) * num]]),
+            tuple(shapes[k]),
+            is_coalesced=bool(coalesced[k]),
+            check_invariants=False,
+        )
+        out.append((value if coalesced[k] else value.coalesce(), slices[k]))
+    return out
+
+
+# ---------------------------------------------------------------------------------- batch class
+class _BatchMeta(type(Batch), type(ComplexData)):
+    """Metaclass of :class:`ComplexDataBatch` (PyG's ``DynamicInheritance`` and ``Data``'s)."""
+
+
+class ComplexDataBatch(Batch, ComplexData, metaclass=_BatchMeta):
+    """A batch of :class:`ComplexData`: the disjoint union, with PyG's ``Batch`` interface.
+
+    PyG creates it (``Batch.from_data_list``, :class:`torch_geometric.loader.DataLoader`);
+    :meth:`from_data_list` of this class and :class:`ComplexDataLoader` use the faster
+    :func:`collate_complexes`. Splitting (``to_data_list``, ``get_example``, ``batch[i]``,
+    ``batch[i:j]``) uses :meth:`ComplexData.to_complex_list`.
+    """
+
+    @classmethod
+    def from_data_list(
+        cls,
+        data_list: Sequence[ComplexData],
+        follow_batch: Iterable[str] | None = None,
+        exclude_keys: Iterable[str] | None = None,
+    ) -> ComplexDataBatch:
+        """Batch complexes with :func:`collate_complexes` (same result as PyG's, faster).
+
+        Parameters
+        ----------
+        data_list : sequence of ComplexData
+            Complexes with the same keys.
+        follow_batch, exclude_keys : iterable of str, optional
+            As for :meth:`torch_geometric.data.Batch.from_data_list`.
+
+        Returns
+        -------
+        ComplexDataBatch
+            The batch.
+        """
+        return collate_complexes(data_list, follow_batch, exclude_keys)
+
+    def get_example(self, idx: int) -> ComplexData:
+        """Return complex ``idx`` of the batch (negative indices count from the end).
+
+        Parameters
+        ----------
+        idx : int
+            Position in the batch.
+
+        Returns
+        -------
+        ComplexData
+            The complex, equal to the one that was batched.
+        """
+        num = self.num_complexes
+        position = int(idx)
+        if position < 0:
+            position += num
+        if not 0 <= position < num:
+            raise IndexError(f"complex index {int(idx)} is out of range for a batch of {num} complexes")
+        return self.to_complex_list()[position]
+
+    def index_select(self, idx: Any) -> list[ComplexData]:
+        """Return the complexes at ``idx`` (slice, sequence, long or bool tensor/array).
+
+        Parameters
+        ----------
+        idx : slice or sequence of int or torch.Tensor or numpy.ndarray
+            Positions (or a boolean mask) in the batch.
+
+        Returns
+        -------
+        list of ComplexData
+            The selected complexes, split once from the batch.
+        """
+        if isinstance(idx, Tensor):
+            idx = idx.detach().cpu().numpy()
+        if isinstance(idx, str):
+            raise IndexError(f"cannot select complexes with the string {idx!r}")
+        selected = np.arange(self.num_complexes)[idx]
+        parts = self.to_complex_list()
+        return [parts[i] for i in np.atleast_1d(selected).tolist()]
+
+    def to_data_list(self) -> list[ComplexData]:
+        """Split the batch into its complexes (:meth:`ComplexData.to_complex_list`).
+
+        Returns
+        -------
+        list of ComplexData
+            One complex per batch entry.
+        """
+        return self.to_complex_list()
+
+
+_BATCH_METHODS = ("from_data_list", "get_example", "index_select", "to_data_list")
+
+
+def register_batch_class(data_class: type[ComplexData]) -> type:
+    """Make PyG batch ``data_class`` objects into a class with :class:`ComplexDataBatch`'s methods.
+
+    PyG names the batch class of a data class ``f"{data_class.__name__}Batch"`` and creates
+    it once (bases ``(Batch, data_class)``) in ``torch_geometric.data.batch``; this function
+    provides it there first. Called for ``ComplexData`` on import and for every subclass.
+
+    Parameters
+    ----------
+    data_class : type
+        ``ComplexData`` or a subclass.
+
+    Returns
+    -------
+    type
+        The batch class.
+    """
+    name = f"{data_class.__name__}{Batch.__name__}"
+    if data_class is ComplexData:
+        batch_class = ComplexDataBatch
+    else:
+        meta = type("MetaResolver", (type(Batch), type(data_class)), {})
+        namespace = {attr: ComplexDataBatch.__dict__[attr] for attr in _BATCH_METHODS}
+        namespace["__module__"] = data_class.__module__
+        batch_class = meta(name, (Batch, data_class), namespace)
+    vars(pyg_batch_module)[name] = batch_class
+    return batch_class
+
+
+register_batch_class(ComplexData)
+
+
+# ---------------------------------------------------------------------------------- loader
+class ComplexCollater(Collater):
+    """PyG's ``Collater`` with :func:`collate_complexes` for lists of ``ComplexData``."""
+
+    def __call__(self, batch: list[Any]) -> Any:
+        if batch and isinstance(batch[0], ComplexData):
+            return collate_complexes(batch, self.follow_batch, self.exclude_keys)
+        return super().__call__(batch)
+
+
+class ComplexDataLoader(DataLoader):
+    """:class:`torch_geometric.loader.DataLoader` batching complexes with :func:`collate_complexes`.
+
+    Same arguments and batches as PyG's loader; collation is faster and checks that the
+    complexes of a batch have the same keys (:func:`check_batchable`).
+
+    Parameters
+    ----------
+    dataset : Dataset or sequence of ComplexData
+        The complexes.
+    batch_size : int, default=1
+        Complexes per batch.
+    shuffle : bool, default=False
+        Reshuffle every epoch.
+    follow_batch, exclude_keys : list of str, optional
+        As for :class:`torch_geometric.loader.DataLoader`.
+    **kwargs
+        Further :class:`torch.utils.data.DataLoader` arguments (``num_workers``, ...).
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        follow_batch: list[str] | None = None,
+        exclude_keys: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(dataset, batch_size, shuffle, follow_batch, exclude_keys, **kwargs)
+        self.collate_fn = ComplexCollater(dataset, follow_batch, exclude_keys)
