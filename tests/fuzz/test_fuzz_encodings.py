@@ -71,7 +71,7 @@ def test_fuzz_positional_encodings_then_sign_flip(fuzz_seeds):
         data, description = random_complex(seed)
         encoding, dim = random_encoding(rng)
 
-        def run(data=data, encoding=encoding, dim=dim):
+        def run(data=data, encoding=encoding, dim=dim, seed=seed):
             counts = data.shape[0].tolist()
             out = encoding(data.clone())
             for r, n in enumerate(counts):

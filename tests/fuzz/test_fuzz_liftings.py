@@ -9,7 +9,15 @@ import warnings
 import numpy as np
 import torch
 
-from tests.fuzz.cases import ACCEPT, EITHER, REJECT, Fuzzer, assert_finite, combinatorial_complex, random_graph
+from tests.fuzz.cases import (
+    ACCEPT,
+    EITHER,
+    REJECT,
+    Fuzzer,
+    assert_finite,
+    combinatorial_complex,
+    random_graph,
+)
 from topomodelx_attention.data import from_toponetx
 from topomodelx_attention.transforms import CellCycleLifting, SimplicialCliqueLifting
 
@@ -96,7 +104,7 @@ def test_fuzz_lift_many_equals_lift(fuzz_seeds):
         if len(widths) > 1:
             expect = REJECT  # graphs whose features cannot be stacked into one data set
 
-        def run(cases=cases, lifting=lifting):
+        def run(cases=cases, lifting=lifting, rng=rng):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 many = lifting.lift_many([c.data.clone() for c in cases], chunk_size=int(rng.integers(1, 4)))
