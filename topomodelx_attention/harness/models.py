@@ -410,7 +410,9 @@ class EdgeGraphBaseline(nn.Module):
             check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
         x = self.node_encoder(batch.x_0)
         if pe is not None:
-            x = torch.cat([x, self.pe_encoder(pe)], dim=-1)
+            if not pe.is_floating_point():
+                raise TypeError(f"pe_0 must be a float positional encoding, got dtype {pe.dtype}")
+            x = torch.cat([x, self.pe_encoder(pe.to(x.dtype))], dim=-1)
         edge_index, edge_id = edge_graph(batch.incidence_1)
         edge_attr = self.edge_encoder(batch.x_1)[edge_id]
         # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
