@@ -43,6 +43,7 @@ from topomodelx_attention.nn.common import (
     FeatureEncoder,
     ReadoutMLP,
     check_inputs,
+    check_rows,
     segment_pool,
 )
 
@@ -217,6 +218,8 @@ class GINBaseline(nn.Module):
         Hidden layers of the readout MLP.
     pooling : {"sum", "mean"}, default="sum"
         Global pooling.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs once per forward.
     """
 
     def __init__(
@@ -227,9 +230,12 @@ class GINBaseline(nn.Module):
         dropout: float = 0.0,
         readout_layers: int = 1,
         pooling: str = "sum",
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from torch_geometric.nn import GIN
+
+        self.check_inputs = bool(check_inputs)
 
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
@@ -251,6 +257,9 @@ class GINBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        check_rows({"x_0": (batch.x_0, batch.batch_0.numel())})
+        if self.check_inputs:
+            check_inputs({"x_0": batch.x_0})
         h = self.gin(self.encoder(batch.x_0), batch.edge_index)
         return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
 
@@ -395,14 +404,19 @@ class EdgeGraphBaseline(nn.Module):
             Predictions (zeros-pooled rows for complexes without nodes).
         """
         pe = batch.pe_0 if self.pe_encoder is not None else None
+        n_0, n_1 = batch.incidence_1.shape
+        check_rows({"x_0": (batch.x_0, n_0), "batch_0": (batch.batch_0, n_0), "x_1": (batch.x_1, n_1), "pe_0": (pe, n_0)})
         if self.check_inputs:
             check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
         x = self.node_encoder(batch.x_0)
         if pe is not None:
-            x = torch.cat([x, self.pe_encoder(pe)], dim=-1)
+            if not pe.is_floating_point():
+                raise TypeError(f"pe_0 must be a float positional encoding, got dtype {pe.dtype}")
+            x = torch.cat([x, self.pe_encoder(pe.to(x.dtype))], dim=-1)
         edge_index, edge_id = edge_graph(batch.incidence_1)
         edge_attr = self.edge_encoder(batch.x_1)[edge_id]
-        h = self.layers(x, edge_index, edge_attr, batch.batch_0)
+        # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
+        h = self.layers(x, edge_index, edge_attr, batch.batch_0) if n_0 else x
         pooled = segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling)
         return self.readout(self.dropout(pooled))
 
@@ -648,6 +662,13 @@ def build_graph_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.
     return GraphTransformerBaseline(info, **params)
 
 
+def _check_ranks(batch: Any, finite: bool) -> None:
+    """Rows of ``x_r`` match ``batch_r`` (r = 0..2) and, with ``finite``, values are finite."""
+    check_rows({f"x_{r}": (batch[f"x_{r}"], batch[f"batch_{r}"].numel()) for r in range(3)})
+    if finite:
+        check_inputs({f"x_{r}": batch[f"x_{r}"] for r in range(3)})
+
+
 # ----------------------------------------------------------------------------------------------
 # CWN (TopoModelX)
 # ----------------------------------------------------------------------------------------------
@@ -671,6 +692,9 @@ class CWNBaseline(nn.Module):
         Dropout before the readout.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
+        per forward.
     """
 
     def __init__(
@@ -680,9 +704,12 @@ class CWNBaseline(nn.Module):
         n_layers: int = 2,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from topomodelx.nn.cell.cwn import CWN
+
+        self.check_inputs = bool(check_inputs)
 
         if info.max_rank != 2:
             raise ValueError(f"CWN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -705,6 +732,7 @@ class CWNBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        _check_ranks(batch, self.check_inputs)
         x = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
         out = self.cwn(
             x[0], x[1], x[2],
@@ -756,6 +784,9 @@ class SCCNNBaseline(nn.Module):
         Dropout before the readout.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
+        per forward.
     """
 
     def __init__(
@@ -768,9 +799,12 @@ class SCCNNBaseline(nn.Module):
         aggr_norm: bool = False,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from topomodelx.nn.simplicial.sccnn import SCCNN
+
+        self.check_inputs = bool(check_inputs)
 
         if info.max_rank != 2:
             raise ValueError(f"SCCNN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -795,6 +829,7 @@ class SCCNNBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        _check_ranks(batch, self.check_inputs)
         x = tuple(enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders))
         laplacians = (
             batch.hodge_laplacian_0, batch.down_laplacian_1, batch.up_laplacian_1, batch.hodge_laplacian_2,

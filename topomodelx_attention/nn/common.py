@@ -15,6 +15,7 @@ __all__ = [
     "FeatureEncoder",
     "ReadoutMLP",
     "check_inputs",
+    "check_rows",
     "segment_pool",
 ]
 
@@ -59,6 +60,27 @@ def check_inputs(tensors: Mapping[str, Tensor | None], max_abs: float = MAX_ABS_
                 f"{name}: row {row} holds {float(value)!r}; model inputs must be finite with "
                 f"|value| <= {max_abs:g} (clean or rescale the features, or pass "
                 "check_inputs=False to skip this check)"
+            )
+
+
+def check_rows(tensors: Mapping[str, tuple[Tensor | None, int]]) -> None:
+    """Reject inputs whose number of rows differs from the number of cells they describe.
+
+    Parameters
+    ----------
+    tensors : Mapping[str, tuple of (torch.Tensor or None, int)]
+        ``{name: (tensor, expected_rows)}``; ``None`` tensors are skipped.
+
+    Raises
+    ------
+    ValueError
+        Naming the key, its rows and the expected count.
+    """
+    for name, (x, expected) in tensors.items():
+        if x is not None and int(x.shape[0]) != int(expected):
+            raise ValueError(
+                f"{name} has {int(x.shape[0])} rows but the batch has {int(expected)} such cells "
+                "(one feature row per cell)"
             )
 
 
