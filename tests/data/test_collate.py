@@ -224,3 +224,14 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
     assert torch.equal(fast.vertex_cells(2).to_dense(), expected)
     for original, part in zip(complexes, fast.to_data_list()):
         assert_same(original, part)
+
+
+def test_fast_collation_of_complexes_without_sparse_keys():
+    from torch_geometric.data import Batch
+
+    from topomodelx_attention.data import ComplexData, collate_complexes
+
+    items = [ComplexData(x_0=torch.randn(n, 2), y=torch.tensor([n])) for n in (3, 0, 2)]
+    ours, theirs = collate_complexes(items), Batch.from_data_list(items)
+    assert torch.equal(ours.x_0, theirs.x_0)
+    assert torch.equal(ours.y, theirs.y)

