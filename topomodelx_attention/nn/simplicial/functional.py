@@ -231,8 +231,14 @@ def _normalise_mask(
 
 
 def _bias_indices(col: Tensor, axis: int, n_real: int, has_bias: bool, size: int, what: str) -> Tensor:
-    """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices."""
+    """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices.
+
+    The checks read tensor values: they run in eager mode only (as the core's), not while
+    ``torch.compile`` traces.
+    """
     null = col == NULL_KEY
+    if torch.compiler.is_compiling():
+        return torch.where(null, torch.full_like(col, n_real), col)
     if bool(null.any()) and not has_bias:
         raise ValueError(
             f"{what} uses the bias slot (-1) on key axis {axis + 1} but no key/value bias was "
