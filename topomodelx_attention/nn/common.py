@@ -107,7 +107,8 @@ def segment_pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tenso
         raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")
     out = scatter_sum(x, index, size)
     if how == "mean":
-        counts = torch.bincount(index, minlength=size).clamp_min(1).to(out.dtype)
+        # scatter_sum, not bincount: bincount's output size is data-dependent (torch.compile break)
+        counts = scatter_sum(torch.ones_like(index, dtype=out.dtype), index, size).clamp_min(1)
         out = out / counts.unsqueeze(-1)
     return out
 
