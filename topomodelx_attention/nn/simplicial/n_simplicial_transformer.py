@@ -142,7 +142,7 @@ class NSimplicialTransformer(nn.Module):
             raise TypeError(
                 f"x has dtype {x.dtype}; pass float features or set num_categories for codes"
             )
-        return self.embedding(x)
+        return self.embedding(x.to(self.embedding.weight.dtype))  # e.g. float64 data
 
     def _pool(self, h: Tensor, batch: Tensor | None, num_complexes: int | None) -> Tensor:
         """One row per sequence (3-D ``h``) or per complex (2-D ``h`` with ``batch``)."""
