@@ -292,7 +292,7 @@ def test_lift_many_accepts_graphs_of_different_feature_widths():
         assert [c.x_1.size(1) for c in many] == [1, 1, 4, 1, 1, 1]
     # errors still name the graph by its position in the whole list, across width groups
     outside = Data(x=torch.randn(2, 5), edge_index=torch.tensor([[0, 2], [2, 0]]), edge_attr=torch.ones(2, 1))
-    bad = graphs[:4] + [outside]  # vertex 2 of 2
+    bad = [*graphs[:4], outside]  # vertex 2 of 2
     with pytest.raises(ValueError, match=r"graph 4 of the list: .*vertex 2"):
         CellCycleLifting().lift_many(bad, chunk_size=3)
     mixed = [graphs[0], graph_from_edges(triangle)]

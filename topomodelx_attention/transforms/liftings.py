@@ -170,10 +170,10 @@ def lift_graph(
 
 
 def _feature_signature(graph: Data) -> tuple:
-    """What must agree for graphs to be lifted as one union: the shape of a row of ``x`` and of
-    ``edge_attr`` and whether they are floating point (integer codes stay integer).
+    """Return what must agree for graphs to be lifted as one union.
 
-    Floating dtypes may differ: every float feature is cast to the complex's dtype anyway.
+    That is the shape of a row of ``x`` and of ``edge_attr`` and whether they are floating
+    point (integer codes stay integer). Floating dtypes may differ: every float feature is cast to the complex's dtype anyway.
     """
     signature = []
     for name in ("x", "edge_attr"):
