@@ -40,14 +40,6 @@ MAX_NODES = 12
 # failures located in files that other work streams are fixing now: reported, not hidden
 # ----------------------------------------------------------------------------------------------
 KNOWN_ELSEWHERE: dict[str, str] = {
-    "complexes for": (
-        "lift_many drops trailing graphs without cells (ComplexData.from_boundaries infers "
-        "num_complexes from batch.max(): data/complex_data.py:190 via transforms/liftings.py:122)"
-    ),
-    "at data/neighborhoods.py:145 <- data/complex_data.py:185": (
-        "from_toponetx of a CombinatorialComplex with an empty rank below a non-empty one "
-        "(TopoNetX gives a (1, 1) incidence for the empty rank: data/convert.py)"
-    ),
     "mat1 and mat2 must have the same dtype, but got Double and Float at nn/simplicial/": (
         "NSimplicialTransformer on float64 x_0: RuntimeError in its nn.Linear embedding "
         "(nn/simplicial/n_simplicial_transformer.py:137, no cast to the parameters' dtype)"
@@ -55,15 +47,6 @@ KNOWN_ELSEWHERE: dict[str, str] = {
     "[CT &&:int shapes=&&malformed input accepted silently": (
         "CellularTransformer accepts integer pe_r silently (cast to float, nn/cell/cellular_transformer.py "
         "CellEncoder); positional encodings must be float"
-    ),
-    "at transforms/liftings.py:310": (
-        "lift_many of graphs whose x (or edge_attr) widths differ: torch.cat RuntimeError escapes "
-        "_validated_union (transforms/liftings.py:310; each graph alone is valid, so "
-        "first_error re-raises the RuntimeError)"
-    ),
-    "Sizes of tensors must match except in dimension 0. Expected size 3 but got size 4": (
-        "batching complexes of different max rank raises PyG's RuntimeError in collate "
-        "(ComplexData collation: data/complex_data.py)"
     ),
 }
 """Failures in files this suite may not fix (data/complex_data.py, data/convert.py,
