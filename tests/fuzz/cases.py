@@ -40,14 +40,6 @@ MAX_NODES = 12
 # failures located in files that other work streams are fixing now: reported, not hidden
 # ----------------------------------------------------------------------------------------------
 KNOWN_ELSEWHERE: dict[str, str] = {
-    "mat1 and mat2 must have the same dtype, but got Double and Float at nn/simplicial/": (
-        "NSimplicialTransformer on float64 x_0: RuntimeError in its nn.Linear embedding "
-        "(nn/simplicial/n_simplicial_transformer.py:137, no cast to the parameters' dtype)"
-    ),
-    "[CT &&:int shapes=&&malformed input accepted silently": (
-        "CellularTransformer accepts integer pe_r silently (cast to float, nn/cell/cellular_transformer.py "
-        "CellEncoder); positional encodings must be float"
-    ),
 }
 """Failures in files this suite may not fix (data/complex_data.py, data/convert.py,
 transforms/liftings.py, nn/cell, nn/simplicial), keyed by a substring of the failure text

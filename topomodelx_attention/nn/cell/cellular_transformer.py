@@ -123,6 +123,8 @@ class CellEncoder(nn.Module):
             raise ValueError("the model expects positional encodings pe_r; apply a PE transform to the data")
         if pe.shape != (h.shape[0], self.pe_channels):
             raise ValueError(f"pe must have shape ({h.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}")
+        if not pe.is_floating_point():
+            raise TypeError(f"positional encodings must be float, got {pe.dtype}; apply a PE transform")
         pe = pe.to(h.dtype)
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
