@@ -47,14 +47,14 @@ from topomodelx_attention.nn.attention import (
 # synthetic data
 # ----------------------------------------------------------------------------------------------
 def molecule_batch(
-    num_graphs: int, low: int, high: int, generator: torch.Generator
+    num_complexes: int, low: int, high: int, generator: torch.Generator
 ) -> tuple[Tensor, Tensor]:
     """Batch vector and symmetric adjacency (2, nnz) of chain + ring-closure graphs."""
-    sizes = torch.randint(low, high + 1, (num_graphs,), generator=generator)
-    batch = torch.repeat_interleave(torch.arange(num_graphs), sizes)
+    sizes = torch.randint(low, high + 1, (num_complexes,), generator=generator)
+    batch = torch.repeat_interleave(torch.arange(num_complexes), sizes)
     ptr = torch.cumsum(sizes, 0) - sizes
     rows, cols = [], []
-    for g in range(num_graphs):
+    for g in range(num_complexes):
         n, off = int(sizes[g]), int(ptr[g])
         chain = torch.arange(n - 1)
         src = [chain, torch.randint(0, n - 6, (max(1, n // 8),), generator=generator)]
@@ -102,7 +102,7 @@ def molecules_table(args: argparse.Namespace, device: torch.device) -> None:
 
         def run(module: MultiHeadAttention = module, with_n: bool = with_n) -> Tensor:
             xr = x.detach().requires_grad_()
-            return module(xr, None, adjacency if with_n else None, batch, batch, num_graphs=128)
+            return module(xr, None, adjacency if with_n else None, batch, batch, num_complexes=128)
 
         label = f"ours {kind}" + (" + θ·N bias" if kind == "dense" and with_n else "")
         cases.append((label, run))
@@ -236,8 +236,8 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
     gen = torch.Generator().manual_seed(3)
     channels, heads = args.channels, args.heads
     batches = []
-    for num_graphs in args.compile_batches:
-        batch, index = molecule_batch(num_graphs, 20, 40, gen)
+    for num_complexes in args.compile_batches:
+        batch, index = molecule_batch(num_complexes, 20, 40, gen)
         n = batch.numel()
         x = torch.randn(n, channels, generator=gen).to(device)
         adjacency = to_sparse(index, n, n, x.dtype, device)
@@ -247,8 +247,8 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
                 x,
                 batch,
                 adjacency,
-                num_graphs,
-                padded_layout(batch, num_graphs),
+                num_complexes,
+                padded_layout(batch, num_complexes),
                 prepare_neighborhood(adjacency, n, n, device=device),
             )
         )
@@ -257,23 +257,23 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
         module = MultiHeadAttention(channels, heads=heads, kind=kind).to(device)
         with_n = kind == "sparse"
 
-        def plain(x, batch, adjacency, num_graphs, module=module, with_n=with_n):
-            return module(x, None, adjacency if with_n else None, batch, batch, num_graphs)
+        def plain(x, batch, adjacency, num_complexes, module=module, with_n=with_n):
+            return module(x, None, adjacency if with_n else None, batch, batch, num_complexes)
 
         def prepared(x, layout, index, module=module, with_n=with_n):
             return module(x, None, index if with_n else None, layout=layout)
 
-        x, batch, adjacency, num_graphs, layout, index = batches[0]
-        breaks_plain = torch._dynamo.explain(plain)(x, batch, adjacency, num_graphs)
+        x, batch, adjacency, num_complexes, layout, index = batches[0]
+        breaks_plain = torch._dynamo.explain(plain)(x, batch, adjacency, num_complexes)
         breaks_prepared = torch._dynamo.explain(prepared)(x, layout, index)
         torch._dynamo.reset()
         counter = torch._dynamo.testing.CompileCounterWithBackend(args.compile_backend)
         compiled = torch.compile(prepared, backend=counter, dynamic=True)
         for x, _, _, _, layout, index in batches:  # warm-up: compile, then reuse
             compiled(x.detach().requires_grad_(), layout, index).sum().backward()
-        x, batch, adjacency, num_graphs, layout, index = batches[0]
+        x, batch, adjacency, num_complexes, layout, index = batches[0]
         cases = {
-            "eager": lambda: plain(x.detach().requires_grad_(), batch, adjacency, num_graphs),
+            "eager": lambda: plain(x.detach().requires_grad_(), batch, adjacency, num_complexes),
             "eager, precomputed": lambda: prepared(x.detach().requires_grad_(), layout, index),
             "compiled": lambda: compiled(x.detach().requires_grad_(), layout, index),
         }

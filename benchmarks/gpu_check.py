@@ -39,11 +39,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _graphs(num_graphs: int, avg_nodes: int, channels: int, seed: int) -> list:
+def _graphs(num_complexes: int, avg_nodes: int, channels: int, seed: int) -> list:
     from torch_geometric.datasets import FakeDataset
 
     torch.manual_seed(seed)
-    dataset = FakeDataset(num_graphs, avg_num_nodes=avg_nodes, num_channels=channels)
+    dataset = FakeDataset(num_complexes, avg_num_nodes=avg_nodes, num_channels=channels)
     return [dataset[i] for i in range(len(dataset))]
 
 
@@ -99,7 +99,7 @@ def build_cases(args: argparse.Namespace, device: torch.device) -> dict[str, tup
 
     batch = complexes["batch_0"]
     x0 = torch.randn(batch.numel(), hidden, device=device)
-    layout = padded_layout(batch, int(complexes.num_graphs))
+    layout = padded_layout(batch, int(complexes.num_complexes))
     adjacency = complexes["adjacency_0"].float()
     for kind in ("sparse", "dense", "linear"):
         module = MultiHeadAttention(hidden, heads=heads, kind=kind).to(device)

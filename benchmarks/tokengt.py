@@ -134,7 +134,7 @@ def encoder_table(args, title: str, batch: Batch) -> None:
         tokens = model.tokenize(batch)
     x = tokens.x.detach().clone().requires_grad_(True)
     token_batch = tokens.layout.batch
-    num = tokens.num_graphs
+    num = tokens.num_complexes
     layout = padded_layout(token_batch, num)
     counts = layout.counts
 

@@ -38,7 +38,7 @@ def dense_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     training: bool = False,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     layout: LayoutArg | None = None,
 ) -> Tensor:
     r"""All-pairs multi-head attention in every complex, with an optional θ·N bias (Eq. 2, dense).
@@ -77,14 +77,14 @@ def dense_attention(
         Dropout probability on the attention weights (only when ``training``).
     training : bool, default = False
         Whether dropout is active.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes ``B`` (inferred from the batch vectors otherwise; complexes beyond
         the last index are empty).
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed padding (:func:`~topomodelx_attention.nn.attention.padded_layout`): one
         layout for self-attention (``n_target = n_source = layout.num_tokens``) or the pair
         ``(target_layout, source_layout)`` for cross-attention. Replaces the batch vectors
-        (``num_graphs`` must then be ``None`` or equal), tokens need not be sorted, and the
+        (``num_complexes`` must then be ``None`` or equal), tokens need not be sorted, and the
         call has no data-dependent size (``torch.compile`` without graph breaks). Use it to
         pay the index arithmetic once for a stack of layers.
 
@@ -96,7 +96,7 @@ def dense_attention(
     check_qkv(query, key, value)
     check_dropout(dropout_p)
     target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
     )
     attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     out = F.scaled_dot_product_attention(
@@ -119,7 +119,7 @@ def dense_attention_weights(
     bias: Neighborhood | None = None,
     bias_scale: Tensor | float | None = None,
     scale: float | None = None,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     layout: LayoutArg | None = None,
 ) -> Tensor:
     r"""Return the attention probabilities of :func:`dense_attention`, per complex, padded.
@@ -144,7 +144,7 @@ def dense_attention_weights(
         :math:`\theta` as in :func:`dense_attention`.
     scale : float, optional
         Logit scale; ``1 / sqrt(d)`` by default.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes.
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed layout(s) as in :func:`dense_attention` (then slot ``p`` of graph ``b`` is
@@ -162,14 +162,14 @@ def dense_attention_weights(
         raise TypeError("query and key must be tensors")
     check_qkv(query, key, key)
     target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
     )
     attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     q, k = target._heads(query), source._heads(key)
     scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         scores = scores + attn_mask  # θ·N bias (its -inf entries repeat the key mask below)
-    num_b = source.num_graphs
+    num_b = source.num_complexes
     valid_s = source.key_valid
     has_source = valid_s.any(-1)  # (B,)
     scores = scores.masked_fill(~valid_s.view(num_b, 1, 1, -1), float("-inf"))
@@ -212,7 +212,7 @@ def _attention_mask(
             f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
             "must have shape (), (1,) or (heads,)"
         )
-    num_b, length_t, length_s = target.num_graphs, target.length, source.length
+    num_b, length_t, length_s = target.num_complexes, target.length, source.length
     b = target.batch.index_select(0, index_t)
     same = b == source.batch.index_select(0, index_s)  # entries across complexes are dropped
     values = values * same.unsqueeze(1).to(values.dtype)

@@ -81,7 +81,7 @@ class AttentionKernel(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Attend.
@@ -99,7 +99,7 @@ class AttentionKernel(nn.Module):
             dense kind, forbidden for the linear kind).
         batch_target, batch_source : torch.Tensor, optional
             Sorted complex index of every target / source token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding (dense and linear kinds).
@@ -137,7 +137,7 @@ class SparseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused)."""
@@ -240,7 +240,7 @@ class DenseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Dense attention with the θ·N bias when ``neighborhood`` is given."""
@@ -255,7 +255,7 @@ class DenseKernel(AttentionKernel):
             scale=self.scale,
             dropout_p=self.dropout,
             training=self.training,
-            num_graphs=num_graphs,
+            num_complexes=num_complexes,
             layout=layout,
         )
 
@@ -266,7 +266,7 @@ class DenseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
@@ -278,7 +278,7 @@ class DenseKernel(AttentionKernel):
             bias=neighborhood,
             bias_scale=self._theta(neighborhood),
             scale=self.scale,
-            num_graphs=num_graphs,
+            num_complexes=num_complexes,
             layout=layout,
         )
 
@@ -351,7 +351,7 @@ class LinearKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """FAVOR+ attention per complex (no neighbourhood)."""
@@ -376,7 +376,7 @@ class LinearKernel(AttentionKernel):
             batch_source,
             projection=projection,
             scale=self.scale,
-            num_graphs=num_graphs,
+            num_complexes=num_complexes,
             layout=layout,
         )
 

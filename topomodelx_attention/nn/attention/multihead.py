@@ -383,7 +383,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Attention of this module's kernel on already projected, head-split tensors.
@@ -406,7 +406,7 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every target.
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding (dense and linear kinds; see
@@ -420,7 +420,7 @@ class MultiHeadAttention(nn.Module):
             Attention output per head.
         """
         return self.kernel(
-            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
+            query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
 
     def attention_weights(
@@ -430,7 +430,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Softmax attention probabilities per complex and head, padded (dense kind only).
@@ -449,7 +449,7 @@ class MultiHeadAttention(nn.Module):
             The θ·N bias, as in :meth:`forward`.
         batch_target, batch_source : torch.Tensor, optional
             Sorted complex index of every token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed layout(s) (replaces the batch vectors).
@@ -477,7 +477,7 @@ class MultiHeadAttention(nn.Module):
             neighborhood,
             batch_target,
             batch_source,
-            num_graphs,
+            num_complexes,
             layout,
         )
 
@@ -497,7 +497,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Attend from ``x_source`` to ``x_target``.
@@ -519,7 +519,7 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every target token (``None``: one complex).
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes (inferred otherwise).
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding of the token set(s) (dense and linear kinds): computed once
@@ -560,7 +560,7 @@ class MultiHeadAttention(nn.Module):
         key = self.project_key(x_source)
         value = self.project_value(x_source)
         out = self.attend(
-            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
+            query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
         return self.project_output(out)
 

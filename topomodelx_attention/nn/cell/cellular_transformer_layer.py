@@ -652,7 +652,7 @@ class CellularTransformerLayer(nn.Module):
             attention = self.blocks[key]
             matrix = None if attention.kind == "linear" else neighborhoods[arrow]
             out = self.dropout(
-                attention(target, source, matrix, batch[arrow.target], batch[arrow.source], num_graphs=num_complexes)
+                attention(target, source, matrix, batch[arrow.target], batch[arrow.source], num_complexes=num_complexes)
             )
             update[arrow.target] = out if update[arrow.target] is None else update[arrow.target] + out
         return update

@@ -184,10 +184,10 @@ class TokenGTLayer(nn.Module):
         """
         h = self.attention(self.norm_attention(x), layout=layout)
         x = x + drop_path(
-            self.dropout(h), layout.batch, layout.num_graphs, self.drop_path, self.training
+            self.dropout(h), layout.batch, layout.num_complexes, self.drop_path, self.training
         )
         h = self.dropout(self.lin2(self.activation(self.lin1(self.norm_ffn(x)))))
-        return x + drop_path(h, layout.batch, layout.num_graphs, self.drop_path, self.training)
+        return x + drop_path(h, layout.batch, layout.num_complexes, self.drop_path, self.training)
 
     @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> None:
@@ -392,5 +392,5 @@ class TokenGTEncoder(nn.Module):
             if sparse_residual is not None:
                 h = h.index_add(0, target, h.index_select(0, source))
         if padded:
-            h = layout.unpad(h.view(layout.num_graphs, layout.length, x.shape[1]))
+            h = layout.unpad(h.view(layout.num_complexes, layout.length, x.shape[1]))
         return self.norm(h) if self.norm is not None else h
