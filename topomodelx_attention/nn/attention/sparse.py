@@ -130,6 +130,7 @@ def _silence_csr_beta_warning() -> None:
             torch.zeros(0, dtype=torch.long),
             torch.zeros(0),
             (1, 1),
+            check_invariants=False,
         )
 
 
@@ -161,8 +162,10 @@ class _FusedSparseAttention(torch.autograd.Function):
     so the SDDMM is one ``torch.sparse.sampled_addmm`` and every SpMM one CSR × dense product
     (MKL on CPU), with no ``(nnz, heads, d)`` intermediate at all. The softmax and its gradient
     run on ``(heads, nnz)`` tensors with segment reductions over the sorted targets. Saved for
-    backward: the attention weights and the CSR pattern (``(nnz, heads)``-sized), the dropout
-    scaling if any, and the inputs.
+    backward: the inputs, the edge indices, the attention weights ``(heads, nnz)`` and the
+    dropout scaling if any (the CSR pattern is rebuilt, a few cheap index operations). Under
+    ``create_graph`` the backward differentiates :func:`_sparse_attention_composable` instead,
+    so higher derivatives exist.
     """
 
     @staticmethod
@@ -191,9 +194,8 @@ class _FusedSparseAttention(torch.autograd.Function):
         alpha = segment_softmax_sorted(scores, index_t, lengths)
         weight = alpha if dropout_scale is None else alpha * dropout_scale
         out = _block_csr(crow, col, weight.view(-1), shape) @ rows_v
-        ctx.save_for_backward(
-            query, key, value, edge_bias, index_t, index_s, crow, col, lengths, alpha, dropout_scale
-        )
+        # (nnz, heads)-sized tensors only: the CSR pattern is rebuilt in backward
+        ctx.save_for_backward(query, key, value, edge_bias, index_t, index_s, alpha, dropout_scale)
         ctx.scale = scale
         ctx.sizes = (n_t, n_s, heads)
         ctx.bias_heads = None if edge_bias is None else edge_bias.shape[1]
@@ -202,10 +204,11 @@ class _FusedSparseAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         saved = ctx.saved_tensors
-        query, key, value, _, index_t, index_s, crow, col, lengths, alpha, dropout_scale = saved
+        query, key, value, _, index_t, index_s, alpha, dropout_scale = saved
         if torch.is_grad_enabled():  # create_graph: differentiate the composable formulation
             return _FusedSparseAttention.backward_composable(ctx, grad, saved)
         n_t, n_s, heads = ctx.sizes
+        crow, col, lengths = _block_plan(index_t, index_s, n_t, n_s, heads)
         nnz = index_t.shape[0]
         shape = (heads * n_t, heads * n_s)
         grad_rows = _head_major(grad)
@@ -248,7 +251,7 @@ class _FusedSparseAttention(torch.autograd.Function):
     @staticmethod
     def backward_composable(ctx, grad: Tensor, saved: tuple):
         """Backward through :func:`_sparse_attention_composable` (differentiable again)."""
-        query, key, value, edge_bias, index_t, index_s, *_, dropout_scale = saved
+        query, key, value, edge_bias, index_t, index_s, _, dropout_scale = saved
         inputs = (query, key, value, edge_bias)
         wanted = [x for x, need in zip(inputs, ctx.needs_input_grad[:4]) if need]
         weight_scale = None if dropout_scale is None else dropout_scale.t()
