@@ -445,7 +445,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile-only", action="store_true", help="only the compile table")
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument(
-        "--sparse-backward", action="store_true", help="only the sparse_attention before/after table"
+        "--sparse-backward",
+        action="store_true",
+        help="only the sparse_attention before/after table",
     )
     parser.add_argument("--sparse-base", default=SPARSE_BASE, help="git revision of the 'before'")
     args = parser.parse_args(argv)

@@ -3,9 +3,18 @@ r"""Sparse attention: softmax restricted to the entries of a neighbourhood (Eq. 
 For every head and stored entry ``(t, s)`` of the neighbourhood ``N`` (a mask:
 :math:`\phi(N) = N`, :math:`\star` = Hadamard), scores :math:`\mathrm{scale}\,\langle q_t,
 k_s\rangle`, softmax over the sources of every target, :math:`O(\mathrm{nnz} \cdot d)` time
-and memory. In eager mode the SDDMM / SpMM run as chunked custom autograd functions that keep
-only ``(nnz, heads)`` tensors for backward; while ``torch.compile`` traces, the same products
-are written with plain differentiable gathers and scatters (the compiler fuses them).
+and memory. Three executions of the same equations:
+
+* eager, CPU, float32 / float64: one fused autograd function (:class:`_FusedSparseAttention`)
+  that treats all heads as one block-diagonal CSR matrix (SDDMM = ``sampled_addmm``, SpMM = CSR
+  × dense), softmax and its gradient by segment reductions over the target-sorted edges, and
+  keeps only ``(nnz, heads)`` tensors for backward; measured ~1.4× faster forward + backward
+  than the composable path on a Cellular Transformer call (``benchmarks/attention_core.py
+  --sparse-backward``);
+* eager elsewhere (CUDA, other dtypes), and the fused kernel's double backward: the SDDMM /
+  SpMM as chunked custom autograd functions that keep only ``(nnz, heads)`` tensors;
+* while ``torch.compile`` traces: plain differentiable gathers and scatters (the compiler
+  fuses them).
 """
 
 from __future__ import annotations
@@ -28,8 +37,8 @@ from topomodelx_attention.nn.attention.scatter import (
 
 __all__ = ["SPARSE_CHUNK_ELEMENTS", "sparse_attention"]
 
-#: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the sparse
-#: kernels (4 MiB in float32; chunks of a few MiB are reused by the allocator and measured
+#: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the
+#: composable sparse kernels (the fused CPU kernel builds no such chunk) (4 MiB in float32; chunks of a few MiB are reused by the allocator and measured
 #: faster than one big transient on CPU); larger neighbourhoods are processed in chunks.
 SPARSE_CHUNK_ELEMENTS: int = 1 << 20
 
