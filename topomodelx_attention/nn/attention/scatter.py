@@ -168,6 +168,6 @@ def segment_softmax_sorted(scores: Tensor, index: Tensor, lengths: Tensor) -> Te
     """
     seg_max = torch.segment_reduce(scores, "max", lengths=lengths, axis=1, unsafe=True)
     seg_max = torch.where(torch.isfinite(seg_max), seg_max, torch.zeros_like(seg_max))
-    exp = torch.exp(scores - seg_max.index_select(1, index))
+    exp = (scores - seg_max.index_select(1, index)).exp_()
     denom = torch.segment_reduce(exp, "sum", lengths=lengths, axis=1, unsafe=True)
     return exp.div_(denom.clamp_min_(torch.finfo(exp.dtype).tiny).index_select(1, index))
