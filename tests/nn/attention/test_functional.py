@@ -446,7 +446,7 @@ def test_linear_key_stabiliser_is_per_complex(helpers, gen):
     torch.testing.assert_close(out[:3], alone)
 
 
-def test_dense_num_graphs_with_trailing_empty_complexes(helpers, gen):
+def test_dense_num_complexes_with_trailing_empty_complexes(helpers, gen):
     q, k, v, bt, bs = _cross_inputs(helpers, gen)
     a = dense_attention(q, k, v, bt, bs)
     b = dense_attention(q, k, v, bt, bs, num_complexes=len(SIZES_T) + 3)
