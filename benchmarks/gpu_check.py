@@ -78,7 +78,7 @@ def build_cases(args: argparse.Namespace, device: torch.device) -> dict[str, tup
 
     node_ids = LaplacianNodeId(args.node_id_dim)
     tokens = Batch.from_data_list([node_ids(g) for g in graphs]).to(device)
-    for attention in ("softmax", "performer"):
+    for kind in ("dense", "linear"):
         model = TokenGT(
             channels,
             0,
@@ -87,13 +87,13 @@ def build_cases(args: argparse.Namespace, device: torch.device) -> dict[str, tup
             n_layers=args.layers,
             heads=heads,
             node_id_dim=args.node_id_dim,
-            attention=attention,
+            kind=kind,
         ).to(device)
-        cases[f"TokenGT {attention}"] = (model, lambda m, d=tokens: m(d))
+        cases[f"TokenGT {kind}"] = (model, lambda m, d=tokens: m(d))
 
     sequences = torch.randn(args.graphs, args.sequence, channels, device=device)
     model = NSimplicialTransformer(
-        channels, hidden, 2, num_layers=args.layers, heads=heads, order=2
+        channels, hidden, 2, n_layers=args.layers, heads=heads, order=2
     ).to(device)
     cases["N-simplicial (order 2)"] = (model, lambda m, x=sequences: m(x))
 

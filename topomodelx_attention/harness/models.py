@@ -506,8 +506,10 @@ class GPSBaseline(EdgeGraphBaseline):
         Dropout on the outputs of the local, global and FFN blocks (and the readout).
     attention_dropout : float, default=0.1
         Dropout on the attention weights.
-    attention : {"multihead", "performer"}, default="multihead"
-        Global attention of ``GPSConv``.
+    kind : {"dense", "linear"}, default="dense"
+        Global attention of ``GPSConv``: ``"dense"`` softmax multi-head attention
+        (``attn_type="multihead"``) or ``"linear"`` Performer (``attn_type="performer"``), the
+        package's attention-kind names.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
     pooling : {"sum", "mean"}, default="sum"
@@ -527,7 +529,7 @@ class GPSBaseline(EdgeGraphBaseline):
         heads: int = 4,
         dropout: float = 0.0,
         attention_dropout: float = 0.1,
-        attention: str = "multihead",
+        kind: str = "dense",
         readout_layers: int = 1,
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
@@ -544,12 +546,13 @@ class GPSBaseline(EdgeGraphBaseline):
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         if int(heads) < 1 or h % int(heads):
             raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
-        if attention not in ("multihead", "performer"):
-            raise ValueError(f"attention must be 'multihead' or 'performer', got {attention!r}")
-        kwargs = {"dropout": float(attention_dropout)} if attention == "multihead" else {}
+        attn_types = {"dense": "multihead", "linear": "performer"}
+        if kind not in attn_types:
+            raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
+        kwargs = {"dropout": float(attention_dropout)} if kind == "dense" else {}
         self.convs = nn.ModuleList(
             GPSConv(h, GINEConv(_gin_mlp(h)), heads=int(heads), dropout=float(dropout),
-                    attn_type=attention, attn_kwargs=kwargs)
+                    attn_type=attn_types[kind], attn_kwargs=kwargs)
             for _ in range(int(n_layers))
         )
 
