@@ -215,7 +215,16 @@ def _fused_slots(arrows: Sequence[Arrow], sizes: Sequence[int]) -> _FusedSlots:
 def _fused_plan(
     arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], sizes: Sequence[int]
 ) -> NeighborhoodIndex:
-    """Joined edge list of the sparse ``arrows`` (rows of :class:`_FusedSlots`), sorted by query row.
+    """Join the edge lists of the sparse ``arrows`` (rows of :class:`_FusedSlots`), sorted by query row.
+
+    Parameters
+    ----------
+    arrows : sequence of Arrow
+        The sparse arrows run in one call.
+    neighborhoods : mapping of Arrow to torch.Tensor
+        Coalesced COO neighbourhood of every arrow.
+    sizes : sequence of int
+        Cells of every rank.
 
     Returns
     -------
