@@ -264,6 +264,9 @@ class GraphTaskModule(L.LightningModule):
             "weight_decay": float(cfg.get("weight_decay", 0.0)),
             "betas": tuple(float(b) for b in cfg.get("betas", (0.9, 0.999))),
             "eps": float(cfg.get("eps", 1e-8)),
+            # multi-tensor update: one kernel per step for all parameters instead of a Python
+            # loop over them (models with many small tensors, e.g. the CT's per-arrow blocks)
+            "foreach": True,
         }
         if name == "adamw":
             optimizer = torch.optim.AdamW(self.parameters(), **kwargs)
