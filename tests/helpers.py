@@ -99,6 +99,13 @@ def load_mutag(count: int) -> list[Data]:
         return list(load_tu_dataset("MUTAG", root=root))[:count]
 
 
+def batch_slice(items: list, size: int, start: int = 0):
+    """One PyG ``Batch`` of ``items[start : start + size]``."""
+    from torch_geometric.data import Batch
+
+    return Batch.from_data_list(items[start : start + size])
+
+
 def assert_one_graph(model, inputs) -> None:
     """``model(inputs)`` traces into exactly one graph, without a graph break."""
     import torch._dynamo

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch._dynamo
-from torch_geometric.data import Batch
 
 from tests.helpers import (
     assert_compiled_gradients_match,
     assert_no_recompile,
     assert_one_graph,
+    batch_slice,
     load_mutag,
     to_double,
 )
@@ -30,10 +30,6 @@ SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 def mutag():
     graphs = load_mutag(max(SIZES) + 4)
     return [to_double(c) for c in CellCycleLifting().lift_many(graphs)]
-
-
-def _batch(complexes, size, start=0):
-    return Batch.from_data_list(complexes[start : start + size])
 
 
 def _model(attention, kind, **kwargs):
@@ -50,14 +46,14 @@ def _model(attention, kind, **kwargs):
 )
 def test_compiled_ct_has_no_graph_break_and_no_recompile(mutag, attention, kind):
     model = _model(attention, kind, pooling="mean").eval()
-    assert_one_graph(model, model.prepare(_batch(mutag, SIZES[0])))
-    assert_no_recompile(model, [(size, _batch(mutag, size, start=i)) for i, size in enumerate(SIZES)], 2)
+    assert_one_graph(model, model.prepare(batch_slice(mutag, SIZES[0])))
+    assert_no_recompile(model, [(size, batch_slice(mutag, size, start=i)) for i, size in enumerate(SIZES)], 2)
 
 
 @pytest.mark.slow
 def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
     model = _model("pairwise", "sparse").eval()
-    batch = _batch(mutag, SIZES[1])
+    batch = batch_slice(mutag, SIZES[1])
     # prepare() is torch.compiler.disable-d: it runs eagerly, the rest is one graph
     assert_one_graph(model, batch)
     compiled = torch.compile(model, backend="eager", dynamic=True)
@@ -69,4 +65,4 @@ def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
 def test_compiled_ct_gradients_match_eager(mutag):
     """Training mode through aot_eager: same loss and parameter gradients as eager."""
     model = _model("pairwise", "sparse", dropout=0.0).train()
-    assert_compiled_gradients_match(model, model.prepare(_batch(mutag, SIZES[1])))
+    assert_compiled_gradients_match(model, model.prepare(batch_slice(mutag, SIZES[1])))
