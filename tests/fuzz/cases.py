@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -144,6 +145,26 @@ FEATURES = (
     "float32", "float32", "float32", "float64", "int", "none", "nan", "inf", "huge",
     "x_rows", "edge_attr_rows",
 )
+
+
+def run_cases(fuzz_seeds, name: str, make: Callable, *, offset: int = 0) -> None:
+    """Run one fuzz test: a :class:`Fuzzer` case per seed, all failures reported together.
+
+    ``make(seed, rng) -> (description, expect, run)`` builds the case of ``seed`` with
+    ``rng = np.random.default_rng(offset + seed)`` (``offset`` keeps the tests' streams apart).
+    """
+    fuzz = Fuzzer(name)
+    for seed in fuzz_seeds:
+        description, expect, run = make(seed, np.random.default_rng(offset + seed))
+        fuzz.case(seed, description, expect, run)
+    fuzz.finish()
+
+
+def quietly(function: Callable, *args, **kwargs):
+    """Call ``function(*args, **kwargs)`` with warnings silenced (liftings warn on degenerate graphs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return function(*args, **kwargs)
 
 
 def _undirected(edges: list[tuple[int, int]]) -> torch.Tensor:

@@ -3,8 +3,6 @@ graphs (n smaller than the PE width included), and batching of the encoded compl
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from torch_geometric.loader import DataLoader
@@ -13,11 +11,12 @@ from tests.fuzz.cases import (
     ACCEPT,
     EITHER,
     REJECT,
-    Fuzzer,
     assert_finite,
     combinatorial_complex,
     finite_float_graph,
+    quietly,
     random_graph,
+    run_cases,
 )
 from topomodelx_attention.data import from_toponetx
 from topomodelx_attention.transforms import (
@@ -65,13 +64,11 @@ def random_encoding(rng: np.random.Generator):
 
 
 def test_fuzz_positional_encodings_then_sign_flip(fuzz_seeds):
-    fuzz = Fuzzer("positional encodings")
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(30_000 + seed)
+    def make(seed, rng):
         data, description = random_complex(seed)
         encoding, dim = random_encoding(rng)
 
-        def run(data=data, encoding=encoding, dim=dim, seed=seed):
+        def run():
             counts = data.shape[0].tolist()
             out = encoding(data.clone())
             for r, n in enumerate(counts):
@@ -86,14 +83,13 @@ def test_fuzz_positional_encodings_then_sign_flip(fuzz_seeds):
         # a combinatorial complex has no orientation: oriented encodings may refuse rank >= 3
         oriented = isinstance(encoding, (HodgeLaplacianPE, TopologicalSlepiansPE))
         expect = EITHER if oriented and description.startswith("cc") else ACCEPT
-        fuzz.case(seed, f"{encoding!r} on {description}", expect, run)
-    fuzz.finish()
+        return f"{encoding!r} on {description}", expect, run
+
+    run_cases(fuzz_seeds, "positional encodings", make, offset=30_000)
 
 
 def test_fuzz_node_identifiers(fuzz_seeds):
-    fuzz = Fuzzer("node identifiers")
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(40_000 + seed)
+    def make(seed, rng):
         dim = int(rng.integers(1, 10))
         transform = [
             LaplacianNodeId(dim, select=str(rng.choice(["smallest", "smallest_largest"]))),
@@ -113,7 +109,7 @@ def test_fuzz_node_identifiers(fuzz_seeds):
             if "x_rows" in case.kinds:
                 expect = REJECT  # num_nodes and x disagree: which vertex count is meant?
 
-        def run(data=data, transform=transform, dim=dim, n=n):
+        def run():
             out = transform(data.clone())
             assert out.node_id.shape == (n, dim), f"node_id {tuple(out.node_id.shape)}, expected {(n, dim)}"
             assert_finite("node_id", out.node_id)
@@ -122,28 +118,25 @@ def test_fuzz_node_identifiers(fuzz_seeds):
                 assert torch.allclose(gram, torch.eye(n), atol=1e-4), "rows not orthonormal for n <= dim"
             return out
 
-        fuzz.case(seed, f"{transform!r} on {description}", expect, run)
-    fuzz.finish()
+        return f"{transform!r} on {description}", expect, run
+
+    run_cases(fuzz_seeds, "node identifiers", make, offset=40_000)
 
 
 def test_fuzz_batching(fuzz_seeds):
-    fuzz = Fuzzer("batching")
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(50_000 + seed)
+    def make(seed, rng):
         size = int(rng.integers(1, 5))
         mixed = bool(rng.integers(2))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            complexes = []
-            for i in range(size):
-                case = finite_float_graph(seed * 11 + i, feature_dim=2)
-                lifting = SimplicialCliqueLifting(complex_dim=3) if mixed and i % 2 else CellCycleLifting(max_cell_length=8)
-                if not mixed:
-                    lifting = CellCycleLifting(max_cell_length=8)
-                complexes.append(HodgeLaplacianPE(3)(lifting(case.data)))
+
+        def lift(i):
+            case = finite_float_graph(seed * 11 + i, feature_dim=2)
+            lifting = SimplicialCliqueLifting(complex_dim=3) if mixed and i % 2 else CellCycleLifting(max_cell_length=8)
+            return HodgeLaplacianPE(3)(lifting(case.data))
+
+        complexes = quietly(lambda: [lift(i) for i in range(size)])
         expect = EITHER if mixed else ACCEPT  # different max ranks may not batch: then a clear error
 
-        def run(complexes=complexes):
+        def run():
             batch = next(iter(DataLoader(complexes, batch_size=len(complexes))))
             assert batch.num_complexes == len(complexes), f"num_complexes={batch.num_complexes}, {len(complexes)} complexes"
             counts = torch.stack([c.shape[0] for c in complexes])
@@ -162,5 +155,6 @@ def test_fuzz_batching(fuzz_seeds):
             return batch
 
         shapes = [c.shape[0].tolist() for c in complexes]
-        fuzz.case(seed, f"{'mixed' if mixed else 'cells'} {shapes}", expect, run)
-    fuzz.finish()
+        return f"{'mixed' if mixed else 'cells'} {shapes}", expect, run
+
+    run_cases(fuzz_seeds, "batching", make, offset=50_000)

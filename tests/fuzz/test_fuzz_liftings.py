@@ -4,8 +4,6 @@ complexes with a rank-3 cell through ``from_toponetx``."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 
@@ -13,10 +11,11 @@ from tests.fuzz.cases import (
     ACCEPT,
     EITHER,
     REJECT,
-    Fuzzer,
     assert_finite,
     combinatorial_complex,
+    quietly,
     random_graph,
+    run_cases,
 )
 from topomodelx_attention.data import from_toponetx
 from topomodelx_attention.transforms import CellCycleLifting, SimplicialCliqueLifting
@@ -67,28 +66,22 @@ def check_complex(data, n: int, finite: bool) -> None:
 
 
 def test_fuzz_single_graph_liftings(fuzz_seeds):
-    fuzz = Fuzzer("lift one graph")
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(10_000 + seed)
+    def make(seed, rng):
         case = random_graph(seed)
         lifting, name = random_lifting(rng)
-        expect = expectation(case, lifting)
 
-        def run(case=case, lifting=lifting):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                data = lifting(case.data.clone())
+        def run():
+            data = quietly(lifting, case.data.clone())
             check_complex(data, case.num_nodes, case.finite)
             return data
 
-        fuzz.case(seed, f"{name} {case.description}", expect, run)
-    fuzz.finish()
+        return f"{name} {case.description}", expectation(case, lifting), run
+
+    run_cases(fuzz_seeds, "lift one graph", make, offset=10_000)
 
 
 def test_fuzz_lift_many_equals_lift(fuzz_seeds):
-    fuzz = Fuzzer("lift_many")
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(20_000 + seed)
+    def make(seed, rng):
         lifting, name = random_lifting(rng)
         size = int(rng.integers(1, 5))
         feature = str(rng.choice(["float32", "float64", "none"]))
@@ -104,11 +97,9 @@ def test_fuzz_lift_many_equals_lift(fuzz_seeds):
         if len(widths) > 1 and expect == ACCEPT:
             expect = EITHER  # lift_many = [lift(g) ...] may accept them, or refuse with a message
 
-        def run(cases=cases, lifting=lifting, rng=rng):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                many = lifting.lift_many([c.data.clone() for c in cases], chunk_size=int(rng.integers(1, 4)))
-                one = [lifting(c.data.clone()) for c in cases]
+        def run():
+            many = quietly(lifting.lift_many, [c.data.clone() for c in cases], chunk_size=int(rng.integers(1, 4)))
+            one = quietly(lambda: [lifting(c.data.clone()) for c in cases])
             assert len(many) == len(cases), f"{len(many)} complexes for {len(cases)} graphs"
             for a, b, c in zip(many, one, cases):
                 check_complex(a, c.num_nodes, c.finite)
@@ -121,17 +112,16 @@ def test_fuzz_lift_many_equals_lift(fuzz_seeds):
                         assert va.shape == vb.shape and torch.equal(va, vb), f"lift_many differs from lift on {key}"
             return many
 
-        fuzz.case(seed, f"{name} x{size} {[c.description for c in cases]}", expect, run)
-    fuzz.finish()
+        return f"{name} x{size} {[c.description for c in cases]}", expect, run
+
+    run_cases(fuzz_seeds, "lift_many", make, offset=20_000)
 
 
 def test_fuzz_combinatorial_complexes_with_rank_3_cells(fuzz_seeds):
-    fuzz = Fuzzer("from_toponetx combinatorial")
-    for seed in fuzz_seeds:
+    def make(seed, rng):
         cc = combinatorial_complex(seed)
-        rng = np.random.default_rng(seed)
 
-        def run(cc=cc, rng=rng):
+        def run():
             counts = [len(cc.skeleton(r)) if r <= cc.dim else 0 for r in range(4)]
             features = {r: rng.standard_normal((counts[r], 2)) for r in range(cc.dim + 1)}
             data = from_toponetx(cc, features, max_rank=3)
@@ -141,5 +131,6 @@ def test_fuzz_combinatorial_complexes_with_rank_3_cells(fuzz_seeds):
                 assert data[f"batch_{r}"].shape == (counts[r],), f"batch_{r}"
             return data
 
-        fuzz.case(seed, f"CombinatorialComplex shape={list(cc.shape)}", ACCEPT, run)
-    fuzz.finish()
+        return f"CombinatorialComplex shape={list(cc.shape)}", ACCEPT, run
+
+    run_cases(fuzz_seeds, "from_toponetx combinatorial", make)

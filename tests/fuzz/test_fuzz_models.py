@@ -8,14 +8,12 @@ Models are tiny (width 8, one layer, two heads).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from tests.fuzz.cases import ACCEPT, REJECT, Fuzzer, assert_finite, finite_float_graph
+from tests.fuzz.cases import ACCEPT, REJECT, assert_finite, finite_float_graph, quietly, run_cases
 from topomodelx_attention.harness.datasets import DatasetInfo
 from topomodelx_attention.harness.models import build_model
 from topomodelx_attention.nn.cell import CellularTransformer
@@ -54,18 +52,15 @@ def corrupt(data, key: str, how: str, rng: np.random.Generator) -> str:
 
 
 def complexes(seed: int, lifting, size: int, pe: bool = False, node_id: bool = False) -> list:
-    out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for i in range(size):
-            case = finite_float_graph(seed * 13 + i, feature_dim=2, edge_attr=False)
-            data = lifting(case.data)
-            if pe:
-                data = HodgeLaplacianPE(PE)(data)
-            if node_id:
-                data = LaplacianNodeId(NODE_ID)(data)
-            out.append(data)
-    return out
+    def one(i):
+        data = lifting(finite_float_graph(seed * 13 + i, feature_dim=2, edge_attr=False).data)
+        if pe:
+            data = HodgeLaplacianPE(PE)(data)
+        if node_id:
+            data = LaplacianNodeId(NODE_ID)(data)
+        return data
+
+    return quietly(lambda: [one(i) for i in range(size)])
 
 
 def forward_backward(model, batch, num_complexes: int):
@@ -81,13 +76,13 @@ def forward_backward(model, batch, num_complexes: int):
 
 def run_model_cases(fuzz_seeds, name: str, make) -> None:
     """``make(seed, rng) -> (description, model, batch, num_complexes, expect)`` per case."""
-    fuzz = Fuzzer(name)
-    for seed in fuzz_seeds:
-        rng = np.random.default_rng(seed)
+
+    def case(seed, rng):
         torch.manual_seed(seed)
         description, model, batch, num, expect = make(seed, rng)
-        fuzz.case(seed, description, expect, lambda m=model, b=batch, n=num: forward_backward(m, b, n))
-    fuzz.finish()
+        return description, expect, lambda: forward_backward(model, batch, num)
+
+    run_cases(fuzz_seeds, name, case)
 
 
 def _batch(items):

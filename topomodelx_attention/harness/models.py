@@ -421,6 +421,15 @@ class EdgeGraphBaseline(nn.Module):
         return self.readout(self.dropout(pooled))
 
 
+def _check_depth(n_layers: int, width: int, heads: int | None = None) -> tuple[int, int | None]:
+    """Return ``(n_layers, heads)`` as ints; raise unless ``n_layers >= 1`` and ``heads`` divides ``width``."""
+    if int(n_layers) < 1:
+        raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+    if heads is not None and (int(heads) < 1 or width % int(heads)):
+        raise ValueError(f"heads must divide hidden_channels={width}, got {heads}")
+    return int(n_layers), None if heads is None else int(heads)
+
+
 def _gin_mlp(width: int) -> nn.Module:
     return nn.Sequential(nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width))
 
@@ -470,10 +479,9 @@ class GINEBaseline(EdgeGraphBaseline):
         from torch_geometric.nn import GINEConv
 
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(int(n_layers)))
-        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(int(n_layers) - 1))
+        n_layers, _ = _check_depth(n_layers, h)
+        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(n_layers))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(n_layers - 1))
         self.layer_dropout = nn.Dropout(dropout)
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
@@ -542,18 +550,15 @@ class GPSBaseline(EdgeGraphBaseline):
         from torch_geometric.nn import GINEConv, GPSConv
 
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if int(heads) < 1 or h % int(heads):
-            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
+        n_layers, heads = _check_depth(n_layers, h, heads)
         attn_types = {"dense": "multihead", "linear": "performer"}
         if kind not in attn_types:
             raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
         kwargs = {"dropout": float(attention_dropout)} if kind == "dense" else {}
         self.convs = nn.ModuleList(
-            GPSConv(h, GINEConv(_gin_mlp(h)), heads=int(heads), dropout=float(dropout),
+            GPSConv(h, GINEConv(_gin_mlp(h)), heads=heads, dropout=float(dropout),
                     attn_type=attn_types[kind], attn_kwargs=kwargs)
-            for _ in range(int(n_layers))
+            for _ in range(n_layers)
         )
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
@@ -632,13 +637,10 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
             readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
         )
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if int(heads) < 1 or h % int(heads):
-            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
+        n_layers, heads = _check_depth(n_layers, h, heads)
         self.blocks = nn.ModuleList(
-            _TransformerConvBlock(h, int(heads), float(dropout), float(attention_dropout))
-            for _ in range(int(n_layers))
+            _TransformerConvBlock(h, heads, float(dropout), float(attention_dropout))
+            for _ in range(n_layers)
         )
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102

@@ -8,17 +8,18 @@ are not assumed equal forever).
 
 from __future__ import annotations
 
-import tempfile
-
 import pytest
 import torch
 import torch._dynamo
-import torch._dynamo.testing
-import torch.fx.experimental._config as fx_config
-from torch_geometric.data import Batch
 
-from tests.helpers import to_double
-from topomodelx_attention.data.datasets import load_tu_dataset
+from tests.helpers import (
+    assert_compiled_gradients_match,
+    assert_no_recompile,
+    assert_one_graph,
+    batch_slice,
+    load_mutag,
+    to_double,
+)
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -27,13 +28,8 @@ SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 
 @pytest.fixture(scope="module")
 def mutag():
-    with tempfile.TemporaryDirectory() as root:
-        graphs = list(load_tu_dataset("MUTAG", root=root))[: max(SIZES) + 4]
+    graphs = load_mutag(max(SIZES) + 4)
     return [to_double(c) for c in CellCycleLifting().lift_many(graphs)]
-
-
-def _batch(complexes, size, start=0):
-    return Batch.from_data_list(complexes[start : start + size])
 
 
 def _model(attention, kind, **kwargs):
@@ -50,30 +46,16 @@ def _model(attention, kind, **kwargs):
 )
 def test_compiled_ct_has_no_graph_break_and_no_recompile(mutag, attention, kind):
     model = _model(attention, kind, pooling="mean").eval()
-    explanation = torch._dynamo.explain(model)(model.prepare(_batch(mutag, SIZES[0])))
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
-    torch._dynamo.reset()
-    counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter, dynamic=True)
-    with fx_config.patch(use_duck_shape=False):
-        for i, size in enumerate(SIZES):
-            batch = _batch(mutag, size, start=i)
-            got = compiled(model.prepare(batch))
-            assert got.shape == (size, 2)
-            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
-    assert counter.frame_count == 1  # one graph for every batch size
-    torch._dynamo.reset()
+    assert_one_graph(model, model.prepare(batch_slice(mutag, SIZES[0])))
+    assert_no_recompile(model, [(size, batch_slice(mutag, size, start=i)) for i, size in enumerate(SIZES)], 2)
 
 
 @pytest.mark.slow
 def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
     model = _model("pairwise", "sparse").eval()
-    batch = _batch(mutag, SIZES[1])
-    explanation = torch._dynamo.explain(model)(batch)
+    batch = batch_slice(mutag, SIZES[1])
     # prepare() is torch.compiler.disable-d: it runs eagerly, the rest is one graph
-    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
-    torch._dynamo.reset()
+    assert_one_graph(model, batch)
     compiled = torch.compile(model, backend="eager", dynamic=True)
     torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
@@ -83,14 +65,4 @@ def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
 def test_compiled_ct_gradients_match_eager(mutag):
     """Training mode through aot_eager: same loss and parameter gradients as eager."""
     model = _model("pairwise", "sparse", dropout=0.0).train()
-    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
-    inputs = model.prepare(_batch(mutag, SIZES[1]))
-    grads = []
-    for fn in (model, compiled):
-        model.zero_grad()
-        fn(inputs).square().sum().backward()
-        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
-    assert len(grads[0]) == len(grads[1]) > 0
-    for got, want in zip(grads[1], grads[0]):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    torch._dynamo.reset()
+    assert_compiled_gradients_match(model, model.prepare(batch_slice(mutag, SIZES[1])))

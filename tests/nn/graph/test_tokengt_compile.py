@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import tempfile
-
 import pytest
 import torch
-import torch._dynamo
-import torch._dynamo.testing
-import torch.fx.experimental._config as fx_config
-from torch_geometric.data import Batch
 
-from topomodelx_attention.data.datasets import load_tu_dataset
+from tests.helpers import (
+    assert_compiled_gradients_match,
+    assert_no_recompile,
+    assert_one_graph,
+    batch_slice,
+    load_mutag,
+)
 from topomodelx_attention.nn.graph import TokenGT
 from topomodelx_attention.transforms import LaplacianNodeId
 
@@ -20,13 +20,7 @@ SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 
 @pytest.fixture(scope="module")
 def mutag():
-    with tempfile.TemporaryDirectory() as root:
-        graphs = list(load_tu_dataset("MUTAG", root=root))[: max(SIZES) + 4]
-    return [LaplacianNodeId(4)(g) for g in graphs]
-
-
-def _batch(graphs, size, start=0):
-    return Batch.from_data_list(graphs[start : start + size])
+    return [LaplacianNodeId(4)(g) for g in load_mutag(max(SIZES) + 4)]
 
 
 def _model(kind, **kwargs):
@@ -40,42 +34,17 @@ def _model(kind, **kwargs):
 )
 def test_compiled_tokengt_has_no_graph_break_and_no_recompile(mutag, kind, token_layout):
     model = _model(kind, token_layout=token_layout).eval()
-    explanation = torch._dynamo.explain(model)(model.prepare(_batch(mutag, SIZES[0])))
-    assert explanation.graph_break_count == 0, explanation.break_reasons
-    assert explanation.graph_count == 1
-    torch._dynamo.reset()
-    counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter, dynamic=True)
-    choices = set()
-    with fx_config.patch(use_duck_shape=False):
-        for i, size in enumerate(SIZES):
-            batch = _batch(mutag, size, start=i)
-            inputs = model.prepare(batch)
-            choices.add(inputs.padded)
-            got = compiled(inputs)
-            assert got.shape == (size, 2)
-            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
+    assert_one_graph(model, model.prepare(batch_slice(mutag, SIZES[0])))
+    batches = [(size, batch_slice(mutag, size, start=i)) for i, size in enumerate(SIZES)]
+    prepared = assert_no_recompile(model, batches, 2)
     # one graph per padded/packed choice of the encoder (fixed by token_layout here)
-    assert len(choices) == 1
-    assert counter.frame_count == 1
-    torch._dynamo.reset()
+    assert len({inputs.padded for inputs in prepared}) == 1
 
 
 @pytest.mark.slow
 def test_compiled_tokengt_on_graphs_breaks_only_at_prepare_and_matches_gradients(mutag):
     model = _model("dense", token_layout="packed").train()  # no dropout: deterministic
     model.sign_flip = False
-    batch = _batch(mutag, SIZES[1])
-    explanation = torch._dynamo.explain(model)(batch)
-    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
-    grads = []
-    for fn in (model, compiled):
-        model.zero_grad()
-        fn(batch).square().sum().backward()
-        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
-    assert len(grads[0]) == len(grads[1]) > 0
-    for got, want in zip(grads[1], grads[0]):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    torch._dynamo.reset()
+    batch = batch_slice(mutag, SIZES[1])
+    assert_one_graph(model, batch)
+    assert_compiled_gradients_match(model, batch)

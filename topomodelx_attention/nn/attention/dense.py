@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
+from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     LayoutArg,
     Neighborhood,
     PaddedLayout,
     neighborhood_index,
-    resolve_layouts,
+    qkv_layouts,
 )
 
 __all__ = ["dense_attention", "dense_attention_weights"]
@@ -93,12 +93,10 @@ def dense_attention(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output; zeros for targets whose complex has no source token.
     """
-    check_qkv(query, key, value)
     check_dropout(dropout_p)
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
+    target, source, attn_mask = _prepare(
+        query, key, value, batch_target, batch_source, bias, bias_scale, num_complexes, layout
     )
-    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     out = F.scaled_dot_product_attention(
         target._heads(query),
         source._heads(key),
@@ -160,11 +158,9 @@ def dense_attention_weights(
     """
     if not isinstance(query, Tensor) or not isinstance(key, Tensor):
         raise TypeError("query and key must be tensors")
-    check_qkv(query, key, key)
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
+    target, source, attn_mask = _prepare(
+        query, key, key, batch_target, batch_source, bias, bias_scale, num_complexes, layout
     )
-    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     q, k = target._heads(query), source._heads(key)
     scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
@@ -178,6 +174,22 @@ def dense_attention_weights(
     weights = torch.softmax(scores, dim=-1)
     rows = target.key_valid & has_source.unsqueeze(1)  # (B, Lt)
     return weights * rows.view(num_b, 1, -1, 1).to(weights.dtype)
+
+
+def _prepare(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    bias: Neighborhood | None,
+    bias_scale: Tensor | float | None,
+    num_complexes: int | None,
+    layout: LayoutArg | None,
+) -> tuple[PaddedLayout, PaddedLayout, Tensor | None]:
+    """Check the inputs of both dense functions; return the ``(target, source)`` layouts and SDPA mask."""
+    target, source = qkv_layouts(query, key, value, batch_target, batch_source, num_complexes, layout)
+    return target, source, _attention_mask(query, key, target, source, bias, bias_scale)
 
 
 def _attention_mask(

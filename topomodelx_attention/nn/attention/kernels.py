@@ -222,15 +222,28 @@ class DenseKernel(AttentionKernel):
             with torch.no_grad():
                 self.bias_scale.fill_(self.bias_scale_init)
 
-    def _theta(self, neighborhood: Neighborhood | None) -> Tensor | None:
-        if neighborhood is None:
-            return None
-        if self.bias_scale is None:
-            raise ValueError(
-                "this dense kernel has no neighbourhood bias (bias=False / "
-                "neighborhood_bias=False): pass neighborhood=None"
-            )
-        return self.bias_scale
+    def _options(
+        self,
+        neighborhood: Neighborhood | None,
+        num_complexes: int | None,
+        layout: LayoutArg | None,
+    ) -> dict[str, object]:
+        """Keyword options of ``dense_attention`` / ``dense_attention_weights``: θ·N bias, scale."""
+        theta = None
+        if neighborhood is not None:
+            if self.bias_scale is None:
+                raise ValueError(
+                    "this dense kernel has no neighbourhood bias (bias=False / "
+                    "neighborhood_bias=False): pass neighborhood=None"
+                )
+            theta = self.bias_scale
+        return {
+            "bias": neighborhood,
+            "bias_scale": theta,
+            "scale": self.scale,
+            "num_complexes": num_complexes,
+            "layout": layout,
+        }
 
     def forward(
         self,
@@ -250,13 +263,9 @@ class DenseKernel(AttentionKernel):
             value,
             batch_target,
             batch_source,
-            bias=neighborhood,
-            bias_scale=self._theta(neighborhood),
-            scale=self.scale,
             dropout_p=self.dropout,
             training=self.training,
-            num_complexes=num_complexes,
-            layout=layout,
+            **self._options(neighborhood, num_complexes, layout),
         )
 
     def weights(
@@ -271,15 +280,7 @@ class DenseKernel(AttentionKernel):
     ) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
         return dense_attention_weights(
-            query,
-            key,
-            batch_target,
-            batch_source,
-            bias=neighborhood,
-            bias_scale=self._theta(neighborhood),
-            scale=self.scale,
-            num_complexes=num_complexes,
-            layout=layout,
+            query, key, batch_target, batch_source, **self._options(neighborhood, num_complexes, layout)
         )
 
     def extra_repr(self) -> str:

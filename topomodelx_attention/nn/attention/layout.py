@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from topomodelx_attention.nn.attention.heads import check_qkv
+
 __all__ = [
     "Neighborhood",
     "NeighborhoodIndex",
@@ -376,6 +378,27 @@ def resolve_layouts(
     if num_complexes is not None and num_complexes != pair[0].num_complexes:
         raise ValueError(f"num_complexes={num_complexes} but layout.num_complexes={pair[0].num_complexes}")
     return pair
+
+
+def qkv_layouts(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    num_complexes: int | None,
+    layout: LayoutArg | None,
+) -> tuple[PaddedLayout, PaddedLayout]:
+    """Check head-split ``query`` / ``key`` / ``value`` and return their ``(target, source)`` layouts.
+
+    The input checks of every padded kernel (dense, dense weights, linear):
+    :func:`~topomodelx_attention.nn.attention.heads.check_qkv`, then :func:`resolve_layouts`
+    of the ``n_target = len(query)`` targets and ``n_source = len(key)`` sources.
+    """
+    check_qkv(query, key, value)
+    return resolve_layouts(
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ import math
 import torch
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.heads import check_qkv, resolve_scale, safe_divide
-from topomodelx_attention.nn.attention.layout import LayoutArg, PaddedLayout, resolve_layouts
+from topomodelx_attention.nn.attention.heads import resolve_scale, safe_divide
+from topomodelx_attention.nn.attention.layout import LayoutArg, PaddedLayout, qkv_layouts
 from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum
 
 __all__ = [
@@ -252,7 +252,9 @@ def linear_attention(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output; zeros for targets whose complex has no source token.
     """
-    check_qkv(query, key, value)
+    target, source = qkv_layouts(
+        query, key, value, batch_target, batch_source, num_complexes, layout
+    )
     if not isinstance(projection, Tensor) or projection.dim() != 2:
         raise TypeError("projection must be a (num_features, d) tensor")
     if projection.shape[1] != query.shape[2]:
@@ -264,9 +266,6 @@ def linear_attention(
         raise ValueError(f"strategy must be 'auto', 'scatter' or 'padded', got {strategy!r}")
     n_t, heads, d = query.shape
     n_s, d_v = key.shape[0], value.shape[2]
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, n_t, n_s, num_complexes, query.device
-    )
     root = math.sqrt(resolve_scale(scale, d))
     m = projection.shape[0]
     value_one = torch.cat([value, value.new_ones((n_s, heads, 1))], dim=-1)  # (n_s, H, d_v+1)

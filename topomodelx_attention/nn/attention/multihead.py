@@ -21,6 +21,7 @@ from topomodelx_attention.nn.attention.kernels import (
     DenseKernel,
     LinearKernel,
     SparseKernel,
+    _check_dropout,
     positive_int,
 )
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
@@ -464,13 +465,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"attention_weights needs kind='dense' (explicit softmax), not {self.kind!r}"
             )
-        self._check_features(x_target, self.in_channels, "x_target")
-        if x_source is None:
-            x_source = x_target
-            if batch_source is None:
-                batch_source = batch_target
-        else:
-            self._check_features(x_source, self.source_channels, "x_source")
+        x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
         return self.kernel.weights(
             self.project_query(x_target),
             self.project_key(x_source),
@@ -489,6 +484,25 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} must have shape (n, {channels}), got {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
+
+    def _sources(
+        self,
+        x_target: Tensor,
+        x_source: Tensor | None,
+        batch_target: Tensor | None,
+        batch_source: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Check the features; return ``(x_source, batch_source)`` (the targets' for ``None``)."""
+        self._check_features(x_target, self.in_channels, "x_target")
+        if x_source is not None:
+            self._check_features(x_source, self.source_channels, "x_source")
+            return x_source, batch_source
+        if self.source_channels != self.in_channels:
+            raise ValueError(
+                "x_source=None (self-attention) needs source_channels == in_channels, got "
+                f"{self.source_channels} != {self.in_channels}"
+            )
+        return x_target, batch_target if batch_source is None else batch_source
 
     def forward(
         self,
@@ -533,18 +547,7 @@ class MultiHeadAttention(nn.Module):
         torch.Tensor, shape = (n_target, out_channels)
             Output features of the targets.
         """
-        self._check_features(x_target, self.in_channels, "x_target")
-        if x_source is None:
-            if self.source_channels != self.in_channels:
-                raise ValueError(
-                    "x_source=None (self-attention) needs source_channels == in_channels, got "
-                    f"{self.source_channels} != {self.in_channels}"
-                )
-            x_source = x_target
-            if batch_source is None:
-                batch_source = batch_target
-        else:
-            self._check_features(x_source, self.source_channels, "x_source")
+        x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
         if x_source.dtype != x_target.dtype:
             raise TypeError(
                 f"x_target and x_source must share a dtype, got {x_target.dtype} and "
@@ -601,8 +604,7 @@ def _build_kernel(
             learn_bias_scale=learn_bias_scale,
             bias_scale_init=bias_scale_init,
         )
-    if not 0.0 <= float(dropout) < 1.0:  # accepted and unused: no attention matrix
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    _check_dropout(dropout)  # accepted and unused: no attention matrix
     return LinearKernel(
         head_channels,
         scale=scale,

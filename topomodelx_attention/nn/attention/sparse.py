@@ -359,11 +359,9 @@ def sparse_attention(
             )
         edge_bias = edge_bias.to(query.dtype)
     scale = resolve_scale(scale, query.shape[2])
-    if _use_fused(query, value, nnz):
-        return _fused_sparse_attention(
-            query, key, value, index_t, index_s, scale, edge_bias, dropout_p if training else 0.0
-        )
-    return _sparse_attention_composable(
+    # the fused CPU kernel and the composable pieces take the same arguments
+    attend = _fused_sparse_attention if _use_fused(query, value, nnz) else _sparse_attention_composable
+    return attend(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p if training else 0.0
     )
 

@@ -501,12 +501,40 @@ def _check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tup
     return outputs
 
 
+#: Constructor options that TokenGT and OrderKTokenGT both pass on to ``_build_common``.
+_COMMON_OPTIONS: tuple[str, ...] = (
+    "n_layers",
+    "heads",
+    "node_id_dim",
+    "kind",
+    "ffn_channels",
+    "dropout",
+    "attention_dropout",
+    "embedding_dropout",
+    "drop_path",
+    "sign_flip",
+    "eigenvector_dropout",
+    "bias",
+    "num_random_features",
+    "redraw_features_in_training",
+    "token_layout",
+    "check_inputs",
+)
+
+
+def _common_options(arguments: dict[str, object]) -> dict[str, object]:
+    """Select the ``_COMMON_OPTIONS`` entries of a constructor's arguments (its ``locals()``)."""
+    return {name: arguments[name] for name in _COMMON_OPTIONS}
+
+
 class _TokenModel(nn.Module):
-    """[graph] token, identifier regularisers and the encoder stack shared by both models."""
+    """[graph] token, identifier regularisers, encoder stack and output heads of both models."""
 
     def _build_common(
         self,
         hidden_channels: int,
+        out_channels: int,
+        outputs: tuple,
         *,
         n_layers: int,
         heads: int,
@@ -549,6 +577,12 @@ class _TokenModel(nn.Module):
             redraw_features_in_training=redraw_features_in_training,
             final_norm=True,
             token_layout=token_layout,
+        )
+        self.outputs = outputs
+        self.out_channels = out_channels
+        # one linear prediction head per output (a rank r of OrderKTokenGT is keyed "r")
+        self.heads = nn.ModuleDict(
+            {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
         )
 
     def _node_ids(
@@ -803,29 +837,8 @@ class TokenGT(_TokenModel):
             node_cardinalities=node_cardinalities,
             edge_cardinalities=edge_cardinalities,
         )
-        self._build_common(
-            hidden_channels,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            num_random_features=num_random_features,
-            redraw_features_in_training=redraw_features_in_training,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-        )
-        self.outputs = outputs
+        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
-        self.out_channels = out_channels
-        self.heads = nn.ModuleDict({o: nn.Linear(hidden_channels, out_channels) for o in outputs})
 
     @torch.compiler.disable
     def prepare(self, data: object) -> TokenGTInputs:
@@ -1156,7 +1169,6 @@ class OrderKTokenGT(_TokenModel):
         outputs = _check_outputs(
             outputs, ("complex", *range(self.max_rank + 1)), "or ranks for cell-level outputs"
         )
-        self.outputs = outputs
         self.identifiers = identifiers
         self.slots = max_cell_size if identifiers == "ordered" else 1
         self.encoders = nn.ModuleDict(
@@ -1180,28 +1192,7 @@ class OrderKTokenGT(_TokenModel):
             if type_identifiers and identifiers == "ordered"
             else None
         )
-        self._build_common(
-            hidden_channels,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            num_random_features=num_random_features,
-            redraw_features_in_training=redraw_features_in_training,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-        )
-        self.heads = nn.ModuleDict(
-            {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
-        )
+        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""

@@ -576,12 +576,7 @@ def n_simplicial_attention(
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
     if isinstance(mask, TupleIndex):
         out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p)
-    elif isinstance(mask, KeySelection):
-        out = _gathered_path(
-            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
-        )
-    else:
-        out = _dense_path(
-            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
-        )
+    else:  # per-query key lists, or all / causal / masked tuples: same arguments
+        path = _gathered_path if isinstance(mask, KeySelection) else _dense_path
+        out = path(q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p)
     return out.reshape(*lead_shape, n, out.shape[-1])

@@ -161,6 +161,18 @@ class NSimplicialTransformer(nn.Module):
                 )
         return segment_pool(h, batch.to(h.device), num_complexes, self.pooling)
 
+    def _cells(self, x: Tensor | Any) -> tuple[Tensor, Any | None]:
+        """Return ``(x, None)`` for a tensor, ``(data.x_{rank}, data)`` for a ``ComplexData``."""
+        if isinstance(x, Tensor):
+            return x, None
+        cells = get_key(x, f"x_{self.rank}")
+        if not isinstance(cells, Tensor):
+            raise TypeError(
+                f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
+                f"{type(x).__name__}"
+            )
+        return cells, x
+
     def prepare_tuples(
         self,
         x: Tensor | Any,
@@ -186,18 +198,11 @@ class NSimplicialTransformer(nn.Module):
             Pass it as ``tuples`` to :meth:`forward` (with the cells as a tensor); every layer
             uses it as is.
         """
-        if not isinstance(x, Tensor):
-            data = x
-            x = get_key(data, f"x_{self.rank}")
-            if not isinstance(x, Tensor):
-                raise TypeError(
-                    f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
-                    f"{type(data).__name__}"
-                )
-            if tuples is None:
-                tuples = complex_data_to_tuples(
-                    data, self.order, self.rank, self.include_lower, self.self_loops
-                )
+        x, data = self._cells(x)
+        if data is not None and tuples is None:
+            tuples = complex_data_to_tuples(
+                data, self.order, self.rank, self.include_lower, self.self_loops
+            )
         if tuples is None:
             raise ValueError("pass the tuples of the cells (or x as a ComplexData)")
         device = x.device if device is None else device
@@ -241,14 +246,8 @@ class NSimplicialTransformer(nn.Module):
             ``(num_sequences_or_complexes, out_channels)``, or per-token
             ``(..., n, out_channels)`` with ``outputs="tokens"``.
         """
-        if not isinstance(x, Tensor):
-            data = x
-            x = get_key(data, f"x_{self.rank}")
-            if not isinstance(x, Tensor):
-                raise TypeError(
-                    f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
-                    f"{type(data).__name__}"
-                )
+        x, data = self._cells(x)
+        if data is not None:
             if tuples is None:
                 tuples = self.prepare_tuples(data)
             if batch is None:
