@@ -14,7 +14,12 @@ Tables
 2. Sparse attention vs the number of tokens (one big complex, fixed average degree).
 3. One complex of ``n`` tokens: sparse / dense / linear vs the baseline (dense kinds only up to
    the size where the quadratic cost stays reasonable).
-4. With ``--compile``: the molecule batch of table 1 per kind, eager vs
+4. With ``--sparse-backward``: ``sparse_attention`` alone (ms forward, ms forward + backward,
+   bytes saved for backward) of this checkout against the ``sparse.py`` of a base revision
+   (``--sparse-base``, loaded from ``git show`` into a temporary module), timed round-robin in
+   the same run with the process-time clock: the shape of one joined Cellular Transformer call
+   on lifted MUTAG (about 7,300 edges, 4 heads × 8 dims), the molecule batch and a larger graph.
+5. With ``--compile``: the molecule batch of table 1 per kind, eager vs
    ``torch.compile(dynamic=True)`` (layout / neighbourhood index precomputed outside), with the
    graph breaks counted by ``torch._dynamo.explain`` for the plain call (batch vectors, sparse
    COO neighbourhood) and for the precomputed call, and the number of compilations over three
@@ -25,36 +30,50 @@ Usage::
     python benchmarks/attention_core.py            # full run (about 2 minutes on 2 CPU cores)
     python benchmarks/attention_core.py --quick    # seconds
     python benchmarks/attention_core.py --quick --compile   # + compiled-vs-eager table
+    OMP_NUM_THREADS=1 python benchmarks/attention_core.py --quick --sparse-backward --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable
+from pathlib import Path
 
-import torch
-from _measure import measure_once, memory_fwd_bwd, padded, print_table, time_cases
-from torch import Tensor, nn
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # time this checkout's package, not another installed copy
 
-from topomodelx_attention.nn.attention import (
+import torch  # noqa: E402
+from _measure import measure_once, memory_fwd_bwd, padded, print_table, time_cases  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+
+from topomodelx_attention.nn.attention import (  # noqa: E402
     MultiHeadAttention,
     padded_layout,
     prepare_neighborhood,
+    sparse_attention,
 )
+
+#: revision before the fused CPU kernel of ``sparse_attention`` (the default "before")
+SPARSE_BASE = "268424d"
 
 
 # ----------------------------------------------------------------------------------------------
 # synthetic data
 # ----------------------------------------------------------------------------------------------
 def molecule_batch(
-    num_graphs: int, low: int, high: int, generator: torch.Generator
+    num_complexes: int, low: int, high: int, generator: torch.Generator
 ) -> tuple[Tensor, Tensor]:
     """Batch vector and symmetric adjacency (2, nnz) of chain + ring-closure graphs."""
-    sizes = torch.randint(low, high + 1, (num_graphs,), generator=generator)
-    batch = torch.repeat_interleave(torch.arange(num_graphs), sizes)
+    sizes = torch.randint(low, high + 1, (num_complexes,), generator=generator)
+    batch = torch.repeat_interleave(torch.arange(num_complexes), sizes)
     ptr = torch.cumsum(sizes, 0) - sizes
     rows, cols = [], []
-    for g in range(num_graphs):
+    for g in range(num_complexes):
         n, off = int(sizes[g]), int(ptr[g])
         chain = torch.arange(n - 1)
         src = [chain, torch.randint(0, n - 6, (max(1, n // 8),), generator=generator)]
@@ -102,7 +121,7 @@ def molecules_table(args: argparse.Namespace, device: torch.device) -> None:
 
         def run(module: MultiHeadAttention = module, with_n: bool = with_n) -> Tensor:
             xr = x.detach().requires_grad_()
-            return module(xr, None, adjacency if with_n else None, batch, batch, num_graphs=128)
+            return module(xr, None, adjacency if with_n else None, batch, batch, num_complexes=128)
 
         label = f"ours {kind}" + (" + θ·N bias" if kind == "dense" and with_n else "")
         cases.append((label, run))
@@ -236,8 +255,8 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
     gen = torch.Generator().manual_seed(3)
     channels, heads = args.channels, args.heads
     batches = []
-    for num_graphs in args.compile_batches:
-        batch, index = molecule_batch(num_graphs, 20, 40, gen)
+    for num_complexes in args.compile_batches:
+        batch, index = molecule_batch(num_complexes, 20, 40, gen)
         n = batch.numel()
         x = torch.randn(n, channels, generator=gen).to(device)
         adjacency = to_sparse(index, n, n, x.dtype, device)
@@ -247,8 +266,8 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
                 x,
                 batch,
                 adjacency,
-                num_graphs,
-                padded_layout(batch, num_graphs),
+                num_complexes,
+                padded_layout(batch, num_complexes),
                 prepare_neighborhood(adjacency, n, n, device=device),
             )
         )
@@ -257,23 +276,23 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
         module = MultiHeadAttention(channels, heads=heads, kind=kind).to(device)
         with_n = kind == "sparse"
 
-        def plain(x, batch, adjacency, num_graphs, module=module, with_n=with_n):
-            return module(x, None, adjacency if with_n else None, batch, batch, num_graphs)
+        def plain(x, batch, adjacency, num_complexes, module=module, with_n=with_n):
+            return module(x, None, adjacency if with_n else None, batch, batch, num_complexes)
 
         def prepared(x, layout, index, module=module, with_n=with_n):
             return module(x, None, index if with_n else None, layout=layout)
 
-        x, batch, adjacency, num_graphs, layout, index = batches[0]
-        breaks_plain = torch._dynamo.explain(plain)(x, batch, adjacency, num_graphs)
+        x, batch, adjacency, num_complexes, layout, index = batches[0]
+        breaks_plain = torch._dynamo.explain(plain)(x, batch, adjacency, num_complexes)
         breaks_prepared = torch._dynamo.explain(prepared)(x, layout, index)
         torch._dynamo.reset()
         counter = torch._dynamo.testing.CompileCounterWithBackend(args.compile_backend)
         compiled = torch.compile(prepared, backend=counter, dynamic=True)
         for x, _, _, _, layout, index in batches:  # warm-up: compile, then reuse
             compiled(x.detach().requires_grad_(), layout, index).sum().backward()
-        x, batch, adjacency, num_graphs, layout, index = batches[0]
+        x, batch, adjacency, num_complexes, layout, index = batches[0]
         cases = {
-            "eager": lambda: plain(x.detach().requires_grad_(), batch, adjacency, num_graphs),
+            "eager": lambda: plain(x.detach().requires_grad_(), batch, adjacency, num_complexes),
             "eager, precomputed": lambda: prepared(x.detach().requires_grad_(), layout, index),
             "compiled": lambda: compiled(x.detach().requires_grad_(), layout, index),
         }
@@ -309,6 +328,109 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
     )
 
 
+def load_base_sparse(revision: str) -> Callable[..., Tensor]:
+    """``sparse_attention`` of ``nn/attention/sparse.py`` at a git revision (a temporary module).
+
+    The old file imports the rest of the core (scatter, heads, layout) from this checkout.
+    """
+    path = "topomodelx_attention/nn/attention/sparse.py"
+    source = subprocess.run(
+        ["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    with tempfile.NamedTemporaryFile("w", suffix="_sparse_base.py", delete=False) as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location("sparse_base", handle.name)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sparse_base"] = module
+    spec.loader.exec_module(module)
+    return module.sparse_attention
+
+
+def sparse_backward_table(args: argparse.Namespace, device: torch.device) -> None:
+    """Table 4: ``sparse_attention`` forward / forward + backward, this checkout vs a base."""
+    gen = torch.Generator().manual_seed(0)
+    base = load_base_sparse(args.sparse_base)
+    implementations = {f"base ({args.sparse_base})": base, "this checkout": sparse_attention}
+    shapes = []
+    # one joined CT call on lifted MUTAG (batch 32): ~1,800 cells, ~7,300 edges, 4 heads x 8
+    index = random_graph(1800, 3, gen)
+    shapes.append(("CT joined call", 1800, index[:, :7300], 4, 8))
+    _, index = molecule_batch(128, 20, 40, gen)
+    shapes.append(("128 molecules", int(index.max()) + 1, index, 8, 8))
+    if not args.quick:
+        shapes.append(("random graph", 20000, random_graph(20000, 8, gen), 4, 8))
+    rows = []
+    for label, n, index, heads, width in shapes:
+        order = torch.argsort(index[0], stable=True)  # edges sorted by target (as CT passes them)
+        pair = (index[0, order].to(device), index[1, order].to(device))
+        q, k, v = (torch.randn(n, heads, width, generator=gen).to(device) for _ in range(3))
+        grad = torch.randn(n, heads, width, generator=gen).to(device)
+        inputs = [t.requires_grad_() for t in (q, k, v)]
+        calls: dict[str, Callable[[], None]] = {}
+        for name, fn in implementations.items():
+
+            def forward(fn: Callable[..., Tensor] = fn) -> None:
+                with torch.no_grad():
+                    fn(q, k, v, pair)
+
+            def forward_backward(fn: Callable[..., Tensor] = fn) -> None:
+                torch.autograd.backward(fn(*inputs, pair), grad)
+
+            calls[f"{name} fwd"] = forward
+            calls[f"{name} fwd+bwd"] = forward_backward
+        times = time_round_robin(calls, device, args.repeats, args.warmup, args.calls)
+        base_fb = None
+        for name, fn in implementations.items():
+            fb = times[f"{name} fwd+bwd"]
+            base_fb = fb if base_fb is None else base_fb
+            memory = memory_fwd_bwd(lambda fn=fn: fn(*inputs, pair), device)
+            rows.append(
+                [
+                    f"{label} ({index.shape[1]} edges, {heads}x{width})",
+                    name,
+                    f"{times[f'{name} fwd'] * 1e3:.3f}",
+                    f"{fb * 1e3:.3f}",
+                    f"{fb / base_fb:.2f}x",
+                    f"{memory:.2f}",
+                ]
+            )
+    print_table(
+        f"sparse_attention alone: this checkout vs {args.sparse_base} (process time, min over "
+        f"{args.repeats} round-robin rounds of {args.calls} calls)",
+        ["shape", "implementation", "ms fwd", "ms fwd+bwd", "fwd+bwd ratio", "saved (MiB)"],
+        rows,
+    )
+
+
+def time_round_robin(
+    calls: dict[str, Callable[[], None]],
+    device: torch.device,
+    repeats: int,
+    warmup: int,
+    per_round: int,
+) -> dict[str, float]:
+    """Seconds per call: minimum over round-robin rounds of the mean of ``per_round`` calls.
+
+    Process time on CPU (less sensitive to other jobs on a shared machine), wall time on CUDA.
+    """
+    clock = time.perf_counter if device.type == "cuda" else time.process_time
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for name, fn in calls.items():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = clock()
+            for _ in range(per_round):
+                fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            best[name] = min(best[name], (clock() - start) / per_round)
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
@@ -322,6 +444,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile", action="store_true", help="add the torch.compile table")
     parser.add_argument("--compile-only", action="store_true", help="only the compile table")
     parser.add_argument("--compile-backend", default="inductor")
+    parser.add_argument(
+        "--sparse-backward",
+        action="store_true",
+        help="only the sparse_attention before/after table",
+    )
+    parser.add_argument("--sparse-base", default=SPARSE_BASE, help="git revision of the 'before'")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -331,18 +459,25 @@ def main(argv: list[str] | None = None) -> None:
         args.single_sizes = [10**2, 10**3]
         args.max_dense = 10**3
         args.compile_batches = [16, 24, 32]
+        args.calls = 5
     else:
         args.repeats, args.warmup = 10, 3
         args.sparse_sizes = [10**2, 10**3, 10**4, 10**5, 10**6]
         args.single_sizes = [10**2, 10**3, 4 * 10**3, 10**4, 10**5]
         args.max_dense = 4 * 10**3
         args.compile_batches = [128, 96, 160]
+        args.calls = 20
     device = torch.device(args.device)
     torch.manual_seed(0)
     print(
         f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
         f"memory = {'peak allocated' if device.type == 'cuda' else 'saved for backward'}"
     )
+    if args.sparse_backward:
+        if args.quick:
+            args.repeats = 7
+        sparse_backward_table(args, device)
+        return
     if not args.compile_only:
         molecules_table(args, device)
         sparse_scaling_table(args, device)

@@ -14,6 +14,10 @@ Tables
    MUTAG complexes (CAN and SAN work on edges; SAN needs a dense ``n_edges × n_edges``
    harmonic projector and its 5th matrix power — not run where the projector would exceed
    ``--memory-limit-gib``; the table gives the memory it would need).
+4. **Compiled vs eager** (``--compile``; table ``compile``): the whole ``CellularTransformer``
+   (pairwise sparse, general sparse, pairwise mixed) compiled once with
+   ``torch.compile(dynamic=True)`` (inductor) and run on ``model.prepare(batch)`` for several
+   batch sizes of lifted MUTAG complexes; ``graphs`` = compilations so far (1: no recompile).
 
 Time is the minimum over interleaved repeats; memory is what autograd saves for backward on CPU
 (see ``_measure.py``). Usage::
@@ -30,13 +34,14 @@ import tempfile
 import numpy as np
 import scipy.sparse as sp
 import torch
+from _compile import COMPILE_HEADER, compile_rows
 from _measure import measure_once, padded, print_table, time_cases
 from torch import nn
 from torch_geometric.data import Batch
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.datasets import load_tu_dataset
-from topomodelx_attention.nn.cell import CellularTransformerLayer
+from topomodelx_attention.nn.cell import CellularTransformer, CellularTransformerLayer
 from topomodelx_attention.transforms import CellCycleLifting
 
 
@@ -240,6 +245,25 @@ def topomodelx_table(args, complexes, device, dtype) -> None:
     )
 
 
+def compile_table(args, complexes: list[ComplexData]) -> None:
+    """Table 4: compiled (inductor) vs eager CellularTransformer, forward + backward."""
+    rows = []
+    for attention, kind in (("pairwise", "sparse"), ("general", "sparse"), ("pairwise", "mixed")):
+        torch.manual_seed(0)
+        model = CellularTransformer(
+            [7, 4, 7], args.compile_channels, 2, n_layers=args.compile_layers, heads=4,
+            attention=attention, kind=kind, attention_dropout=0.0,
+        ).train()
+        batches = [Batch.from_data_list(complexes[:size]) for size in args.compile_batches]
+        rows += compile_rows(model, batches, f"{attention}-{kind}", args.repeats)
+    print_table(
+        f"CellularTransformer compiled (inductor, dynamic=True) vs eager, forward+backward, "
+        f"width {args.compile_channels}, {args.compile_layers} layers",
+        COMPILE_HEADER,
+        rows,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
@@ -255,13 +279,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-linear-cells", type=int, default=200_000)
     parser.add_argument(
         "--tables", nargs="+", default=["encoder", "topomodelx", "scaling"],
-        choices=["encoder", "topomodelx", "scaling"], help="which tables to run",
+        choices=["encoder", "topomodelx", "scaling", "compile"], help="which tables to run",
     )
+    parser.add_argument("--compile", action="store_true", help="run only the compiled-vs-eager table")
+    parser.add_argument("--compile-batches", type=int, nargs="+", default=[16, 32, 64])
+    parser.add_argument("--compile-channels", type=int, default=32)
+    parser.add_argument("--compile-layers", type=int, default=2)
     parser.add_argument("--memory-limit-gib", type=float, default=2.0)
     parser.add_argument("--topomodelx-batches", type=int, nargs="+", default=[128, 512, 2048, 8192])
     args = parser.parse_args(argv)
     if args.quick:
         args.max_cells, args.repeats, args.topomodelx_batches, args.max_dense_cells = 2_000, 2, [32, 128], 2_000
+    if args.compile:
+        args.tables = ["compile"]
     if args.threads:
         torch.set_num_threads(args.threads)
     device, dtype = torch.device(args.device), torch.float32
@@ -273,6 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         topomodelx_table(args, complexes, device, dtype)
     if "scaling" in args.tables:
         scaling_table(args, device, dtype)
+    if "compile" in args.tables:
+        compile_table(args, complexes)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Seconds per training epoch of the Cellular Transformer against its peers, one run, one table.
 
-One training epoch = a shuffled ``torch_geometric.loader.DataLoader`` pass over the whole data
+One training epoch = a shuffled ``ComplexDataLoader`` pass (the harness's loader) over the whole data
 set (collation included) with forward, loss, backward and an AdamW step, as the harness trains.
 Every model is built through the harness registry from its packaged YAML (its lifting,
 positional encoding and options) at the same width and depth (``--hidden``, ``--layers``):
@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 from _measure import print_table
 from torch.nn import functional as F
-from torch_geometric.loader import DataLoader
 
+from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import build_model, get_spec
@@ -64,12 +64,12 @@ def prepare(name: str, dataset: str, overrides: list[str], width: int, layers: i
 
 def make_epoch(model, complexes, info, batch_size: int):
     """A function training ``model`` for one epoch over ``complexes`` (collation included)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)  # as the harness
     classification = info.task == "classification"
 
     def epoch() -> None:
         model.train()
-        for batch in DataLoader(complexes, batch_size=batch_size, shuffle=True):
+        for batch in ComplexDataLoader(complexes, batch_size=batch_size, shuffle=True):
             optimizer.zero_grad(set_to_none=True)
             out = model(batch)
             if classification:
@@ -96,31 +96,35 @@ def time_epochs(epochs: dict, repeats: int) -> dict[str, float]:
 
 
 def attention_cost(model, complexes, info, batch_size: int, repeats: int) -> tuple[float, float, int]:
-    """CT sparse attention (forward) and the gather/scatter floor, in ns per stored entry.
+    """CT sparse attention kernels (forward) and the gather/scatter floor, in ns per stored entry.
 
     Returns ``(attention_ns, floor_ns, entries)`` for one epoch.
     """
-    blocks = [block for layer in model.layers for block in layer.blocks.values()]
+    # Every sparse attention call of the CT layers goes through the core's ``sparse_attention``
+    # (the joined call of all sparse arrows, or one call per arrow): time it there.
+    from topomodelx_attention.nn.cell import cellular_transformer_layer as ct_layer
+
     calls: list[tuple[torch.Tensor, int, int, int]] = []  # (indices, n_target, n_source, width)
     seconds = [0.0]
-    started: list[float] = []
+    original = ct_layer.sparse_attention
 
-    def pre(module, args):
-        target, source, matrix = args[0], args[1], args[2]
-        if matrix is not None:
-            indices = matrix.coalesce().indices() if matrix.is_sparse else matrix.nonzero().t()
-            calls.append((indices, target.shape[0], source.shape[0], source.shape[1]))
-        started.append(time.perf_counter())
+    def timed(query, key, value, neighborhood, **kwargs):
+        if hasattr(neighborhood, "index_target"):  # a prepared NeighborhoodIndex
+            indices = torch.stack([neighborhood.index_target, neighborhood.index_source])
+        else:
+            indices = neighborhood.coalesce().indices()
+        width = value.shape[-1] * (value.shape[-2] if value.dim() == 3 else 1)
+        calls.append((indices, query.shape[0], key.shape[0], width))
+        start = time.perf_counter()
+        out = original(query, key, value, neighborhood, **kwargs)
+        seconds[0] += time.perf_counter() - start
+        return out
 
-    def post(module, args, out):
-        seconds[0] += time.perf_counter() - started.pop()
-
-    handles = [b.register_forward_pre_hook(pre) for b in blocks] + [b.register_forward_hook(post) for b in blocks]
+    ct_layer.sparse_attention = timed
     try:
         make_epoch(model, complexes, info, batch_size)()
     finally:
-        for handle in handles:
-            handle.remove()
+        ct_layer.sparse_attention = original
     entries = sum(int(idx.shape[1]) for idx, *_ in calls)
     inputs = [(idx[0].contiguous(), idx[1].contiguous(), torch.randn(ns, w), torch.zeros(nt, w))
               for idx, nt, ns, w in calls]

@@ -39,11 +39,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _graphs(num_graphs: int, avg_nodes: int, channels: int, seed: int) -> list:
+def _graphs(num_complexes: int, avg_nodes: int, channels: int, seed: int) -> list:
     from torch_geometric.datasets import FakeDataset
 
     torch.manual_seed(seed)
-    dataset = FakeDataset(num_graphs, avg_num_nodes=avg_nodes, num_channels=channels)
+    dataset = FakeDataset(num_complexes, avg_num_nodes=avg_nodes, num_channels=channels)
     return [dataset[i] for i in range(len(dataset))]
 
 
@@ -78,7 +78,7 @@ def build_cases(args: argparse.Namespace, device: torch.device) -> dict[str, tup
 
     node_ids = LaplacianNodeId(args.node_id_dim)
     tokens = Batch.from_data_list([node_ids(g) for g in graphs]).to(device)
-    for attention in ("softmax", "performer"):
+    for kind in ("dense", "linear"):
         model = TokenGT(
             channels,
             0,
@@ -87,19 +87,19 @@ def build_cases(args: argparse.Namespace, device: torch.device) -> dict[str, tup
             n_layers=args.layers,
             heads=heads,
             node_id_dim=args.node_id_dim,
-            attention=attention,
+            kind=kind,
         ).to(device)
-        cases[f"TokenGT {attention}"] = (model, lambda m, d=tokens: m(d))
+        cases[f"TokenGT {kind}"] = (model, lambda m, d=tokens: m(d))
 
     sequences = torch.randn(args.graphs, args.sequence, channels, device=device)
     model = NSimplicialTransformer(
-        channels, hidden, 2, num_layers=args.layers, heads=heads, order=2
+        channels, hidden, 2, n_layers=args.layers, heads=heads, order=2
     ).to(device)
     cases["N-simplicial (order 2)"] = (model, lambda m, x=sequences: m(x))
 
     batch = complexes["batch_0"]
     x0 = torch.randn(batch.numel(), hidden, device=device)
-    layout = padded_layout(batch, int(complexes.num_graphs))
+    layout = padded_layout(batch, int(complexes.num_complexes))
     adjacency = complexes["adjacency_0"].float()
     for kind in ("sparse", "dense", "linear"):
         module = MultiHeadAttention(hidden, heads=heads, kind=kind).to(device)

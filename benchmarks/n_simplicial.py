@@ -23,12 +23,22 @@ Tables
    and keys; ``router="bilinear"``: low-rank bilinear form of the layer input) is fitted to a
    random full-attention teacher of the same architecture; the table gives the held-out MSE
    (mean ± std over seeds) relative to a full-attention student (baseline, ratio 1).
+5. ``torch.compile`` (``--compile`` only): an ``--compile-layers``-layer
+   :class:`NSimplicialTransformer` on
+   sequences (dense, causal) and on batches of complexes (Delaunay 2-complexes, sparse tuple
+   path). Graph breaks (``torch._dynamo.explain``) with the raw inputs and with the tuples
+   prepared outside the compiled region (:meth:`NSimplicialTransformer.prepare_tuples`);
+   forward + backward time of the eager model called with the raw inputs (baseline), of the
+   eager model with the prepared tuples, and of the inductor-compiled one (``dynamic=True``,
+   prepared tuples); compile time, and the recompilations caused by a second batch size.
 
 Usage::
 
     python benchmarks/n_simplicial.py            # about 2-3 minutes on 2 CPU cores
     python benchmarks/n_simplicial.py --quick    # seconds
     python benchmarks/n_simplicial.py --quick --router   # + Table 4 (about a minute)
+    python benchmarks/n_simplicial.py --compile --threads 1   # Table 5 only (inductor compiles:
+    # about a minute per mode on an idle core; --compile-modes complex for the quickest)
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from topomodelx_attention.nn.simplicial import (
     WindowMask,
     face_sets_to_tuples,
     n_simplicial_attention,
+    tuples_batch,
 )
 
 
@@ -298,6 +309,97 @@ def table_routers(args: argparse.Namespace, device: torch.device) -> None:
         )
 
 
+def _graph_breaks(fn: Callable[..., Tensor], *args) -> int:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    count = torch._dynamo.explain(fn)(*args).graph_break_count
+    torch._dynamo.reset()
+    return count
+
+
+def table_compile(args: argparse.Namespace) -> None:
+    """Table 5: graph breaks and compiled-vs-eager speed (CPU, forward + backward)."""
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    # distinct sizes everywhere (features 5, batch 6, n 24, 6 complexes): with dynamic=True, dims
+    # equal at warm-up share one symbol (duck sizing) and a later batch would recompile
+    feats, width, batch, n, n_complex, complexes = 5, 32, 6, 24, 20, 6
+    print(
+        f"\n### Table 5 — torch.compile (inductor, dynamic=True), {args.compile_layers}-layer NSimplicialTransformer, "
+        f"N = 2, width {width}, 2 heads, float32, forward + backward, "
+        f"{torch.get_num_threads()} thread(s)\n"
+    )
+    print(
+        f"sequences: batch {batch} × n = {n} (second batch: {batch // 2}); complexes: {complexes} "
+        f"Delaunay 2-complexes of {n_complex} vertices (second batch: {complexes // 2}), 6 ordered "
+        "triples per triangle. Breaks (raw): the model called as in eager mode (tuples as a "
+        "TupleMask); breaks (prepared): tuples prepared outside by `prepare_tuples`, `batch` and "
+        "`num_complexes` given. Time: minimum of "
+        f"{args.repeats} rounds after warm-up; recompiles: new compilations for the second batch "
+        "size.\n"
+    )
+    print(
+        "| mode | breaks (raw) | breaks (prepared) | eager (ms) | eager prepared (ms) | "
+        "compiled (ms) | eager / compiled | compile (s) | recompiles |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def complex_batch(count: int, seed: int):
+        parts = [delaunay_tuples(n_complex, seed=seed + i)[0] for i in range(count)]
+        tuples, index = tuples_batch(parts, [n_complex] * count)
+        x = torch.randn(index.numel(), feats, generator=torch.Generator().manual_seed(seed))
+        return x, TupleMask(tuples), index, count
+
+    for mode in args.compile_modes:
+        torch.manual_seed(0)
+        model = NSimplicialTransformer(
+            feats, width, 4, n_layers=args.compile_layers, heads=2, order=2, causal=mode == "causal"
+        )
+        if mode == "complex":
+            x, tuples, index, count = complex_batch(complexes, 0)
+            raw_args = (x, tuples, index, count)
+            prep = (x, model.prepare_tuples(x, tuples), index, count)
+            x2, tuples2, index2, count2 = complex_batch(complexes // 2, 100)
+            second = (x2, model.prepare_tuples(x2, tuples2), index2, count2)
+
+            def fn(x, tuples, index, count):
+                return model(x, tuples, index, num_complexes=count)
+
+        else:
+            prep = raw_args = (torch.randn(batch, n, feats),)
+            second = (torch.randn(batch // 2, n, feats),)
+
+            def fn(x):
+                return model(x)
+
+        breaks_raw = _graph_breaks(fn, *raw_args)
+        breaks_prep = _graph_breaks(fn, *prep)
+        counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+        compiled = torch.compile(fn, backend=counter, dynamic=True)
+        start = time.perf_counter()
+        compiled(*prep).square().sum().backward()
+        compile_s = time.perf_counter() - start
+        frames = counter.frame_count
+        compiled(*second).square().sum().backward()
+        recompiles = counter.frame_count - frames
+        torch.testing.assert_close(compiled(*prep), fn(*raw_args), atol=1e-4, rtol=1e-4)
+        times = {}
+        cases = (("eager", fn, raw_args), ("prepared", fn, prep), ("compiled", compiled, prep))
+        for name, f, a in cases:
+            times[name] = best_time(
+                lambda f=f, a=a: f(*a).square().sum().backward(), torch.device("cpu"), args.repeats
+            )
+        print(
+            f"| {mode} | {breaks_raw} | {breaks_prep} | {times['eager'] * 1e3:.1f} | "
+            f"{times['prepared'] * 1e3:.1f} | {times['compiled'] * 1e3:.1f} | "
+            f"{times['eager'] / times['compiled']:.2f} | "
+            f"{compile_s:.1f} | {recompiles} |"
+        )
+        torch._dynamo.reset()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds)")
@@ -309,6 +411,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=int, nargs=2, default=(16, 8))
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     parser.add_argument("--router", action="store_true", help="add Table 4 (router comparison)")
+    parser.add_argument(
+        "--compile", action="store_true", help="only Table 5 (torch.compile: breaks and speed)"
+    )
+    parser.add_argument(
+        "--compile-modes", nargs="+", default=["dense", "causal", "complex"],
+        choices=["dense", "causal", "complex"], help="Table 5 rows",
+    )
+    parser.add_argument("--compile-layers", type=int, default=1, help="Table 5 model depth")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -327,6 +437,9 @@ def main(argv: list[str] | None = None) -> None:
         args.router_seeds = [0, 1, 2, 3, 4]
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, threads = {torch.get_num_threads()}, device = {device}")
+    if args.compile:
+        table_compile(args)
+        return
     table_paths(args, device)
     table_windows(args, device)
     table_chunks(args, device)

@@ -84,3 +84,74 @@ def permute_complex(data, perms: list[torch.Tensor]):
             out[key] = value[perms[0]]
     return out
 
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.compile checks shared by the model compile tests (torch._dynamo imported on first use)
+# ----------------------------------------------------------------------------------------------
+def load_mutag(count: int) -> list[Data]:
+    """The first ``count`` MUTAG graphs (downloaded by PyG into a temporary folder)."""
+    import tempfile
+
+    from topomodelx_attention.data.datasets import load_tu_dataset
+
+    with tempfile.TemporaryDirectory() as root:
+        return list(load_tu_dataset("MUTAG", root=root))[:count]
+
+
+def batch_slice(items: list, size: int, start: int = 0):
+    """One PyG ``Batch`` of ``items[start : start + size]``."""
+    from torch_geometric.data import Batch
+
+    return Batch.from_data_list(items[start : start + size])
+
+
+def assert_one_graph(model, inputs) -> None:
+    """``model(inputs)`` traces into exactly one graph, without a graph break."""
+    import torch._dynamo
+
+    explanation = torch._dynamo.explain(model)(inputs)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+    torch._dynamo.reset()
+
+
+def assert_no_recompile(model, batches, out_channels: int) -> list:
+    """Compile ``model`` once (dynamic, duck sizing off) and run it on every ``(size, batch)``.
+
+    Every output must have ``size`` rows of ``out_channels`` and equal the eager model's, and
+    one compiled frame must serve every batch size. Returns the prepared inputs.
+    """
+    import torch._dynamo
+    import torch._dynamo.testing
+    import torch.fx.experimental._config as fx_config
+
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(model, backend=counter, dynamic=True)
+    prepared = []
+    with fx_config.patch(use_duck_shape=False):
+        for size, batch in batches:
+            inputs = model.prepare(batch)
+            prepared.append(inputs)
+            got = compiled(inputs)
+            assert got.shape == (size, out_channels)
+            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
+    assert counter.frame_count == 1  # one graph for every batch size
+    torch._dynamo.reset()
+    return prepared
+
+
+def assert_compiled_gradients_match(model, inputs) -> None:
+    """Through ``aot_eager``: the same parameter gradients of ``sum(model(inputs)²)`` as eager."""
+    import torch._dynamo
+
+    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
+    grads = []
+    for fn in (model, compiled):
+        model.zero_grad()
+        fn(inputs).square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1]) > 0
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch._dynamo.reset()

@@ -224,3 +224,43 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
     assert torch.equal(fast.vertex_cells(2).to_dense(), expected)
     for original, part in zip(complexes, fast.to_data_list()):
         assert_same(original, part)
+
+
+def test_fast_collation_of_complexes_without_sparse_keys():
+    from torch_geometric.data import Batch
+
+    from topomodelx_attention.data import ComplexData, collate_complexes
+
+    items = [ComplexData(x_0=torch.randn(n, 2), y=torch.tensor([n])) for n in (3, 0, 2)]
+    ours, theirs = collate_complexes(items), Batch.from_data_list(items)
+    assert torch.equal(ours.x_0, theirs.x_0)
+    assert torch.equal(ours.y, theirs.y)
+
+
+@pytest.mark.parametrize("order", [(2, 3), (3, 2)])
+def test_batching_different_max_ranks_names_both_ranks_and_the_fix(order):
+    # regression (fuzz): PyG's DataLoader raised "Sizes of tensors must match" on ``shape``
+    # (or KeyError on incidence_3); both paths now raise a ValueError naming the max ranks
+    from tests.helpers import graph_from_edges
+    from topomodelx_attention.transforms import SimplicialCliqueLifting
+
+    k4 = graph_from_edges([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)])
+    complexes = [SimplicialCliqueLifting(complex_dim=dim)(k4) for dim in order]
+    message = (
+        rf"max_rank {order[0]} and (complex 1|a later complex) has max_rank {order[1]}.*"
+        r"from_toponetx\(\.\.\., max_rank=3\).*SimplicialCliqueLifting\(complex_dim=3\)"
+    )
+    for loader in (DataLoader, ComplexDataLoader):
+        with pytest.raises(ValueError, match=message):
+            next(iter(loader(complexes, batch_size=2)))
+    for collate in (Batch.from_data_list, collate_complexes):
+        with pytest.raises(ValueError, match=message):
+            collate(complexes)
+    # padding to the same max rank is the fix; the check keeps no state that breaks later batches
+    same = [SimplicialCliqueLifting(complex_dim=3)(k4), SimplicialCliqueLifting(complex_dim=3)(k4)]
+    for loader in (DataLoader, ComplexDataLoader):
+        batch = next(iter(loader(same, batch_size=2)))
+        assert batch.shape.tolist() == [[4, 6, 4, 1], [4, 6, 4, 1]]
+    for loader in (DataLoader, ComplexDataLoader):
+        small = [SimplicialCliqueLifting(complex_dim=2)(k4)] * 2
+        assert next(iter(loader(small, batch_size=2))).shape.tolist() == [[4, 6, 4]] * 2

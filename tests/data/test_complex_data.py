@@ -132,3 +132,19 @@ def test_from_boundaries_rejects_wrong_shapes():
         ComplexData.from_boundaries([], [2, 2])
     with pytest.raises(TypeError, match="boolean"):
         ComplexData.from_boundaries([], [2], {0: torch.ones(2, 1, dtype=torch.bool)})
+
+
+def test_from_boundaries_counts_complexes_without_cells():
+    # regression (fuzz): num_complexes was max(batch_r) + 1, losing trailing empty complexes
+    b1 = Coo.build([0, 1], [0, 0], [-1.0, 1.0], (2, 1))
+    batch = [torch.tensor([1, 1]), torch.tensor([1])]  # complexes 0 and 2 have no cell
+    data = ComplexData.from_boundaries([b1], [2, 1], batch=batch, num_complexes=3)
+    assert data.shape.tolist() == [[0, 0], [2, 1], [0, 0]]
+    assert [c.shape.tolist() for c in data.to_complex_list()] == [[[0, 0]], [[2, 1]], [[0, 0]]]
+    assert ComplexData.from_boundaries([b1], [2, 1], batch=batch).shape.tolist() == [[0, 0], [2, 1]]
+    empty = ComplexData.from_boundaries([Coo.build([], [], [], (0, 0))], [0, 0], batch=[torch.zeros(0, dtype=torch.long)] * 2, num_complexes=2)
+    assert empty.num_complexes == 2 and empty.shape.tolist() == [[0, 0], [0, 0]]
+    with pytest.raises(ValueError, match="num_complexes=1, but batch refers to complex 1"):
+        ComplexData.from_boundaries([b1], [2, 1], batch=batch, num_complexes=1)
+    with pytest.raises(ValueError, match="negative"):
+        ComplexData.from_boundaries([b1], [2, 1], batch=[torch.tensor([-1, 0]), torch.tensor([0])])

@@ -297,6 +297,36 @@ def test_combinatorial_rank_three_cell_without_rank_two_cells():
     ]
 
 
+@pytest.mark.parametrize(
+    ("cells", "max_rank", "counts"),
+    [
+        ([([0, 1], 1), ([0, 1, 2, 3], 3)], None, [4, 1, 0, 1]),  # 1-cells and a 3-cell, no 2-cell
+        ([([0, 1], 1), ([0, 1, 2, 3], 3)], 3, [4, 1, 0, 1]),
+        ([([0, 1, 2, 3], 3)], 3, [4, 0, 0, 1]),  # ranks 1 and 2 both empty
+        ([([0, 1, 2], 2), ([0, 1, 2, 3], 3)], None, [4, 0, 1, 1]),  # rank 1 empty below rank 2
+        ([([0, 1, 2, 3], 3), ([5, 6], 1)], 4, [6, 1, 0, 1, 0]),
+    ],
+)
+def test_combinatorial_complex_with_empty_ranks_below_non_empty_ones(cells, max_rank, counts):
+    # regression (fuzz): "boundary matrix B_3 has shape (1, 1), expected (n_2, n_3) = (0, 0)"
+    ccc = tnx.CombinatorialComplex()
+    for cell, rank in cells:
+        ccc.add_cell(cell, rank=rank)
+    rng = np.random.default_rng(0)
+    features = {r: rng.standard_normal((n, 2)) for r, n in enumerate(counts[: ccc.dim + 1])}
+    data = from_toponetx(ccc, features, max_rank=max_rank)
+    data.validate_complex()
+    assert data.shape.tolist() == [counts]
+    for rank, n in enumerate(counts):
+        assert data[f"batch_{rank}"].shape == (n,)
+        if rank:
+            assert tuple(data[f"incidence_{rank}"].shape) == (counts[rank - 1], n)
+    position = {v: i for i, v in enumerate(sorted({v for cell, _ in cells for v in cell}))}
+    for cell, rank in cells:  # every cell keeps its vertex set (vertices relabelled in sorted order)
+        vertex_sets = dense(data.vertex_cells(rank)).T
+        assert sorted(position[v] for v in cell) in [np.flatnonzero(column).tolist() for column in vertex_sets]
+
+
 def _cells_per_rank(ccc):
     return [[sorted(cell) for cell in ccc.skeleton(rank)] for rank in range(ccc.dim + 1)]
 

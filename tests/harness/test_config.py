@@ -57,3 +57,17 @@ def test_short_names():
 def test_unknown_names_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
         compose_config(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("preset", "dataset", "model", "lr", "epochs"),
+    [("ct_paper_zinc", "ZINC", "cellular_transformer_paper_zinc", 2e-4, 10000),
+     ("ct_paper_gcb", "GCB", "cellular_transformer_paper_gcb", 3e-4, 350)],
+)
+def test_paper_training_presets_compose_with_the_paper_model(preset, dataset, model, lr, epochs):
+    cfg = compose_config([f"experiment={preset}"], dataset=dataset, model=model)
+    assert cfg.optimizer.lr == pytest.approx(lr)
+    assert cfg.optimizer.weight_decay == pytest.approx(0.01)
+    assert cfg.trainer.max_epochs == epochs
+    assert cfg.dataset.dataloader.batch_size == 256
+    assert cfg.model.params.n_layers == 12

@@ -239,6 +239,69 @@ def test_num_nodes_disagreeing_with_x_raises_the_same_error_in_lift_and_lift_man
         CellCycleLifting().lift_many([Data(edge_index=torch.tensor([[0], [1]]))])
 
 
+def _assert_lift_many_equals_lift(lifting, graphs, chunk_size):
+    many = lifting.lift_many([g.clone() for g in graphs], chunk_size=chunk_size)
+    assert len(many) == len(graphs)
+    for lifted, graph in zip(many, graphs):
+        single = lifting(graph.clone())
+        assert sorted(lifted.keys()) == sorted(single.keys())
+        assert lifted.num_complexes == 1
+        for key in single.keys():
+            x, y = lifted[key], single[key]
+            if isinstance(x, torch.Tensor):
+                x, y = (x.to_dense(), y.to_dense()) if x.is_sparse else (x, y)
+                assert x.shape == y.shape and x.dtype == y.dtype and torch.equal(x, y), key
+            else:
+                assert x == y, key
+    return many
+
+
+@pytest.mark.parametrize("position", ["last", "middle", "first", "all"])
+def test_lift_many_gives_one_complex_per_graph_also_without_cells(position):
+    # regression (fuzz): a 9-node graph followed by an empty graph gave 1 complex for 2 graphs
+    rng = np.random.default_rng(0)
+    edges = [(u, v) for u in range(9) for v in range(u + 1, 9) if rng.random() < 0.4]
+    full = graph_from_edges(edges, num_nodes=9)
+    empty = Data(x=torch.zeros(0, full.x.size(1)), edge_index=torch.zeros(2, 0, dtype=torch.long))
+    graphs = {
+        "last": [full, empty], "middle": [full, empty, full], "first": [empty, full], "all": [empty, empty],
+    }[position]
+    for lifting in (CellCycleLifting(), SimplicialCliqueLifting(complex_dim=3)):
+        for chunk_size in (1, 2, 3):
+            many = _assert_lift_many_equals_lift(lifting, graphs, chunk_size)
+            for lifted, graph in zip(many, graphs):
+                assert lifted.shape[0, 0] == graph.num_nodes
+
+
+def test_lift_many_accepts_graphs_of_different_feature_widths():
+    # regression (fuzz): different x widths raised torch.cat's RuntimeError; each graph alone is valid
+    triangle = [(0, 1), (1, 2), (0, 2)]
+    graphs = []
+    for width, edge_width in ((2, 1), (3, 1), (3, 4), (2, 1), (1, 1)):
+        graph = graph_from_edges(triangle)
+        graph.x = torch.randn(3, width)
+        graph.edge_attr = torch.ones(graph.edge_index.size(1), edge_width)
+        graphs.append(graph)
+    graphs.append(graph_from_edges(triangle))
+    graphs[-1].x = torch.arange(6).view(3, 2)  # integer codes: not concatenated with floats
+    graphs[-1].edge_attr = torch.ones(graphs[-1].edge_index.size(1), 1)
+    lifting = CellCycleLifting(categorical_cardinalities=[6, 6])
+    for chunk_size in (1, 4, 1024):
+        many = _assert_lift_many_equals_lift(lifting, graphs, chunk_size)
+        assert [c.x_0.size(1) for c in many] == [2, 3, 3, 2, 1, 2]
+        assert [c.x_1.size(1) for c in many] == [1, 1, 4, 1, 1, 1]
+    # errors still name the graph by its position in the whole list, across width groups
+    outside = Data(x=torch.randn(2, 5), edge_index=torch.tensor([[0, 2], [2, 0]]), edge_attr=torch.ones(2, 1))
+    bad = [*graphs[:4], outside]  # vertex 2 of 2
+    with pytest.raises(ValueError, match=r"graph 4 of the list: .*vertex 2"):
+        CellCycleLifting().lift_many(bad, chunk_size=3)
+    mixed = [graphs[0], graph_from_edges(triangle)]
+    del mixed[1].x
+    mixed[1].num_nodes = 3
+    with pytest.raises(ValueError, match=r"some graphs have x and others not \(graph 0 has it, graph 1"):
+        CellCycleLifting().lift_many(mixed, chunk_size=1)
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
 

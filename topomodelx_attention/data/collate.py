@@ -44,7 +44,12 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.loader.dataloader import Collater
 from torch_geometric.utils import cumsum
 
-from topomodelx_attention.data.complex_data import _BATCH_KEY, _NEIGHBORHOOD_KEY, ComplexData
+from topomodelx_attention.data.complex_data import (
+    _BATCH_KEY,
+    _NEIGHBORHOOD_KEY,
+    ComplexData,
+    max_rank_mismatch,
+)
 from topomodelx_attention.data.neighborhoods import ORIENTED_NEIGHBORHOODS
 
 __all__ = [
@@ -76,6 +81,10 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
     for i, data in enumerate(data_list):
         if not isinstance(data, ComplexData):
             raise TypeError(f"complex {i} of the batch is a {type(data).__name__}, not a ComplexData")
+    max_ranks = [_stored_max_rank(data) for data in data_list]
+    for i, rank in enumerate(max_ranks):
+        if rank != max_ranks[0] and None not in (rank, max_ranks[0]):
+            raise ValueError(max_rank_mismatch(max_ranks[0], rank, i))
     reference = data_list[0]._store._mapping.keys()
     for i, data in enumerate(data_list):
         keys = data._store._mapping.keys()
@@ -91,6 +100,12 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
             "cannot batch these complexes: every complex of a batch needs the same keys, but "
             + " and ".join(problem) + ". " + _batch_fix(data_list[0], data, missing + extra)
         )
+
+
+def _stored_max_rank(data: ComplexData) -> int | None:
+    """Highest ``r`` with a ``batch_r`` key (``None`` without any)."""
+    ranks = [int(m.group(1)) for key in data._store._mapping if (m := _BATCH_KEY.match(key))]
+    return max(ranks, default=None)
 
 
 def _batch_fix(first: ComplexData, other: ComplexData, differing: list[str]) -> str:
@@ -241,6 +256,8 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
 
     Returns, per key, the batched tensor and PyG's slices (cumulated ``(rows, cols)``).
     """
+    if not keys:  # e.g. a batch pruned to dense keys only
+        return []
     num = len(mappings)
     tensors = [mapping[key] for key in keys for mapping in mappings]  # key-major
     # (rows, cols, nnz) of every block; NumPy: these arrays are small, torch's per-op cost is not

@@ -31,6 +31,7 @@ of its column rank), features are concatenated and ``batch_r`` counts complexes.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,36 @@ __all__ = ["ComplexData", "check_features"]
 
 _NEIGHBORHOOD_KEY = re.compile(r"^(" + "|".join(NEIGHBORHOODS) + r")_(\d+)$")
 _BATCH_KEY = re.compile(r"^batch_(\d+)$")
+
+_COLLATING = threading.local()
+"""Width of ``shape`` of the first complex of the batch PyG is collating (see ``__inc__``)."""
+
+
+def max_rank_mismatch(first: int, other: int, index: int | None = None) -> str:
+    """Message of the ``ValueError`` raised when complexes of different maximal ranks are batched.
+
+    Parameters
+    ----------
+    first : int
+        Maximal rank of the first complex of the batch.
+    other : int
+        Maximal rank of a later complex.
+    index : int, optional
+        Position of that complex in the batch, when known.
+
+    Returns
+    -------
+    str
+        What differs and how to fix it.
+    """
+    which = f"complex {index}" if index is not None else "a later complex"
+    wider = max(first, other)
+    return (
+        f"cannot batch complexes of different maximal ranks: complex 0 has max_rank {first} and "
+        f"{which} has max_rank {other}. Build all of them with the same maximal rank, which pads "
+        f"empty ranks: from_toponetx(..., max_rank={wider}) or "
+        f"SimplicialCliqueLifting(complex_dim={wider}) (CellCycleLifting gives max_rank 2)."
+    )
 
 
 def check_features(features: Any, num_cells: int, name: str) -> Tensor:
@@ -137,6 +168,9 @@ class ComplexData(Data):
 
     # ------------------------------------------------------------------ batching rules
     def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if key == "shape" and isinstance(value, Tensor) and value.dim() == 2:
+            # PyG's collate asks the first complex, then calls __inc__ on every complex
+            _COLLATING.shape_width = int(value.size(1))
         if isinstance(value, Tensor) and value.is_sparse:
             return (0, 1)  # block-diagonal: rows and columns both offset
         if _BATCH_KEY.match(key):
@@ -144,10 +178,19 @@ class ComplexData(Data):
         return super().__cat_dim__(key, value, *args, **kwargs)
 
     def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if key == "shape":
+            # Batching complexes of different max ranks: a clear error before PyG's
+            # RuntimeError on ``shape`` (or its KeyError on a rank-indexed key: ``shape`` is
+            # collated first, see from_boundaries). ``ComplexDataLoader`` checks up front.
+            width = getattr(_COLLATING, "shape_width", None)
+            if width is not None and isinstance(value, Tensor) and value.dim() == 2 and value.size(1) != width:
+                _COLLATING.shape_width = None
+                raise ValueError(max_rank_mismatch(width - 1, int(value.size(1)) - 1))
+            return 0
         if _BATCH_KEY.match(key):
             # One complex per ``ComplexData``: increments 0, 1, 2, ... also for empty ranks.
             return 1
-        if _NEIGHBORHOOD_KEY.match(key) or key == "shape":
+        if _NEIGHBORHOOD_KEY.match(key):
             return 0
         return super().__inc__(key, value, *args, **kwargs)
 
@@ -163,6 +206,7 @@ class ComplexData(Data):
         dtype: torch.dtype = torch.float32,
         batch: Sequence[Tensor] | None = None,
         vertex_incidence: Sequence[sp.spmatrix | Coo] | None = None,
+        num_complexes: int | None = None,
         **attributes: Any,
     ) -> ComplexData:
         """Build a complex (or the disjoint union of several) from its boundary matrices.
@@ -187,6 +231,11 @@ class ComplexData(Data):
         vertex_incidence : sequence of scipy.sparse matrices or Coo, optional
             ``(n_0, n_r)`` vertex sets of the cells of every rank, for ``vertex_incidence_r``
             (see :func:`~topomodelx_attention.data.neighborhoods.build_neighborhoods`).
+        num_complexes : int, optional
+            Number of complexes of the union (rows of ``shape``). Give it with ``batch``
+            whenever some complexes may have no cell at all (an empty graph, trailing or
+            not): ``batch`` alone cannot count them. Default: ``max(batch_r) + 1`` (1 without
+            ``batch``).
         **attributes
             Extra attributes (e.g. ``y``) stored as they are.
 
@@ -199,14 +248,28 @@ class ComplexData(Data):
         shape = [int(n) for n in shape]
         if any(n < 0 for n in shape) or not shape:
             raise ValueError(f"shape must be a non-empty list of cell counts, got {shape}")
-        data = cls(
-            **build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence)
-        )
         if batch is None:
             batch = [torch.zeros(n, dtype=torch.long) for n in shape]
         if len(batch) != len(shape) or any(b.numel() != n for b, n in zip(batch, shape)):
             raise ValueError("batch must hold one index per cell of every rank")
-        num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
+        needed = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
+        if num_complexes is None:
+            num_complexes = needed
+        elif int(num_complexes) < needed or int(num_complexes) < 1:
+            raise ValueError(
+                f"num_complexes={num_complexes}, but batch refers to complex {needed - 1}; "
+                "give the number of complexes of the union (at least 1)"
+            )
+        num_complexes = int(num_complexes)
+        if any(b.numel() and int(b.min()) < 0 for b in batch):
+            raise ValueError("batch holds negative complex indices")
+        counts = torch.stack([torch.bincount(b, minlength=num_complexes) for b in batch], dim=1)
+        # ``shape`` is the first key: PyG collates keys in this order, and ComplexData's
+        # batching hooks compare the maximal ranks on ``shape`` before any rank-indexed key
+        data = cls(
+            shape=counts,
+            **build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence),
+        )
         for rank, vector in enumerate(batch):
             data[f"batch_{rank}"] = vector
         for rank, value in (features or {}).items():
@@ -214,9 +277,6 @@ class ComplexData(Data):
                 raise ValueError(f"features given for rank {rank}, but the ranks are 0..{len(shape) - 1}")
             tensor = check_features(value, shape[rank], f"x_{rank}")
             data[f"x_{rank}"] = tensor.to(dtype) if tensor.is_floating_point() else tensor
-        data.shape = torch.stack(
-            [torch.bincount(b, minlength=num_complexes) for b in batch], dim=1
-        )
         data.num_nodes = shape[0]
         for key, value in attributes.items():
             data[key] = value

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch_geometric.data import Data
-from torch_geometric.datasets import TUDataset
+from torch_geometric.data import Data, InMemoryDataset
 
 __all__ = [
     "EMBEDDED_DATASETS",
     "TU_SOURCE",
+    "TUGraphDataset",
     "default_root",
     "embedded_raw_dir",
     "find_tu_raw",
@@ -65,36 +65,77 @@ def embedded_raw_dir(name: str) -> Path:
     return _EMBEDDED / name / "raw"
 
 
-def load_tu_dataset(name: str, root: str | os.PathLike | None = None, **kwargs: Any) -> TUDataset:
-    """Load a TU data set, offline for the embedded ones.
+class TUGraphDataset(InMemoryDataset):
+    """In-memory TU data set read from its raw text files (the :class:`TUDataset` interface).
 
-    For an embedded data set the raw files are copied into ``root/<name>/raw`` first, so PyG
-    never tries to download it.
+    Indexing, slicing, ``len``, ``num_classes``, ``num_node_features`` and ``transform`` work as
+    for :class:`torch_geometric.datasets.TUDataset`, but nothing is written to or read from a
+    ``processed`` folder: PyG's processed file is a pickle that its loader may read with
+    ``weights_only=False``, and this package never unpickles from a data folder.
+
+    Parameters
+    ----------
+    graphs : list of torch_geometric.data.Data
+        The graphs (e.g. from :func:`load_tu_graphs`).
+    name : str
+        Data set name (shown by ``repr``).
+    transform : callable, optional
+        Applied to every graph on access.
+    """
+
+    def __init__(self, graphs: list[Data], name: str, transform: Any = None) -> None:
+        self.name = name
+        super().__init__(None, transform)
+        self._data, self.slices = self.collate(graphs)
+
+    def __repr__(self) -> str:
+        return f"{self.name}({len(self)})"
+
+
+def load_tu_dataset(
+    name: str,
+    root: str | os.PathLike | None = None,
+    *,
+    transform: Any = None,
+    pre_transform: Any = None,
+    pre_filter: Any = None,
+    download: bool = True,
+) -> TUGraphDataset:
+    """Load a TU data set from its raw text files, offline for the embedded ones.
+
+    The same graphs as :class:`torch_geometric.datasets.TUDataset` (``use_node_attr=False``,
+    ``use_edge_attr=True``), read by :func:`load_tu_graphs`; no processed (pickled) file is
+    written or read.
 
     Parameters
     ----------
     name : str
         TU data set name (``"MUTAG"``, ``"PROTEINS"``, ...).
     root : path-like, optional
-        Data folder (default :func:`default_root` ``/ "tu"``).
-    **kwargs
-        Passed to :class:`torch_geometric.datasets.TUDataset` (``transform``,
-        ``pre_transform``, ...).
+        Folder of downloaded raw files ``root/<name>/raw`` (default :func:`default_root`
+        ``/ "tu"``); unused for the embedded data sets.
+    transform : callable, optional
+        Applied to every graph on access (as PyG's ``transform``).
+    pre_transform : callable, optional
+        Applied once to every graph when loading (as PyG's ``pre_transform``; not cached).
+    pre_filter : callable, optional
+        Keeps the graphs for which it returns ``True`` (as PyG's ``pre_filter``).
+    download : bool, default=True
+        Download a data set that is neither embedded nor found under ``root``.
 
     Returns
     -------
-    torch_geometric.datasets.TUDataset
+    TUGraphDataset
         The data set.
     """
-    root = Path(root) if root is not None else default_root() / "tu"
-    if name in EMBEDDED_DATASETS:
-        raw = root / name / "raw"
-        source = embedded_raw_dir(name)
-        if not raw.exists() or not all((raw / f.name).exists() for f in source.iterdir()):
-            raw.mkdir(parents=True, exist_ok=True)
-            for file in source.iterdir():
-                shutil.copyfile(file, raw / file.name)
-    return TUDataset(str(root), name, **kwargs)
+    graphs = load_tu_graphs(name, root=root, download=download)
+    if pre_filter is not None:
+        graphs = [g for g in graphs if pre_filter(g)]
+    if pre_transform is not None:
+        graphs = [pre_transform(g) for g in graphs]
+    if not graphs:
+        raise ValueError(f"TU data set {name}: no graph left after pre_filter")
+    return TUGraphDataset(graphs, name, transform)
 
 
 def _expected_tu_files(name: str) -> str:

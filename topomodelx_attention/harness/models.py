@@ -43,6 +43,7 @@ from topomodelx_attention.nn.common import (
     FeatureEncoder,
     ReadoutMLP,
     check_inputs,
+    check_rows,
     segment_pool,
 )
 
@@ -217,6 +218,8 @@ class GINBaseline(nn.Module):
         Hidden layers of the readout MLP.
     pooling : {"sum", "mean"}, default="sum"
         Global pooling.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs once per forward.
     """
 
     def __init__(
@@ -227,9 +230,12 @@ class GINBaseline(nn.Module):
         dropout: float = 0.0,
         readout_layers: int = 1,
         pooling: str = "sum",
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from torch_geometric.nn import GIN
+
+        self.check_inputs = bool(check_inputs)
 
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
@@ -251,6 +257,9 @@ class GINBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        check_rows({"x_0": (batch.x_0, batch.batch_0.numel())})
+        if self.check_inputs:
+            check_inputs({"x_0": batch.x_0})
         h = self.gin(self.encoder(batch.x_0), batch.edge_index)
         return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
 
@@ -395,16 +404,30 @@ class EdgeGraphBaseline(nn.Module):
             Predictions (zeros-pooled rows for complexes without nodes).
         """
         pe = batch.pe_0 if self.pe_encoder is not None else None
+        n_0, n_1 = batch.incidence_1.shape
+        check_rows({"x_0": (batch.x_0, n_0), "batch_0": (batch.batch_0, n_0), "x_1": (batch.x_1, n_1), "pe_0": (pe, n_0)})
         if self.check_inputs:
             check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
         x = self.node_encoder(batch.x_0)
         if pe is not None:
-            x = torch.cat([x, self.pe_encoder(pe)], dim=-1)
+            if not pe.is_floating_point():
+                raise TypeError(f"pe_0 must be a float positional encoding, got dtype {pe.dtype}")
+            x = torch.cat([x, self.pe_encoder(pe.to(x.dtype))], dim=-1)
         edge_index, edge_id = edge_graph(batch.incidence_1)
         edge_attr = self.edge_encoder(batch.x_1)[edge_id]
-        h = self.layers(x, edge_index, edge_attr, batch.batch_0)
+        # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
+        h = self.layers(x, edge_index, edge_attr, batch.batch_0) if n_0 else x
         pooled = segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling)
         return self.readout(self.dropout(pooled))
+
+
+def _check_depth(n_layers: int, width: int, heads: int | None = None) -> tuple[int, int | None]:
+    """Return ``(n_layers, heads)`` as ints; raise unless ``n_layers >= 1`` and ``heads`` divides ``width``."""
+    if int(n_layers) < 1:
+        raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+    if heads is not None and (int(heads) < 1 or width % int(heads)):
+        raise ValueError(f"heads must divide hidden_channels={width}, got {heads}")
+    return int(n_layers), None if heads is None else int(heads)
 
 
 def _gin_mlp(width: int) -> nn.Module:
@@ -456,10 +479,9 @@ class GINEBaseline(EdgeGraphBaseline):
         from torch_geometric.nn import GINEConv
 
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(int(n_layers)))
-        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(int(n_layers) - 1))
+        n_layers, _ = _check_depth(n_layers, h)
+        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(n_layers))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(n_layers - 1))
         self.layer_dropout = nn.Dropout(dropout)
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
@@ -492,8 +514,10 @@ class GPSBaseline(EdgeGraphBaseline):
         Dropout on the outputs of the local, global and FFN blocks (and the readout).
     attention_dropout : float, default=0.1
         Dropout on the attention weights.
-    attention : {"multihead", "performer"}, default="multihead"
-        Global attention of ``GPSConv``.
+    kind : {"dense", "linear"}, default="dense"
+        Global attention of ``GPSConv``: ``"dense"`` softmax multi-head attention
+        (``attn_type="multihead"``) or ``"linear"`` Performer (``attn_type="performer"``), the
+        package's attention-kind names.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
     pooling : {"sum", "mean"}, default="sum"
@@ -513,7 +537,7 @@ class GPSBaseline(EdgeGraphBaseline):
         heads: int = 4,
         dropout: float = 0.0,
         attention_dropout: float = 0.1,
-        attention: str = "multihead",
+        kind: str = "dense",
         readout_layers: int = 1,
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
@@ -526,17 +550,15 @@ class GPSBaseline(EdgeGraphBaseline):
         from torch_geometric.nn import GINEConv, GPSConv
 
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if int(heads) < 1 or h % int(heads):
-            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
-        if attention not in ("multihead", "performer"):
-            raise ValueError(f"attention must be 'multihead' or 'performer', got {attention!r}")
-        kwargs = {"dropout": float(attention_dropout)} if attention == "multihead" else {}
+        n_layers, heads = _check_depth(n_layers, h, heads)
+        attn_types = {"dense": "multihead", "linear": "performer"}
+        if kind not in attn_types:
+            raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
+        kwargs = {"dropout": float(attention_dropout)} if kind == "dense" else {}
         self.convs = nn.ModuleList(
-            GPSConv(h, GINEConv(_gin_mlp(h)), heads=int(heads), dropout=float(dropout),
-                    attn_type=attention, attn_kwargs=kwargs)
-            for _ in range(int(n_layers))
+            GPSConv(h, GINEConv(_gin_mlp(h)), heads=heads, dropout=float(dropout),
+                    attn_type=attn_types[kind], attn_kwargs=kwargs)
+            for _ in range(n_layers)
         )
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
@@ -615,13 +637,10 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
             readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
         )
         h = self.hidden_channels
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if int(heads) < 1 or h % int(heads):
-            raise ValueError(f"heads must divide hidden_channels={h}, got {heads}")
+        n_layers, heads = _check_depth(n_layers, h, heads)
         self.blocks = nn.ModuleList(
-            _TransformerConvBlock(h, int(heads), float(dropout), float(attention_dropout))
-            for _ in range(int(n_layers))
+            _TransformerConvBlock(h, heads, float(dropout), float(attention_dropout))
+            for _ in range(n_layers)
         )
 
     def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
@@ -648,6 +667,13 @@ def build_graph_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.
     return GraphTransformerBaseline(info, **params)
 
 
+def _check_ranks(batch: Any, finite: bool) -> None:
+    """Rows of ``x_r`` match ``batch_r`` (r = 0..2) and, with ``finite``, values are finite."""
+    check_rows({f"x_{r}": (batch[f"x_{r}"], batch[f"batch_{r}"].numel()) for r in range(3)})
+    if finite:
+        check_inputs({f"x_{r}": batch[f"x_{r}"] for r in range(3)})
+
+
 # ----------------------------------------------------------------------------------------------
 # CWN (TopoModelX)
 # ----------------------------------------------------------------------------------------------
@@ -671,6 +697,9 @@ class CWNBaseline(nn.Module):
         Dropout before the readout.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
+        per forward.
     """
 
     def __init__(
@@ -680,9 +709,12 @@ class CWNBaseline(nn.Module):
         n_layers: int = 2,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from topomodelx.nn.cell.cwn import CWN
+
+        self.check_inputs = bool(check_inputs)
 
         if info.max_rank != 2:
             raise ValueError(f"CWN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -705,6 +737,7 @@ class CWNBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        _check_ranks(batch, self.check_inputs)
         x = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
         out = self.cwn(
             x[0], x[1], x[2],
@@ -756,6 +789,9 @@ class SCCNNBaseline(nn.Module):
         Dropout before the readout.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
+        per forward.
     """
 
     def __init__(
@@ -768,9 +804,12 @@ class SCCNNBaseline(nn.Module):
         aggr_norm: bool = False,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        check_inputs: bool = True,
     ) -> None:
         super().__init__()
         from topomodelx.nn.simplicial.sccnn import SCCNN
+
+        self.check_inputs = bool(check_inputs)
 
         if info.max_rank != 2:
             raise ValueError(f"SCCNN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -795,6 +834,7 @@ class SCCNNBaseline(nn.Module):
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions.
         """
+        _check_ranks(batch, self.check_inputs)
         x = tuple(enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders))
         laplacians = (
             batch.hodge_laplacian_0, batch.down_laplacian_1, batch.up_laplacian_1, batch.hodge_laplacian_2,

@@ -276,6 +276,12 @@ class CellularTransformerBackbone(nn.Module):
         return self.transformer.encode(data)
 
 
+def _incidence_view(batch: Any, max_rank: int) -> ComplexData:
+    """Pad the TopoBench batch's missing ranks and view it with its incidences (0/1 patterns)."""
+    pad_empty_ranks(batch, max_rank)
+    return to_complex_data(batch, max_rank, [f"incidence_{r}" for r in range(1, max_rank + 1)])
+
+
 class NSimplicialBackbone(nn.Module):
     """N-simplicial transformer layers as a TopoBench backbone (features already encoded).
 
@@ -335,7 +341,6 @@ class NSimplicialBackbone(nn.Module):
         self.rank, self.order = int(rank), int(order)
         self.include_lower = bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
         self.self_loops = bool(self_loops)
-        self.causal = bool(layer_kwargs.get("causal", False))
         self.out_channels = int(in_channels)
         same = int(in_channels) == int(hidden_channels)
         self.lift = nn.Identity() if same else nn.Linear(in_channels, hidden_channels)
@@ -363,14 +368,13 @@ class NSimplicialBackbone(nn.Module):
             ``h_r`` of shape ``(n_r, in_channels)``, ``r = 0..max_rank``.
         """
         from topomodelx_attention.nn.simplicial.masks import complex_data_to_tuples
-        from topomodelx_attention.nn.simplicial.n_simplicial_attention import resolve_tuples
 
-        pad_empty_ranks(batch, self.max_rank)
-        incidences = [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
-        data = to_complex_data(batch, self.max_rank, incidences)
+        data = _incidence_view(batch, self.max_rank)
         tuples = complex_data_to_tuples(data, self.order, self.rank, self.include_lower, self.self_loops)
-        mask = resolve_tuples(tuples, self.order, self.include_lower, self.self_loops, self.causal)
-        h = self.lift(data[f"x_{self.rank}"])
+        x = data[f"x_{self.rank}"]
+        # prepared once for every layer (the layers share tuple options)
+        mask = self.layers[0].prepare_tuples(tuples, x.shape[0], device=x.device)
+        h = self.lift(x)
         context = None
         for layer in self.layers:
             h, context = layer(h, tuples=mask, context=context, return_context=True)
@@ -451,9 +455,7 @@ class OrderKTokenGTBackbone(nn.Module):
         """
         from topomodelx_attention.transforms.node_ids import batched_orthogonal_random_ids
 
-        pad_empty_ranks(batch, self.max_rank)
-        incidences = [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
-        data = to_complex_data(batch, self.max_rank, incidences)
+        data = _incidence_view(batch, self.max_rank)
         generator = None
         if not self.training:
             generator = torch.Generator(device=data.x_0.device).manual_seed(self.eval_seed)

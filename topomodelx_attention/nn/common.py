@@ -15,6 +15,7 @@ __all__ = [
     "FeatureEncoder",
     "ReadoutMLP",
     "check_inputs",
+    "check_rows",
     "segment_pool",
 ]
 
@@ -62,6 +63,27 @@ def check_inputs(tensors: Mapping[str, Tensor | None], max_abs: float = MAX_ABS_
             )
 
 
+def check_rows(tensors: Mapping[str, tuple[Tensor | None, int]]) -> None:
+    """Reject inputs whose number of rows differs from the number of cells they describe.
+
+    Parameters
+    ----------
+    tensors : Mapping[str, tuple of (torch.Tensor or None, int)]
+        ``{name: (tensor, expected_rows)}``; ``None`` tensors are skipped.
+
+    Raises
+    ------
+    ValueError
+        Naming the key, its rows and the expected count.
+    """
+    for name, (x, expected) in tensors.items():
+        if x is not None and int(x.shape[0]) != int(expected):
+            raise ValueError(
+                f"{name} has {int(x.shape[0])} rows but the batch has {int(expected)} such cells "
+                "(one feature row per cell)"
+            )
+
+
 def segment_pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tensor:
     """Sum or average the rows of ``x`` per segment (global pooling per complex, cell pooling).
 
@@ -85,7 +107,8 @@ def segment_pool(x: Tensor, index: Tensor, size: int, how: str = "sum") -> Tenso
         raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")
     out = scatter_sum(x, index, size)
     if how == "mean":
-        counts = torch.bincount(index, minlength=size).clamp_min(1).to(out.dtype)
+        # scatter_sum, not bincount: bincount's output size is data-dependent (torch.compile break)
+        counts = scatter_sum(torch.ones_like(index, dtype=out.dtype), index, size).clamp_min(1)
         out = out / counts.unsqueeze(-1)
     return out
 

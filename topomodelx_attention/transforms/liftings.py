@@ -106,6 +106,7 @@ def lift_graph(
     feature_lifting: FeatureLifting,
     keep_edge_index: bool,
     node_batch: np.ndarray | None = None,
+    num_graphs: int | None = None,
 ) -> ComplexData:
     """Assemble a :class:`ComplexData` from a validated graph and its higher boundaries.
 
@@ -126,6 +127,9 @@ def lift_graph(
     node_batch : numpy.ndarray, optional
         Graph index of every vertex when ``graph`` is a disjoint union of several graphs
         (then the result is their batch, and ``source`` attributes are not copied).
+    num_graphs : int, optional
+        Number of graphs of the union (with ``node_batch``): graphs without any vertex still
+        give one (empty) complex each.
 
     Returns
     -------
@@ -152,11 +156,33 @@ def lift_graph(
         if keep_edge_index:
             extra["edge_index"] = graph.edge_index
     data = ComplexData.from_boundaries(
-        boundaries, shape, features, neighborhoods, batch=batch, **extra
+        boundaries,
+        shape,
+        features,
+        neighborhoods,
+        batch=batch,
+        num_complexes=num_graphs if node_batch is not None else None,
+        **extra,
     )
     if "x_0" in data:
         data = feature_lifting.lift(data, boundaries)
     return data
+
+
+def _feature_signature(graph: Data) -> tuple:
+    """Return what must agree for graphs to be lifted as one union.
+
+    That is the shape of a row of ``x`` and of ``edge_attr`` and whether they are floating
+    point (integer codes stay integer). Floating dtypes may differ: every float feature is cast to the complex's dtype anyway.
+    """
+    signature = []
+    for name in ("x", "edge_attr"):
+        value = graph.get(name, None)
+        if isinstance(value, torch.Tensor):
+            signature.append((tuple(value.shape[1:]), value.is_floating_point()))
+        else:
+            signature.append(type(value).__name__)
+    return tuple(signature)
 
 
 class _GraphLifting(BaseTransform):
@@ -229,7 +255,9 @@ class _GraphLifting(BaseTransform):
         Parameters
         ----------
         graphs : sequence of torch_geometric.data.Data
-            Graphs, all with the same feature keys.
+            Graphs, all with the same feature keys (``x`` and ``edge_attr`` on all or on
+            none). Their feature widths may differ: graphs whose ``x`` / ``edge_attr`` cannot be
+            concatenated are lifted in separate unions, in order.
         chunk_size : int, default=1024
             Graphs per union.
 
@@ -238,13 +266,35 @@ class _GraphLifting(BaseTransform):
         list of ComplexData
             One complex per graph, in order.
         """
+        if int(chunk_size) < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        graphs = list(graphs)
+        for i, graph in enumerate(graphs):
+            if not isinstance(graph, Data):
+                raise TypeError(f"graph {i} of the list is a {type(graph).__name__}, not a torch_geometric Data")
+        for name in ("x", "edge_attr"):
+            present = [graph.get(name, None) is not None for graph in graphs]
+            if any(present) and not all(present):
+                raise ValueError(
+                    f"some graphs have {name} and others not (graph {present.index(True)} has it, "
+                    f"graph {present.index(False)} has not): they cannot be lifted together; give "
+                    f"every graph {name} or none"
+                )
         out: list[ComplexData] = []
-        for start in range(0, len(graphs), chunk_size):
-            out.extend(self._lift_chunk(list(graphs[start : start + chunk_size])))
+        for start in range(0, len(graphs), int(chunk_size)):
+            chunk = graphs[start : start + int(chunk_size)]
+            # graphs whose features cannot be concatenated (different widths or dtypes) are
+            # lifted in separate unions: each is valid alone, and ``lift`` accepts each
+            run_start = 0
+            signatures = [_feature_signature(graph) for graph in chunk]
+            for i in range(1, len(chunk) + 1):
+                if i == len(chunk) or signatures[i] != signatures[run_start]:
+                    out.extend(self._lift_chunk(chunk[run_start:i], start + run_start))
+                    run_start = i
         return out
 
-    def _lift_chunk(self, graphs: list[Data]) -> list[ComplexData]:
-        union, node_batch = self._validated_union(graphs)
+    def _lift_chunk(self, graphs: list[Data], first_index: int = 0) -> list[ComplexData]:
+        union, node_batch = self._validated_union(graphs, first_index)
         batch = lift_graph(
             union,
             self.boundaries(union, node_batch),
@@ -253,8 +303,11 @@ class _GraphLifting(BaseTransform):
             self.feature_lifting,
             keep_edge_index=False,
             node_batch=node_batch,
+            num_graphs=len(graphs),
         )
         complexes = batch.to_complex_list()
+        if len(complexes) != len(graphs):  # one complex per graph, empty ones included
+            raise RuntimeError(f"lift_many: {len(complexes)} complexes for {len(graphs)} graphs")
         if self.keep_edge_index:
             sizes = np.bincount(node_batch, minlength=len(graphs))
             offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
@@ -269,11 +322,14 @@ class _GraphLifting(BaseTransform):
                     complex_[key] = source[key]
         return complexes
 
-    def _validated_union(self, graphs: list[Data]) -> tuple[UndirectedGraph, np.ndarray]:
+    def _validated_union(
+        self, graphs: list[Data], first_index: int = 0
+    ) -> tuple[UndirectedGraph, np.ndarray]:
         """Validate the disjoint union of ``graphs`` in one vectorised pass.
 
         When the union is invalid, the graphs are validated one by one so that the error
-        names the offending graph and its own vertex ids.
+        names the offending graph (its position ``first_index + i`` in the list given to
+        :meth:`lift_many`) and its own vertex ids.
         """
 
         def first_error(error: Exception) -> Exception:
@@ -281,7 +337,7 @@ class _GraphLifting(BaseTransform):
                 try:
                     undirected_graph(graph, self.self_loops)
                 except (ValueError, TypeError) as own:
-                    return type(own)(f"graph {i} of the list: {own}")
+                    return type(own)(f"graph {first_index + i} of the list: {own}")
             return error
 
         try:

@@ -18,6 +18,7 @@ import hashlib
 
 import numpy as np
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
@@ -123,6 +124,12 @@ def graph_adjacency(data: Data) -> Coo:
     if data.num_nodes is None:
         raise ValueError("the graph has no num_nodes (nor x or edge_index to infer it from)")
     n = int(data.num_nodes)
+    x = data.x if "x" in data else None
+    if isinstance(x, Tensor) and x.dim() >= 1 and x.size(0) != n:
+        raise ValueError(
+            f"num_nodes={n} but x has {x.size(0)} rows: node identifiers need one vertex count "
+            "(fix num_nodes or x)"
+        )
     edge_index = data.edge_index if "edge_index" in data else None
     if edge_index is None or edge_index.numel() == 0:
         return Coo.build([], [], [], (n, n))

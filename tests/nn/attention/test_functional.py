@@ -34,13 +34,13 @@ def _cross_inputs(helpers, gen, scale: float = 1.0):
     return q, k, v, bt, bs
 
 
-def _run(kind, q, k, v, bt, bs, mask=None, projection=None, num_graphs=None):
+def _run(kind, q, k, v, bt, bs, mask=None, projection=None, num_complexes=None):
     """Run one kind; ``mask`` is the dense neighbourhood (sparse kind only)."""
     if kind == "sparse":
         return sparse_attention(q, k, v, mask.nonzero().t())
     if kind == "dense":
-        return dense_attention(q, k, v, bt, bs, num_graphs=num_graphs)
-    return linear_attention(q, k, v, bt, bs, projection=projection, num_graphs=num_graphs)
+        return dense_attention(q, k, v, bt, bs, num_complexes=num_complexes)
+    return linear_attention(q, k, v, bt, bs, projection=projection, num_complexes=num_complexes)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,6 +221,8 @@ def test_sparse_chunking_gives_same_values_and_gradients(helpers, gen, monkeypat
         (out * torch.arange(out.numel()).view_as(out)).sum().backward()
         return [out] + [t.grad for t in inputs]
 
+    # chunking lives in the composable path (CPU float otherwise runs the fused CSR kernel)
+    monkeypatch.setattr(sparse_module, "_use_fused", lambda *args: False)
     whole = run()
     monkeypatch.setattr(sparse_module, "SPARSE_CHUNK_ELEMENTS", 5)  # about one edge per chunk
     for a, b in zip(run(), whole):
@@ -373,7 +375,7 @@ def test_no_source_tokens_at_all(helpers, gen, kind):
     q.requires_grad_()
     mask = torch.zeros(5, 0, dtype=torch.bool)
     projection = orthogonal_random_matrix(16, D, generator=gen, dtype=torch.float64)
-    out = _run(kind, q, k, v, bt, bs, mask, projection, num_graphs=2)
+    out = _run(kind, q, k, v, bt, bs, mask, projection, num_complexes=2)
     assert out.shape == (5, HEADS, DV)
     assert torch.equal(out, torch.zeros_like(out))
     out.sum().backward()
@@ -386,7 +388,7 @@ def test_dense_bias_gradient_finite_with_empty_complex(helpers, gen):
     q, k, v = helpers.qkv(9, 5, HEADS, D, DV, gen)
     nb = helpers.to_sparse(helpers.block_mask(bt, bs, 0.7, gen))
     theta = torch.ones(HEADS, dtype=torch.float64, requires_grad=True)
-    out = dense_attention(q, k, v, bt, bs, bias=nb, bias_scale=theta, num_graphs=3)
+    out = dense_attention(q, k, v, bt, bs, bias=nb, bias_scale=theta, num_complexes=3)
     out.sum().backward()
     assert torch.isfinite(out).all()
     assert torch.isfinite(theta.grad).all()
@@ -444,10 +446,10 @@ def test_linear_key_stabiliser_is_per_complex(helpers, gen):
     torch.testing.assert_close(out[:3], alone)
 
 
-def test_dense_num_graphs_with_trailing_empty_complexes(helpers, gen):
+def test_dense_num_complexes_with_trailing_empty_complexes(helpers, gen):
     q, k, v, bt, bs = _cross_inputs(helpers, gen)
     a = dense_attention(q, k, v, bt, bs)
-    b = dense_attention(q, k, v, bt, bs, num_graphs=len(SIZES_T) + 3)
+    b = dense_attention(q, k, v, bt, bs, num_complexes=len(SIZES_T) + 3)
     torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
@@ -509,7 +511,7 @@ def test_favor_key_stabiliser_is_constant_per_complex():
     batch = torch.tensor([0, 0, 0, 1, 1, 2, 2])
     w = orthogonal_random_matrix(8, 4, generator=g, dtype=torch.float64)
     raw = favor_features(k, w, False, stabilize=False)
-    stab = favor_features(k, w, False, batch=batch, num_graphs=3)
+    stab = favor_features(k, w, False, batch=batch, num_complexes=3)
     ratio = raw / stab  # exp(c_b) for every token of complex b, per head
     for b in range(3):
         r = ratio[batch == b]
@@ -604,12 +606,12 @@ def test_functional_input_errors(helpers, gen):
         dense_attention(q, k, v, bt, None)
     with pytest.raises(ValueError, match="sorted"):
         dense_attention(q, k, v, bt.flip(0), bs)
-    with pytest.raises(ValueError, match="num_graphs"):
-        dense_attention(q, k, v, bt, bs, num_graphs=2)
+    with pytest.raises(ValueError, match="num_complexes"):
+        dense_attention(q, k, v, bt, bs, num_complexes=2)
     with pytest.raises(ValueError, match="sorted"):
         linear_attention(q, k, v, bt, bs.flip(0), projection=w)
-    with pytest.raises(ValueError, match="num_graphs must be 1"):
-        dense_attention(q, k, v, num_graphs=3)
+    with pytest.raises(ValueError, match="num_complexes must be 1"):
+        dense_attention(q, k, v, num_complexes=3)
     with pytest.raises(ValueError, match="dropout_p"):
         sparse_attention(q, k, v, nb, dropout_p=1.5)
     with pytest.raises(ValueError, match="edge_bias"):

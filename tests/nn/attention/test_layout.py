@@ -29,7 +29,7 @@ def test_layout_fields_and_pad_unpad_roundtrip(helpers, gen):
     batch = helpers.batch_vector(SIZES)
     layout = padded_layout(batch, len(SIZES))
     assert isinstance(layout, PaddedLayout)
-    assert layout.length == 5 and layout.num_graphs == 5 and layout.num_tokens == 13
+    assert layout.length == 5 and layout.num_complexes == 5 and layout.num_tokens == 13
     assert layout.counts.tolist() == SIZES
     assert layout.fill == pytest.approx(13 / 25)
     x = torch.randn(13, 2, generator=gen)
@@ -51,7 +51,7 @@ def test_unsorted_batch_keeps_relative_order_inside_graphs(helpers, gen):
 
 
 def test_layout_validation():
-    with pytest.raises(ValueError, match="num_graphs"):
+    with pytest.raises(ValueError, match="num_complexes"):
         padded_layout(torch.tensor([0, 3]), 2)
     with pytest.raises(ValueError, match="negative"):
         padded_layout(torch.tensor([-1, 0]))
@@ -62,14 +62,14 @@ def test_layout_validation():
 @pytest.mark.parametrize("padded_form", [False, True])
 def test_dense_with_layout_equals_batch_vectors_on_shuffled_tokens(helpers, gen, padded_form):
     q, k, v, batch = _inputs(helpers, gen)
-    reference = dense_attention(q, k, v, batch, batch, num_graphs=len(SIZES))
+    reference = dense_attention(q, k, v, batch, batch, num_complexes=len(SIZES))
     perm = torch.randperm(batch.numel(), generator=gen)  # tokens in any order
     layout = padded_layout(batch[perm], len(SIZES))
     if padded_form:
         inner = layout.padded()
         grid = [layout.pad(t[perm]).reshape(inner.num_tokens, HEADS, -1) for t in (q, k, v)]
         out = dense_attention(*grid, layout=inner)
-        out = layout.unpad(out.view(layout.num_graphs, layout.length, HEADS, -1))
+        out = layout.unpad(out.view(layout.num_complexes, layout.length, HEADS, -1))
     else:
         out = dense_attention(q[perm], k[perm], v[perm], layout=layout)
     torch.testing.assert_close(out, reference[perm], atol=1e-12, rtol=1e-10)
@@ -81,7 +81,7 @@ def test_dense_with_layout_and_bias_equals_without(helpers, gen):
     values = torch.randn(mask.shape, generator=gen, dtype=torch.float64)
     bias = helpers.to_sparse(mask, values)
     theta = torch.tensor([0.5, -2.0], dtype=torch.float64)
-    reference = dense_attention(q, k, v, batch, batch, bias=bias, bias_scale=theta, num_graphs=5)
+    reference = dense_attention(q, k, v, batch, batch, bias=bias, bias_scale=theta, num_complexes=5)
     out = dense_attention(q, k, v, bias=bias, bias_scale=theta, layout=padded_layout(batch, 5))
     torch.testing.assert_close(out, reference, atol=1e-12, rtol=1e-10)
 
@@ -89,7 +89,7 @@ def test_dense_with_layout_and_bias_equals_without(helpers, gen):
 def test_linear_with_layout_equals_batch_vectors(helpers, gen):
     q, k, v, batch = _inputs(helpers, gen)
     projection = orthogonal_random_matrix(16, D, generator=gen, dtype=torch.float64)
-    reference = linear_attention(q, k, v, batch, batch, projection=projection, num_graphs=5)
+    reference = linear_attention(q, k, v, batch, batch, projection=projection, num_complexes=5)
     perm = torch.randperm(batch.numel(), generator=gen)
     layout = padded_layout(batch[perm], 5)
     out = linear_attention(q[perm], k[perm], v[perm], projection=projection, layout=layout)
@@ -133,7 +133,7 @@ def test_layout_excludes_batch_vectors(helpers, gen):
 
 def test_attention_weights_match_dense_attention(helpers, gen):
     q, k, v, batch = _inputs(helpers, gen)
-    weights = dense_attention_weights(q, k, batch, batch, num_graphs=5)
+    weights = dense_attention_weights(q, k, batch, batch, num_complexes=5)
     assert weights.shape == (5, HEADS, 5, 5)
     layout = padded_layout(batch, 5)
     rows = weights.sum(-1)  # (B, H, L)
@@ -166,13 +166,13 @@ def test_module_layout_and_attention_weights(helpers, gen):
     module = MultiHeadAttention(8, 8, HEADS, kind="dense").double()
     layout = padded_layout(batch, 5)
     torch.testing.assert_close(
-        module(x, layout=layout), module(x, batch_target=batch, num_graphs=5)
+        module(x, layout=layout), module(x, batch_target=batch, num_complexes=5)
     )
     weights = module.attention_weights(x, layout=layout)
     assert weights.shape == (5, HEADS, 5, 5)
     linear = MultiHeadAttention(8, 8, HEADS, kind="linear").double()
     torch.testing.assert_close(
-        linear(x, layout=layout), linear(x, batch_target=batch, num_graphs=5), atol=1e-10, rtol=1e-8
+        linear(x, layout=layout), linear(x, batch_target=batch, num_complexes=5), atol=1e-10, rtol=1e-8
     )
     with pytest.raises(ValueError, match="kind='dense'"):
         linear.attention_weights(x, layout=layout)

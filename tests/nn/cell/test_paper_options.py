@@ -454,3 +454,11 @@ def test_keyword_only_options_and_outputs():
     for r, out in model.cell_outputs(data).items():
         torch.testing.assert_close(cells[r], out)
     assert Arrow(0, 1, "incidence_1", True).label == "0->1:incidence_1.T"
+
+
+def test_integer_positional_encodings_are_rejected():
+    from topomodelx_attention.nn.cell.cellular_transformer import CellEncoder
+
+    encoder = CellEncoder(3, 8, pe_channels=2)
+    with pytest.raises(TypeError, match="positional encodings must be float"):
+        encoder(torch.randn(4, 3), torch.ones(4, 2, dtype=torch.long))

@@ -86,3 +86,12 @@ def test_non_finite_or_huge_inputs_raise(bad):
 def test_options_are_keyword_only():
     with pytest.raises(TypeError):
         NSimplicialTransformer(3, 8, 2, 2)  # n_layers must be named
+
+
+def test_float64_inputs_are_cast_to_the_model_dtype():
+    from topomodelx_attention.nn.simplicial import NSimplicialTransformer
+
+    torch.manual_seed(0)
+    model = NSimplicialTransformer(3, 8, 2, n_layers=1, heads=2)
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    assert torch.allclose(model(x), model(x.float()))

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
+from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     LayoutArg,
     Neighborhood,
     PaddedLayout,
     neighborhood_index,
-    resolve_layouts,
+    qkv_layouts,
 )
 
 __all__ = ["dense_attention", "dense_attention_weights"]
@@ -38,7 +38,7 @@ def dense_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     training: bool = False,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     layout: LayoutArg | None = None,
 ) -> Tensor:
     r"""All-pairs multi-head attention in every complex, with an optional θ·N bias (Eq. 2, dense).
@@ -77,14 +77,14 @@ def dense_attention(
         Dropout probability on the attention weights (only when ``training``).
     training : bool, default = False
         Whether dropout is active.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes ``B`` (inferred from the batch vectors otherwise; complexes beyond
         the last index are empty).
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed padding (:func:`~topomodelx_attention.nn.attention.padded_layout`): one
         layout for self-attention (``n_target = n_source = layout.num_tokens``) or the pair
         ``(target_layout, source_layout)`` for cross-attention. Replaces the batch vectors
-        (``num_graphs`` must then be ``None`` or equal), tokens need not be sorted, and the
+        (``num_complexes`` must then be ``None`` or equal), tokens need not be sorted, and the
         call has no data-dependent size (``torch.compile`` without graph breaks). Use it to
         pay the index arithmetic once for a stack of layers.
 
@@ -93,12 +93,10 @@ def dense_attention(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output; zeros for targets whose complex has no source token.
     """
-    check_qkv(query, key, value)
     check_dropout(dropout_p)
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+    target, source, attn_mask = _prepare(
+        query, key, value, batch_target, batch_source, bias, bias_scale, num_complexes, layout
     )
-    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     out = F.scaled_dot_product_attention(
         target._heads(query),
         source._heads(key),
@@ -119,7 +117,7 @@ def dense_attention_weights(
     bias: Neighborhood | None = None,
     bias_scale: Tensor | float | None = None,
     scale: float | None = None,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     layout: LayoutArg | None = None,
 ) -> Tensor:
     r"""Return the attention probabilities of :func:`dense_attention`, per complex, padded.
@@ -144,7 +142,7 @@ def dense_attention_weights(
         :math:`\theta` as in :func:`dense_attention`.
     scale : float, optional
         Logit scale; ``1 / sqrt(d)`` by default.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes.
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed layout(s) as in :func:`dense_attention` (then slot ``p`` of graph ``b`` is
@@ -160,16 +158,14 @@ def dense_attention_weights(
     """
     if not isinstance(query, Tensor) or not isinstance(key, Tensor):
         raise TypeError("query and key must be tensors")
-    check_qkv(query, key, key)
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_graphs, query.device
+    target, source, attn_mask = _prepare(
+        query, key, key, batch_target, batch_source, bias, bias_scale, num_complexes, layout
     )
-    attn_mask = _attention_mask(query, key, target, source, bias, bias_scale)
     q, k = target._heads(query), source._heads(key)
     scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))
     if attn_mask is not None and attn_mask.dtype != torch.bool:
         scores = scores + attn_mask  # θ·N bias (its -inf entries repeat the key mask below)
-    num_b = source.num_graphs
+    num_b = source.num_complexes
     valid_s = source.key_valid
     has_source = valid_s.any(-1)  # (B,)
     scores = scores.masked_fill(~valid_s.view(num_b, 1, 1, -1), float("-inf"))
@@ -178,6 +174,22 @@ def dense_attention_weights(
     weights = torch.softmax(scores, dim=-1)
     rows = target.key_valid & has_source.unsqueeze(1)  # (B, Lt)
     return weights * rows.view(num_b, 1, -1, 1).to(weights.dtype)
+
+
+def _prepare(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    bias: Neighborhood | None,
+    bias_scale: Tensor | float | None,
+    num_complexes: int | None,
+    layout: LayoutArg | None,
+) -> tuple[PaddedLayout, PaddedLayout, Tensor | None]:
+    """Check the inputs of both dense functions; return the ``(target, source)`` layouts and SDPA mask."""
+    target, source = qkv_layouts(query, key, value, batch_target, batch_source, num_complexes, layout)
+    return target, source, _attention_mask(query, key, target, source, bias, bias_scale)
 
 
 def _attention_mask(
@@ -212,7 +224,7 @@ def _attention_mask(
             f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
             "must have shape (), (1,) or (heads,)"
         )
-    num_b, length_t, length_s = target.num_graphs, target.length, source.length
+    num_b, length_t, length_s = target.num_complexes, target.length, source.length
     b = target.batch.index_select(0, index_t)
     same = b == source.batch.index_select(0, index_s)  # entries across complexes are dropped
     values = values * same.unsqueeze(1).to(values.dtype)

@@ -81,7 +81,7 @@ class AttentionKernel(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Attend.
@@ -99,7 +99,7 @@ class AttentionKernel(nn.Module):
             dense kind, forbidden for the linear kind).
         batch_target, batch_source : torch.Tensor, optional
             Sorted complex index of every target / source token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding (dense and linear kinds).
@@ -137,7 +137,7 @@ class SparseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused)."""
@@ -222,15 +222,28 @@ class DenseKernel(AttentionKernel):
             with torch.no_grad():
                 self.bias_scale.fill_(self.bias_scale_init)
 
-    def _theta(self, neighborhood: Neighborhood | None) -> Tensor | None:
-        if neighborhood is None:
-            return None
-        if self.bias_scale is None:
-            raise ValueError(
-                "this dense kernel has no neighbourhood bias (bias=False / "
-                "neighborhood_bias=False): pass neighborhood=None"
-            )
-        return self.bias_scale
+    def _options(
+        self,
+        neighborhood: Neighborhood | None,
+        num_complexes: int | None,
+        layout: LayoutArg | None,
+    ) -> dict[str, object]:
+        """Keyword options of ``dense_attention`` / ``dense_attention_weights``: θ·N bias, scale."""
+        theta = None
+        if neighborhood is not None:
+            if self.bias_scale is None:
+                raise ValueError(
+                    "this dense kernel has no neighbourhood bias (bias=False / "
+                    "neighborhood_bias=False): pass neighborhood=None"
+                )
+            theta = self.bias_scale
+        return {
+            "bias": neighborhood,
+            "bias_scale": theta,
+            "scale": self.scale,
+            "num_complexes": num_complexes,
+            "layout": layout,
+        }
 
     def forward(
         self,
@@ -240,7 +253,7 @@ class DenseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Dense attention with the θ·N bias when ``neighborhood`` is given."""
@@ -250,13 +263,9 @@ class DenseKernel(AttentionKernel):
             value,
             batch_target,
             batch_source,
-            bias=neighborhood,
-            bias_scale=self._theta(neighborhood),
-            scale=self.scale,
             dropout_p=self.dropout,
             training=self.training,
-            num_graphs=num_graphs,
-            layout=layout,
+            **self._options(neighborhood, num_complexes, layout),
         )
 
     def weights(
@@ -266,20 +275,12 @@ class DenseKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
         return dense_attention_weights(
-            query,
-            key,
-            batch_target,
-            batch_source,
-            bias=neighborhood,
-            bias_scale=self._theta(neighborhood),
-            scale=self.scale,
-            num_graphs=num_graphs,
-            layout=layout,
+            query, key, batch_target, batch_source, **self._options(neighborhood, num_complexes, layout)
         )
 
     def extra_repr(self) -> str:
@@ -351,7 +352,7 @@ class LinearKernel(AttentionKernel):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """FAVOR+ attention per complex (no neighbourhood)."""
@@ -376,7 +377,7 @@ class LinearKernel(AttentionKernel):
             batch_source,
             projection=projection,
             scale=self.scale,
-            num_graphs=num_graphs,
+            num_complexes=num_complexes,
             layout=layout,
         )
 

@@ -1,7 +1,7 @@
 r"""Where tokens and token pairs sit: the ONE padding system and the neighbourhood index.
 
 * :class:`PaddedLayout` (built by :func:`padded_layout`): the tokens of a batch of complexes
-  padded into a ``(num_graphs, length)`` grid, ``length`` = the largest complex. Every kernel
+  padded into a ``(num_complexes, length)`` grid, ``length`` = the largest complex. Every kernel
   that works per complex (dense, linear) attends on the padded grid of its targets and the
   padded grid of its sources (the same object for self-attention). Build it once outside a
   ``torch.compile`` region: the grid size is data-dependent, so the compiled attention takes
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from topomodelx_attention.nn.attention.heads import check_qkv
+
 __all__ = [
     "Neighborhood",
     "NeighborhoodIndex",
@@ -34,7 +36,7 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PaddedLayout:
-    r"""Precomputed padding of a batch of token sets into a ``(num_graphs, length)`` grid.
+    r"""Precomputed padding of a batch of token sets into a ``(num_complexes, length)`` grid.
 
     Build it once per forward with :func:`padded_layout` and pass it to every attention call
     (:func:`~topomodelx_attention.nn.attention.dense_attention`,
@@ -45,13 +47,13 @@ class PaddedLayout:
     tokens need not be sorted by graph, and the attention call has no data-dependent size
     (``torch.compile`` traces it without graph breaks). Self-attention takes one layout;
     cross-attention the pair ``(target_layout, source_layout)`` of two layouts with the same
-    ``num_graphs``. Two forms:
+    ``num_complexes``. Two forms:
 
     * **packed** (``index`` given): ``n`` tokens in any order; token ``t`` sits in slot
       ``index[t] = b * length + position``; attention pads / unpads with one
       ``index_copy`` / ``index_select`` per tensor.
     * **padded** (``index is None``, from :meth:`padded`): the rows *are* the
-      ``num_graphs * length`` slots, row-major; attention only reshapes (no copy). Padding
+      ``num_complexes * length`` slots, row-major; attention only reshapes (no copy). Padding
       rows carry arbitrary finite values and are masked as keys.
 
     Attributes
@@ -60,14 +62,14 @@ class PaddedLayout:
         Flat slot of every token (long), or ``None`` for the padded form.
     batch : torch.Tensor, shape = (n,)
         Graph of every row (long); ``slot // length`` in the padded form.
-    counts : torch.Tensor, shape = (num_graphs,)
+    counts : torch.Tensor, shape = (num_complexes,)
         Number of real tokens of every graph.
-    key_mask : torch.Tensor or None, shape = (num_graphs, 1, 1, length)
+    key_mask : torch.Tensor or None, shape = (num_complexes, 1, 1, length)
         Boolean mask for :func:`~torch.nn.functional.scaled_dot_product_attention` (``True`` =
         attend); ``None`` when no slot is padding. Graphs without tokens attend to all their
         (zero or masked) slots, which gives finite outputs instead of NaN.
-    key_valid : torch.Tensor, shape = (num_graphs, length)
-        ``True`` on the slots holding a real token. Its shape gives ``num_graphs`` and
+    key_valid : torch.Tensor, shape = (num_complexes, length)
+        ``True`` on the slots holding a real token. Its shape gives ``num_complexes`` and
         ``length`` (symbolic sizes under ``torch.compile(dynamic=True)``, no recompilation).
     """
 
@@ -78,7 +80,7 @@ class PaddedLayout:
     key_valid: Tensor
 
     @property
-    def num_graphs(self) -> int:
+    def num_complexes(self) -> int:
         """Number of graphs ``B``."""
         return self.key_valid.shape[0]
 
@@ -95,7 +97,7 @@ class PaddedLayout:
     @property
     def fill(self) -> float:
         """Fraction of the ``B * L`` slots holding a real token."""
-        return float(self.counts.sum()) / max(1, self.num_graphs * self.length)
+        return float(self.counts.sum()) / max(1, self.num_complexes * self.length)
 
     @classmethod
     def single(cls, n: int, device: torch.device | str | None = None) -> PaddedLayout:
@@ -111,7 +113,7 @@ class PaddedLayout:
         Returns
         -------
         PaddedLayout
-            ``num_graphs = 1``, ``length = max(n, 1)``; the padded form when ``n > 0``.
+            ``num_complexes = 1``, ``length = max(n, 1)``; the padded form when ``n > 0``.
         """
         batch = torch.zeros(n, dtype=torch.long, device=device)
         counts = torch.full((1,), n, dtype=torch.long, device=device)
@@ -133,23 +135,23 @@ class PaddedLayout:
 
         Returns
         -------
-        torch.Tensor, shape = (num_graphs, length, ...)
+        torch.Tensor, shape = (num_complexes, length, ...)
             Padded tensor (a view in the padded form).
         """
         if x.shape[0] != self.num_tokens:
             raise ValueError(f"x has {x.shape[0]} rows but the layout has {self.num_tokens}")
         rest = tuple(x.shape[1:])
         if self.index is None:
-            return x.reshape(self.num_graphs, self.length, *rest)
-        out = x.new_full((self.num_graphs * self.length, *rest), value)
-        return out.index_copy(0, self.index, x).view(self.num_graphs, self.length, *rest)
+            return x.reshape(self.num_complexes, self.length, *rest)
+        out = x.new_full((self.num_complexes * self.length, *rest), value)
+        return out.index_copy(0, self.index, x).view(self.num_complexes, self.length, *rest)
 
     def unpad(self, x: Tensor) -> Tensor:
         """Gather the token rows back from the grid (inverse of :meth:`pad`).
 
         Parameters
         ----------
-        x : torch.Tensor, shape = (num_graphs, length, ...)
+        x : torch.Tensor, shape = (num_complexes, length, ...)
             Padded tensor.
 
         Returns
@@ -157,11 +159,11 @@ class PaddedLayout:
         torch.Tensor, shape = (n, ...)
             One row per token (per slot in the padded form).
         """
-        if tuple(x.shape[:2]) != (self.num_graphs, self.length):
+        if tuple(x.shape[:2]) != (self.num_complexes, self.length):
             raise ValueError(
-                f"x must have shape ({self.num_graphs}, {self.length}, ...), got {tuple(x.shape)}"
+                f"x must have shape ({self.num_complexes}, {self.length}, ...), got {tuple(x.shape)}"
             )
-        flat = x.reshape(self.num_graphs * self.length, *x.shape[2:])
+        flat = x.reshape(self.num_complexes * self.length, *x.shape[2:])
         return flat if self.index is None else flat.index_select(0, self.index)
 
     def padded(self) -> PaddedLayout:
@@ -169,7 +171,7 @@ class PaddedLayout:
         if self.index is None:
             return self
         device = self.counts.device
-        batch = torch.arange(self.num_graphs, device=device).repeat_interleave(self.length)
+        batch = torch.arange(self.num_complexes, device=device).repeat_interleave(self.length)
         return PaddedLayout(None, batch, self.counts, self.key_mask, self.key_valid)
 
     def positions(self) -> Tensor:
@@ -202,19 +204,19 @@ def _check_batch(batch: Tensor | None, n: int, name: str) -> Tensor | None:
     return batch.long()
 
 
-def _build_layout(batch: Tensor, num_graphs: int) -> PaddedLayout:
-    """Build the layout of validated graph indices (``num_graphs >= batch.max() + 1``)."""
+def _build_layout(batch: Tensor, num_complexes: int) -> PaddedLayout:
+    """Build the layout of validated graph indices (``num_complexes >= batch.max() + 1``)."""
     n = batch.shape[0]
-    counts = torch.bincount(batch, minlength=num_graphs)
+    counts = torch.bincount(batch, minlength=num_complexes)
     length = max(int(counts.max()), 1)
     ptr = torch.cumsum(counts, 0) - counts  # exclusive cumsum: first token of every graph
     key_valid = torch.arange(length, device=batch.device).unsqueeze(0) < counts.unsqueeze(1)
     # A graph without tokens would give a fully masked row (NaN in SDPA): let it attend to its
     # all-zero padded keys/values instead, which yields exactly zero output and finite gradients.
     attend = key_valid | (counts == 0).unsqueeze(1)
-    key_mask = None if bool(attend.all()) else attend.view(num_graphs, 1, 1, length)
+    key_mask = None if bool(attend.all()) else attend.view(num_complexes, 1, 1, length)
     unsorted = n > 1 and bool((batch[1:] < batch[:-1]).any())
-    if not unsorted and n == num_graphs * length:
+    if not unsorted and n == num_complexes * length:
         # sorted tokens filling the grid: the slots are the rows (padded form, no copies)
         return PaddedLayout(None, batch, counts, key_mask, key_valid)
     if unsorted:
@@ -228,7 +230,7 @@ def _build_layout(batch: Tensor, num_graphs: int) -> PaddedLayout:
     return PaddedLayout(batch * length + position, batch, counts, key_mask, key_valid)
 
 
-def padded_layout(batch: Tensor, num_graphs: int | None = None) -> PaddedLayout:
+def padded_layout(batch: Tensor, num_complexes: int | None = None) -> PaddedLayout:
     """Compute the :class:`PaddedLayout` of tokens with graph indices ``batch``.
 
     Tokens keep their relative order inside each graph (a stable sort), so ``batch`` need not
@@ -239,7 +241,7 @@ def padded_layout(batch: Tensor, num_graphs: int | None = None) -> PaddedLayout:
     ----------
     batch : torch.Tensor, shape = (n,)
         Graph index of every token (long, non-negative).
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of graphs (``batch.max() + 1`` by default; graphs beyond it are empty).
 
     Returns
@@ -252,11 +254,11 @@ def padded_layout(batch: Tensor, num_graphs: int | None = None) -> PaddedLayout:
         raise TypeError(f"batch must be a (n,) long tensor, got {type(batch).__name__}")
     batch = _check_batch(batch, batch.shape[0], "batch")
     top = _graph_bound(batch, "batch")
-    if num_graphs is None:
-        num_graphs = max(top, 1)
-    elif not isinstance(num_graphs, int) or isinstance(num_graphs, bool) or num_graphs < top:
-        raise ValueError(f"num_graphs={num_graphs!r} must be an int >= batch.max() + 1 = {top}")
-    return _build_layout(batch, max(num_graphs, 1))
+    if num_complexes is None:
+        num_complexes = max(top, 1)
+    elif not isinstance(num_complexes, int) or isinstance(num_complexes, bool) or num_complexes < top:
+        raise ValueError(f"num_complexes={num_complexes!r} must be an int >= batch.max() + 1 = {top}")
+    return _build_layout(batch, max(num_complexes, 1))
 
 
 def _graph_bound(batch: Tensor, name: str) -> int:
@@ -273,7 +275,7 @@ def batch_layouts(
     batch_source: Tensor | None,
     n_target: int,
     n_source: int,
-    num_graphs: int | None,
+    num_complexes: int | None,
     device: torch.device,
 ) -> tuple[PaddedLayout, PaddedLayout]:
     """Target and source layouts of sorted batch vectors (``None``: one complex).
@@ -284,7 +286,7 @@ def batch_layouts(
         Sorted complex index of every target / source token; both or neither.
     n_target, n_source : int
         Number of target / source tokens.
-    num_graphs : int or None
+    num_complexes : int or None
         Number of complexes (inferred otherwise).
     device : torch.device
         Device of the layouts.
@@ -292,20 +294,20 @@ def batch_layouts(
     Returns
     -------
     tuple of PaddedLayout
-        ``(target_layout, source_layout)`` with the same ``num_graphs``.
+        ``(target_layout, source_layout)`` with the same ``num_complexes``.
     """
     batch_target = _check_batch(batch_target, n_target, "batch_target")
     batch_source = _check_batch(batch_source, n_source, "batch_source")
     if (batch_target is None) != (batch_source is None):
         raise ValueError("give both batch_target and batch_source, or neither (one complex)")
-    if num_graphs is not None and (
-        isinstance(num_graphs, bool) or not isinstance(num_graphs, int) or num_graphs < 0
+    if num_complexes is not None and (
+        isinstance(num_complexes, bool) or not isinstance(num_complexes, int) or num_complexes < 0
     ):
-        raise ValueError(f"num_graphs must be a non-negative int or None, got {num_graphs!r}")
+        raise ValueError(f"num_complexes must be a non-negative int or None, got {num_complexes!r}")
     if batch_target is None:
-        if num_graphs not in (None, 0, 1) and (n_target > 0 or n_source > 0):
-            raise ValueError("num_graphs must be 1 when batch vectors are None (one complex)")
-        if num_graphs in (None, 1) or (n_target == 0 and n_source == 0):
+        if num_complexes not in (None, 0, 1) and (n_target > 0 or n_source > 0):
+            raise ValueError("num_complexes must be 1 when batch vectors are None (one complex)")
+        if num_complexes in (None, 1) or (n_target == 0 and n_source == 0):
             return PaddedLayout.single(n_target, device), PaddedLayout.single(n_source, device)
         batch_target = torch.zeros(n_target, dtype=torch.long, device=device)
         batch_source = torch.zeros(n_source, dtype=torch.long, device=device)
@@ -316,15 +318,15 @@ def batch_layouts(
             raise ValueError(
                 f"{name} must be sorted (tokens of complex 0 first, as PyG batching produces)"
             )
-    if num_graphs is None:
-        num_graphs = top
-    elif top > num_graphs:
-        raise ValueError(f"batch vectors index complex {top - 1} but num_graphs={num_graphs}")
-    num_graphs = max(num_graphs, 1)
-    target = _build_layout(batch_target.to(device), num_graphs)
+    if num_complexes is None:
+        num_complexes = top
+    elif top > num_complexes:
+        raise ValueError(f"batch vectors index complex {top - 1} but num_complexes={num_complexes}")
+    num_complexes = max(num_complexes, 1)
+    target = _build_layout(batch_target.to(device), num_complexes)
     if batch_source is batch_target:
         return target, target
-    return target, _build_layout(batch_source.to(device), num_graphs)
+    return target, _build_layout(batch_source.to(device), num_complexes)
 
 
 LayoutArg = PaddedLayout | tuple[PaddedLayout, PaddedLayout]
@@ -336,12 +338,12 @@ def resolve_layouts(
     batch_source: Tensor | None,
     n_target: int,
     n_source: int,
-    num_graphs: int | None,
+    num_complexes: int | None,
     device: torch.device,
 ) -> tuple[PaddedLayout, PaddedLayout]:
     """Return the ``(target, source)`` layouts of a call: given, or from batch vectors."""
     if layout is None:
-        return batch_layouts(batch_target, batch_source, n_target, n_source, num_graphs, device)
+        return batch_layouts(batch_target, batch_source, n_target, n_source, num_complexes, device)
     if batch_target is not None or batch_source is not None:
         raise ValueError("give either a layout or batch vectors, not both")
     if isinstance(layout, PaddedLayout):
@@ -363,19 +365,40 @@ def resolve_layouts(
                 raise ValueError(
                     f"the {side} layout has {part.num_tokens} tokens but there are {n} {side}s"
                 )
-        if pair[0].num_graphs != pair[1].num_graphs:
+        if pair[0].num_complexes != pair[1].num_complexes:
             raise ValueError(
-                f"target and source layouts must have the same num_graphs, got "
-                f"{pair[0].num_graphs} and {pair[1].num_graphs}"
+                f"target and source layouts must have the same num_complexes, got "
+                f"{pair[0].num_complexes} and {pair[1].num_complexes}"
             )
     else:
         raise TypeError(
             "layout must be a PaddedLayout (padded_layout(...)) or a pair (target_layout, "
             f"source_layout), got {type(layout)!r}"
         )
-    if num_graphs is not None and num_graphs != pair[0].num_graphs:
-        raise ValueError(f"num_graphs={num_graphs} but layout.num_graphs={pair[0].num_graphs}")
+    if num_complexes is not None and num_complexes != pair[0].num_complexes:
+        raise ValueError(f"num_complexes={num_complexes} but layout.num_complexes={pair[0].num_complexes}")
     return pair
+
+
+def qkv_layouts(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    batch_target: Tensor | None,
+    batch_source: Tensor | None,
+    num_complexes: int | None,
+    layout: LayoutArg | None,
+) -> tuple[PaddedLayout, PaddedLayout]:
+    """Check head-split ``query`` / ``key`` / ``value`` and return their ``(target, source)`` layouts.
+
+    The input checks of every padded kernel (dense, dense weights, linear):
+    :func:`~topomodelx_attention.nn.attention.heads.check_qkv`, then :func:`resolve_layouts`
+    of the ``n_target = len(query)`` targets and ``n_source = len(key)`` sources.
+    """
+    check_qkv(query, key, value)
+    return resolve_layouts(
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
+    )
 
 
 # ----------------------------------------------------------------------------------------------

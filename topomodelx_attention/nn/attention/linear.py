@@ -14,8 +14,8 @@ import math
 import torch
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.heads import check_qkv, resolve_scale, safe_divide
-from topomodelx_attention.nn.attention.layout import LayoutArg, PaddedLayout, resolve_layouts
+from topomodelx_attention.nn.attention.heads import resolve_scale, safe_divide
+from topomodelx_attention.nn.attention.layout import LayoutArg, PaddedLayout, qkv_layouts
 from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum
 
 __all__ = [
@@ -114,7 +114,7 @@ def favor_features(
     is_query: bool,
     *,
     batch: Tensor | None = None,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     stabilize: bool = True,
 ) -> Tensor:
     r"""Positive random features of FAVOR+ for the softmax kernel :math:`\exp(q^\top k)`.
@@ -142,7 +142,7 @@ def favor_features(
         Query (per-row stabiliser) or key (per-complex stabiliser).
     batch : torch.Tensor, shape = (n,), optional
         Complex of every key; ignored for queries.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes (``batch.max() + 1`` by default).
     stabilize : bool, default = True
         Subtract the stabiliser ``c``; ``False`` gives the plain unbiased estimator (overflows
@@ -166,7 +166,7 @@ def favor_features(
         elif batch is None:
             logits = logits - row_max.amax(0, keepdim=True)
         else:
-            num_b = num_graphs if num_graphs is not None else int(batch.max()) + 1
+            num_b = num_complexes if num_complexes is not None else int(batch.max()) + 1
             block_max = _finite_or_zero(scatter_max(row_max, batch, num_b))
             logits = logits - block_max.index_select(0, batch)
     return torch.exp(logits) * (projection.shape[0] ** -0.5)
@@ -181,7 +181,7 @@ def linear_attention(
     *,
     projection: Tensor,
     scale: float | None = None,
-    num_graphs: int | None = None,
+    num_complexes: int | None = None,
     strategy: str = "auto",
     layout: LayoutArg | None = None,
 ) -> Tensor:
@@ -236,7 +236,7 @@ def linear_attention(
         Random projection shared by the heads (:func:`orthogonal_random_matrix`).
     scale : float, optional
         Logit scale of the approximated softmax; ``1 / sqrt(d)`` by default.
-    num_graphs : int, optional
+    num_complexes : int, optional
         Number of complexes.
     strategy : {"auto", "scatter", "padded"}, default = "auto"
         Evaluation strategy (see above); one complex always uses the padded products.
@@ -252,7 +252,9 @@ def linear_attention(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output; zeros for targets whose complex has no source token.
     """
-    check_qkv(query, key, value)
+    target, source = qkv_layouts(
+        query, key, value, batch_target, batch_source, num_complexes, layout
+    )
     if not isinstance(projection, Tensor) or projection.dim() != 2:
         raise TypeError("projection must be a (num_features, d) tensor")
     if projection.shape[1] != query.shape[2]:
@@ -264,15 +266,12 @@ def linear_attention(
         raise ValueError(f"strategy must be 'auto', 'scatter' or 'padded', got {strategy!r}")
     n_t, heads, d = query.shape
     n_s, d_v = key.shape[0], value.shape[2]
-    target, source = resolve_layouts(
-        layout, batch_target, batch_source, n_t, n_s, num_graphs, query.device
-    )
     root = math.sqrt(resolve_scale(scale, d))
     m = projection.shape[0]
     value_one = torch.cat([value, value.new_ones((n_s, heads, 1))], dim=-1)  # (n_s, H, d_v+1)
-    use_padded = layout is not None or target.num_graphs == 1 or strategy == "padded"
+    use_padded = layout is not None or target.num_complexes == 1 or strategy == "padded"
     if not use_padded and strategy == "auto":
-        num_b = target.num_graphs
+        num_b = target.num_complexes
         padded_cost = num_b * (target.length + source.length) * (m + d_v + 1)
         use_padded = padded_cost <= (n_t + n_s) * m * (d_v + 1)
     if use_padded:
@@ -291,7 +290,7 @@ def _linear_padded(
     source: PaddedLayout,
 ) -> Tensor:
     """Run the padded strategy: batched products on the grids, padding keys masked → (n_t, H, d_v+1)."""
-    num_b, length_s = source.num_graphs, source.length
+    num_b, length_s = source.num_complexes, source.length
     valid = source.key_valid.view(num_b, 1, length_s, 1)
     key_logits = _favor_logits(source._heads(key), projection).masked_fill(~valid, float("-inf"))
     c = _finite_or_zero(key_logits.detach().amax(2, keepdim=True))  # (B, H, 1, m)
@@ -313,7 +312,7 @@ def _linear_scatter(
     """Scatter strategy: chunked outer products summed per complex, no padding."""
     n_t, heads = query.shape[0], query.shape[1]
     n_s, e = value_one.shape[0], value_one.shape[2]
-    m, num_b = projection.shape[0], target.num_graphs
+    m, num_b = projection.shape[0], target.num_complexes
     batch_t, batch_s = target.batch, source.batch
     key_logits = _favor_logits(key, projection)  # (n_s, H, m)
     c = _finite_or_zero(scatter_max(key_logits.detach(), batch_s, num_b))  # (B, H, m)

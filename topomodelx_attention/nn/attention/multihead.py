@@ -21,6 +21,7 @@ from topomodelx_attention.nn.attention.kernels import (
     DenseKernel,
     LinearKernel,
     SparseKernel,
+    _check_dropout,
     positive_int,
 )
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
@@ -383,7 +384,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Attention of this module's kernel on already projected, head-split tensors.
@@ -406,7 +407,7 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every target.
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding (dense and linear kinds; see
@@ -420,7 +421,7 @@ class MultiHeadAttention(nn.Module):
             Attention output per head.
         """
         return self.kernel(
-            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
+            query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
 
     def attention_weights(
@@ -430,7 +431,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         r"""Softmax attention probabilities per complex and head, padded (dense kind only).
@@ -449,7 +450,7 @@ class MultiHeadAttention(nn.Module):
             The θ·N bias, as in :meth:`forward`.
         batch_target, batch_source : torch.Tensor, optional
             Sorted complex index of every token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed layout(s) (replaces the batch vectors).
@@ -464,20 +465,14 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"attention_weights needs kind='dense' (explicit softmax), not {self.kind!r}"
             )
-        self._check_features(x_target, self.in_channels, "x_target")
-        if x_source is None:
-            x_source = x_target
-            if batch_source is None:
-                batch_source = batch_target
-        else:
-            self._check_features(x_source, self.source_channels, "x_source")
+        x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
         return self.kernel.weights(
             self.project_query(x_target),
             self.project_key(x_source),
             neighborhood,
             batch_target,
             batch_source,
-            num_graphs,
+            num_complexes,
             layout,
         )
 
@@ -490,6 +485,25 @@ class MultiHeadAttention(nn.Module):
         if not x.is_floating_point():
             raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
 
+    def _sources(
+        self,
+        x_target: Tensor,
+        x_source: Tensor | None,
+        batch_target: Tensor | None,
+        batch_source: Tensor | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Check the features; return ``(x_source, batch_source)`` (the targets' for ``None``)."""
+        self._check_features(x_target, self.in_channels, "x_target")
+        if x_source is not None:
+            self._check_features(x_source, self.source_channels, "x_source")
+            return x_source, batch_source
+        if self.source_channels != self.in_channels:
+            raise ValueError(
+                "x_source=None (self-attention) needs source_channels == in_channels, got "
+                f"{self.source_channels} != {self.in_channels}"
+            )
+        return x_target, batch_target if batch_source is None else batch_source
+
     def forward(
         self,
         x_target: Tensor,
@@ -497,7 +511,7 @@ class MultiHeadAttention(nn.Module):
         neighborhood: Neighborhood | None = None,
         batch_target: Tensor | None = None,
         batch_source: Tensor | None = None,
-        num_graphs: int | None = None,
+        num_complexes: int | None = None,
         layout: LayoutArg | None = None,
     ) -> Tensor:
         """Attend from ``x_source`` to ``x_target``.
@@ -519,7 +533,7 @@ class MultiHeadAttention(nn.Module):
             Sorted complex index of every target token (``None``: one complex).
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source token.
-        num_graphs : int, optional
+        num_complexes : int, optional
             Number of complexes (inferred otherwise).
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding of the token set(s) (dense and linear kinds): computed once
@@ -533,18 +547,7 @@ class MultiHeadAttention(nn.Module):
         torch.Tensor, shape = (n_target, out_channels)
             Output features of the targets.
         """
-        self._check_features(x_target, self.in_channels, "x_target")
-        if x_source is None:
-            if self.source_channels != self.in_channels:
-                raise ValueError(
-                    "x_source=None (self-attention) needs source_channels == in_channels, got "
-                    f"{self.source_channels} != {self.in_channels}"
-                )
-            x_source = x_target
-            if batch_source is None:
-                batch_source = batch_target
-        else:
-            self._check_features(x_source, self.source_channels, "x_source")
+        x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
         if x_source.dtype != x_target.dtype:
             raise TypeError(
                 f"x_target and x_source must share a dtype, got {x_target.dtype} and "
@@ -560,7 +563,7 @@ class MultiHeadAttention(nn.Module):
         key = self.project_key(x_source)
         value = self.project_value(x_source)
         out = self.attend(
-            query, key, value, neighborhood, batch_target, batch_source, num_graphs, layout
+            query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
         return self.project_output(out)
 
@@ -601,8 +604,7 @@ def _build_kernel(
             learn_bias_scale=learn_bias_scale,
             bias_scale_init=bias_scale_init,
         )
-    if not 0.0 <= float(dropout) < 1.0:  # accepted and unused: no attention matrix
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    _check_dropout(dropout)  # accepted and unused: no attention matrix
     return LinearKernel(
         head_channels,
         scale=scale,

@@ -21,6 +21,7 @@ __all__ = [
     "scatter_max",
     "scatter_sum",
     "segment_softmax",
+    "segment_softmax_sorted",
     "set_backend",
 ]
 
@@ -140,3 +141,33 @@ def segment_softmax(scores: Tensor, index: Tensor, dim_size: int) -> Tensor:
     exp = torch.exp(scores - seg_max.index_select(0, index))
     denom = scatter_sum(exp, index, dim_size).index_select(0, index)
     return exp / denom.clamp_min(torch.finfo(exp.dtype).tiny)
+
+
+def segment_softmax_sorted(scores: Tensor, index: Tensor, lengths: Tensor) -> Tensor:
+    """:func:`segment_softmax` along the **last** dimension, for items sorted by segment.
+
+    Same values and the same conventions as :func:`segment_softmax` (per-segment maximum
+    subtracted, ``-inf`` scores get weight zero, all-``-inf`` segments give zeros), computed
+    with ``torch.segment_reduce`` over the contiguous runs of a sorted index (no scatter).
+    Not differentiable by autograd in a useful way: for kernels with a hand-written backward.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape = (batch, n_items)
+        Logits, contiguous; every row is normalised separately (for attention:
+        ``(heads, nnz)``).
+    index : torch.Tensor, shape = (n_items,)
+        Segment of each item, non-decreasing.
+    lengths : torch.Tensor, shape = (batch, dim_size)
+        Number of items of every segment (``bincount(index)``), repeated for every row.
+
+    Returns
+    -------
+    torch.Tensor, shape = (batch, n_items)
+        Weights that sum to one inside every segment that has a finite score.
+    """
+    seg_max = torch.segment_reduce(scores, "max", lengths=lengths, axis=1, unsafe=True)
+    seg_max = torch.where(torch.isfinite(seg_max), seg_max, torch.zeros_like(seg_max))
+    exp = (scores - seg_max.index_select(1, index)).exp_()
+    denom = torch.segment_reduce(exp, "sum", lengths=lengths, axis=1, unsafe=True)
+    return exp.div_(denom.clamp_min_(torch.finfo(exp.dtype).tiny).index_select(1, index))

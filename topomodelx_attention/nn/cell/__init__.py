@@ -2,12 +2,14 @@
 
 from topomodelx_attention.nn.cell.cellular_transformer import (
     CellEncoder,
+    CellularInputs,
     CellularTransformer,
     vertex_membership,
 )
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
     ArrowNeighborhoods,
+    CellStructure,
     CellularTransformerLayer,
     default_tensor_diagram,
     parse_tensor_diagram,
@@ -18,6 +20,8 @@ __all__ = [
     "Arrow",
     "ArrowNeighborhoods",
     "CellEncoder",
+    "CellStructure",
+    "CellularInputs",
     "CellularTransformer",
     "CellularTransformerLayer",
     "default_tensor_diagram",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
+from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
+    CellStructure,
     CellularTransformerLayer,
     parse_tensor_diagram,
     to_coalesced_coo,
@@ -17,12 +20,57 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
 from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
 
-__all__ = ["CELL_EMBEDDINGS", "OUTPUTS", "PE_COMBINATIONS", "PE_PROJECTIONS", "CellEncoder", "CellularTransformer"]
+__all__ = [
+    "CELL_EMBEDDINGS",
+    "OUTPUTS",
+    "PE_COMBINATIONS",
+    "PE_PROJECTIONS",
+    "CellEncoder",
+    "CellularInputs",
+    "CellularTransformer",
+]
 
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
 OUTPUTS = ("complex", "cells")
+
+
+@dataclass(frozen=True)
+class CellularInputs:
+    """A batch of complexes prepared for :class:`CellularTransformer` (:meth:`~CellularTransformer.prepare`).
+
+    Only tensors and precomputed structures: the model's computation on it has no
+    data-dependent size or branch (``torch.compile`` traces it without graph breaks).
+
+    Attributes
+    ----------
+    x : tuple of (torch.Tensor or None)
+        ``x_r`` of shape ``(n_r, d_r)`` per rank (``None`` for ranks embedded as vertex sums).
+    pe : tuple of (torch.Tensor or None)
+        ``pe_r`` of shape ``(n_r, pe_channels)`` per rank, ``None`` without PE.
+    batch : tuple of torch.Tensor
+        ``batch_r`` of shape ``(n_r,)``: complex of every r-cell.
+    membership : tuple of (tuple of torch.Tensor or None)
+        For ``cell_embedding="vertex_sum"`` ranks: ``(vertex, cell)`` index pairs of the 0/1
+        vertex-cell matrix (:func:`vertex_membership`); ``None`` for other ranks.
+    structure : CellStructure
+        Neighbourhood indices and layouts of the layers.
+    counts : torch.Tensor, shape = (num_complexes, max_rank + 1)
+        Cells of every rank per complex (mean pooling; its rows give ``num_complexes``).
+    """
+
+    x: tuple[Tensor | None, ...]
+    pe: tuple[Tensor | None, ...]
+    batch: tuple[Tensor, ...]
+    membership: tuple[tuple[Tensor, Tensor] | None, ...]
+    structure: CellStructure
+    counts: Tensor
+
+    @property
+    def num_complexes(self) -> int:
+        """Number of complexes (a symbolic size under ``torch.compile``)."""
+        return self.counts.shape[0]
 
 
 def _pe_projection(hidden_channels: int, pe_channels: int, pe_combination: str) -> nn.Linear:
@@ -123,6 +171,8 @@ class CellEncoder(nn.Module):
             raise ValueError("the model expects positional encodings pe_r; apply a PE transform to the data")
         if pe.shape != (h.shape[0], self.pe_channels):
             raise ValueError(f"pe must have shape ({h.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}")
+        if not pe.is_floating_point():
+            raise TypeError(f"positional encodings must be float, got {pe.dtype}; apply a PE transform")
         pe = pe.to(h.dtype)
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
@@ -395,31 +445,29 @@ class CellularTransformer(nn.Module):
                 f"{data.max_rank}; build complexes with max_rank={self.max_rank}"
             )
 
-    def _embed(self, data: ComplexData) -> list[Tensor]:
+    def _embed(self, data: ComplexData | CellularInputs) -> list[Tensor]:
         """``X_k^1 = P_k(X_k, E_k)`` of every rank (Eq. 4), before the embedding dropout."""
+        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
         ranks = range(self.max_rank + 1)
-        own = [r for r in ranks if r not in self.vertex_sum_ranks]
-        for r in own:
-            if f"x_{r}" not in data:
-                raise ValueError(f"the data has no features x_{r}; lift features first (FeatureLifting)")
-        pe = {r: data.get(f"pe_{r}", None) for r in ranks}
-        if self.check_inputs:
-            inputs = {f"x_{r}": data[f"x_{r}"] for r in own}
-            inputs.update({f"pe_{r}": pe[r] for r in ranks})
-            check_finite_inputs(inputs)
-        signals = {r: self.encoders[r].features(data[f"x_{r}"]) for r in own}
+        signals = {r: self.encoders[r].features(xr) for r, xr in enumerate(inputs.x) if xr is not None}
         for r in self.vertex_sum_ranks:
-            membership = vertex_membership(data, r).to(signals[0].dtype)
-            if membership.shape != (signals[0].shape[0], data.num_cells(r)):
-                raise ValueError(
-                    f"incidence chain gives a {tuple(membership.shape)} vertex-cell matrix for rank {r}, "
-                    f"expected ({signals[0].shape[0]}, {data.num_cells(r)})"
-                )
-            signals[r] = torch.sparse.mm(membership.t().coalesce(), signals[0])
-        return [self.encoders[r].combine(signals[r], pe[r]) for r in ranks]
+            # X_r = M_rᵀ X_0: sum of the embedded signals of the vertices of every r-cell
+            vertex, cell = inputs.membership[r]
+            signals[r] = scatter_sum(signals[0].index_select(0, vertex), cell, inputs.batch[r].shape[0])
+        return [self.encoders[r].combine(signals[r], inputs.pe[r]) for r in ranks]
 
-    def encode(self, data: ComplexData) -> list[Tensor]:
-        """Hidden features of every cell after the last layer (and the final LayerNorm).
+    @torch.compiler.disable
+    def prepare(self, data: ComplexData) -> CellularInputs:
+        """Everything :meth:`forward` derives from the structure of ``data`` (eager, once per batch).
+
+        Checks the data (ranks, features, finite inputs when ``check_inputs``), converts the
+        neighbourhoods into index tensors and layouts (:meth:`CellularTransformerLayer.prepare`)
+        and the vertex-cell memberships of ``cell_embedding="vertex_sum"`` into index pairs.
+        The result holds only tensors and precomputed structures: ``model(model.prepare(data))``
+        equals ``model(data)``, and a ``torch.compile``-d model called on it traces without any
+        graph break and without recompiling when the batch size changes. ``torch.compile`` never
+        traces this method (``torch.compiler.disable``): a compiled model called on a
+        ``ComplexData`` runs it eagerly, with one graph break at the call.
 
         Parameters
         ----------
@@ -428,32 +476,70 @@ class CellularTransformer(nn.Module):
 
         Returns
         -------
-        list of torch.Tensor
-            ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
+        CellularInputs
+            Features, positional encodings, batch vectors and structure of the batch.
         """
         self._check_data(data)
-        h = [self.embedding_dropout(hr) for hr in self._embed(data)]
+        ranks = range(self.max_rank + 1)
+        own = [r for r in ranks if r not in self.vertex_sum_ranks]
+        for r in own:
+            if f"x_{r}" not in data:
+                raise ValueError(f"the data has no features x_{r}; lift features first (FeatureLifting)")
+        pe = tuple(data.get(f"pe_{r}", None) for r in ranks)
+        x = tuple(data[f"x_{r}"] if r in own else None for r in ranks)
+        if self.check_inputs:
+            inputs = {f"x_{r}": x[r] for r in own}
+            inputs.update({f"pe_{r}": pe[r] for r in ranks})
+            check_finite_inputs(inputs)
+        membership: list[tuple[Tensor, Tensor] | None] = [None] * (self.max_rank + 1)
+        for r in self.vertex_sum_ranks:
+            matrix = vertex_membership(data, r)
+            if matrix.shape != (data.num_cells(0), data.num_cells(r)):
+                raise ValueError(
+                    f"incidence chain gives a {tuple(matrix.shape)} vertex-cell matrix for rank {r}, "
+                    f"expected ({data.num_cells(0)}, {data.num_cells(r)})"
+                )
+            index = matrix.indices()
+            membership[r] = (index[0].clone(), index[1].clone())
+        batch = tuple(data[f"batch_{r}"] for r in ranks)
+        num = data.num_complexes
         neighborhoods = {}
         for arrow in self.arrows:
             name, rank = arrow.neighborhood.rsplit("_", 1)
             neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
-        # convert (any sparse layout → COO, transposes) and check once for the whole stack
-        prepared = self.layers[0].prepare_neighborhoods(neighborhoods)
-        batch = [data[f"batch_{r}"] for r in range(self.max_rank + 1)]
-        num = data.num_complexes
+        # convert (any sparse layout → index tensors, layouts) and check once for the whole stack
+        structure = self.layers[0].prepare(neighborhoods, batch, num)
+        counts = torch.stack([torch.bincount(b, minlength=num) for b in batch], dim=1)
+        return CellularInputs(x, pe, batch, tuple(membership), structure, counts)
+
+    def encode(self, data: ComplexData | CellularInputs) -> list[Tensor]:
+        """Hidden features of every cell after the last layer (and the final LayerNorm).
+
+        Parameters
+        ----------
+        data : ComplexData or CellularInputs
+            A complex or a batch of complexes, or its :meth:`prepare` result.
+
+        Returns
+        -------
+        list of torch.Tensor
+            ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
+        """
+        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        h = [self.embedding_dropout(hr) for hr in self._embed(inputs)]
         for layer in self.layers:
-            h = layer(h, prepared, batch, num)
+            h = layer(h, inputs.structure)
         if self.final_norms is None:
             return h
         return [norm(hr) for norm, hr in zip(self.final_norms, h)]
 
-    def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
+    def cell_outputs(self, data: ComplexData | CellularInputs) -> dict[int, Tensor]:
         """Per-cell predictions of the readout ranks (node- or cell-level tasks).
 
         Parameters
         ----------
-        data : ComplexData
-            A complex or a batch.
+        data : ComplexData or CellularInputs
+            A complex or a batch, or its :meth:`prepare` result.
 
         Returns
         -------
@@ -468,16 +554,18 @@ class CellularTransformer(nn.Module):
         h = self.encode(data)
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
-    def forward(self, data: ComplexData) -> Tensor | dict[int, Tensor]:
+    def forward(self, data: ComplexData | CellularInputs) -> Tensor | dict[int, Tensor]:
         """Predict one output per complex (or per cell with ``outputs="cells"``).
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
+        ``forward(data)`` is ``forward(prepare(data))``: the second form is the one to compile
+        (``torch.compile(model, dynamic=True)(model.prepare(batch))``).
 
         Parameters
         ----------
-        data : ComplexData
-            A complex or a batch of complexes.
+        data : ComplexData or CellularInputs
+            A complex or a batch of complexes, or its :meth:`prepare` result.
 
         Returns
         -------
@@ -485,11 +573,17 @@ class CellularTransformer(nn.Module):
             Predictions (``outputs="complex"``), one row per complex, empty complexes included;
             with ``outputs="cells"`` the dict of :meth:`cell_outputs`.
         """
-        outputs = self.cell_outputs(data)
+        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        outputs = self.cell_outputs(inputs)
         if self.outputs == "cells":
             return outputs
-        num = data.num_complexes
+        num = inputs.num_complexes
         pooled = 0
         for rank, out in outputs.items():
-            pooled = pooled + segment_pool(out, data[f"batch_{rank}"], num, self.pooling)
+            # sum pooling, divided by the precomputed cell counts for "mean" (no data-dependent
+            # bincount in the computation)
+            summed = segment_pool(out, inputs.batch[rank], num, "sum")
+            if self.pooling == "mean":
+                summed = summed / inputs.counts[:, rank].clamp_min(1).to(summed.dtype).unsqueeze(-1)
+            pooled = pooled + summed
         return pooled

@@ -17,8 +17,15 @@ Execution of pairwise sparse attention: every arrow keeps its own block (paramet
 ``blocks[key].lin_query/lin_key/lin_value/lin_out``, one softmax per arrow), but the sparse
 arrows of a layer run together: one query GEMM and one key/value GEMM per rank with the weights
 of the arrows that read the rank stacked, one call of the core's ``sparse_attention`` on the
-joined edge lists, and one output GEMM per target rank. The joined index plan is built once per
-forward and shared by the layers of a stack (:class:`ArrowNeighborhoods`).
+joined edge lists, and one output GEMM per target rank.
+
+Preparation and computation (``torch.compile``): everything a layer derives from the *structure*
+of a batch (neighbourhoods converted to index pairs, the joined index plan of the sparse arrows,
+the padded layouts of the dense / linear kinds, the block neighbourhood of general attention) is
+built once per forward by :meth:`CellularTransformerLayer.prepare` into a
+:class:`CellStructure` and shared by every layer of a stack. A layer called with a
+:class:`CellStructure` only runs tensor operations with no data-dependent size, so a compiled
+stack has no graph break inside attention and no recompilation when the batch size changes.
 
 Neighbourhood values
 --------------------
@@ -44,7 +51,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from topomodelx_attention.nn.attention import MultiHeadAttention, sparse_attention
+from topomodelx_attention.nn.attention import (
+    MultiHeadAttention,
+    NeighborhoodIndex,
+    PaddedLayout,
+    padded_layout,
+    prepare_neighborhood,
+    sparse_attention,
+)
 
 __all__ = [
     "ATTENTION_MECHANISMS",
@@ -52,6 +66,7 @@ __all__ = [
     "CELL_KINDS",
     "Arrow",
     "ArrowNeighborhoods",
+    "CellStructure",
     "CellularTransformerLayer",
     "default_tensor_diagram",
     "parse_tensor_diagram",
@@ -155,19 +170,13 @@ class ArrowNeighborhoods(dict):
     """Neighbourhood of every arrow, converted once per forward: ``{Arrow: (n_t, n_s) COO}``.
 
     Built by :meth:`CellularTransformerLayer.prepare_neighborhoods`; a stack of layers with the
-    same tensor diagram shares it (the model prepares once, not once per layer). It also caches
-    the index plans derived from the neighbourhoods (:class:`_FusedPlan`), so that every layer
-    of the stack reuses them instead of rebuilding them.
+    same tensor diagram shares it (the model converts once, not once per layer).
     """
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.plans: dict[tuple, _FusedPlan] = {}
 
 
 @dataclass(frozen=True)
-class _FusedPlan:
-    """Edge lists of several sparse arrows joined into one attention problem.
+class _FusedSlots:
+    """Row layout of several sparse arrows joined into one attention problem.
 
     The queries of every arrow form one table: rank ``r`` holds ``n_r × len(targets[r])`` rows,
     row ``q_offsets[r] + t · len(targets[r]) + i`` being the query of cell ``t`` for the
@@ -180,21 +189,19 @@ class _FusedPlan:
     ----------
     targets, sources : tuple of tuple of Arrow
         Per rank: the arrows whose target (source) it is, in slot order.
-    q_offsets : tuple of int
-        First query row of every rank (and the total number of rows last).
-    index_query, index_key : torch.Tensor, shape = (nnz,)
-        Query row and key row of every edge, sorted by query row.
+    q_offsets, kv_offsets : tuple of int
+        First query (key) row of every rank, and the total number of rows last (symbolic
+        sizes under ``torch.compile``).
     """
 
     targets: tuple[tuple[Arrow, ...], ...]
     sources: tuple[tuple[Arrow, ...], ...]
     q_offsets: tuple[int, ...]
-    index_query: Tensor
-    index_key: Tensor
+    kv_offsets: tuple[int, ...]
 
 
-def _fused_plan(arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], sizes: Sequence[int]) -> _FusedPlan:
-    """Build the :class:`_FusedPlan` of ``arrows`` on cochains with ``sizes[r]`` cells per rank."""
+def _fused_slots(arrows: Sequence[Arrow], sizes: Sequence[int]) -> _FusedSlots:
+    """Row layout (:class:`_FusedSlots`) of ``arrows`` on cochains with ``sizes[r]`` cells per rank."""
     ranks = range(len(sizes))
     targets = tuple(tuple(a for a in arrows if a.target == r) for r in ranks)
     sources = tuple(tuple(a for a in arrows if a.source == r) for r in ranks)
@@ -202,6 +209,31 @@ def _fused_plan(arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], 
     for r in ranks:
         q_offsets.append(q_offsets[-1] + sizes[r] * len(targets[r]))
         kv_offsets.append(kv_offsets[-1] + sizes[r] * len(sources[r]))
+    return _FusedSlots(targets, sources, tuple(q_offsets), tuple(kv_offsets))
+
+
+def _fused_plan(
+    arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], sizes: Sequence[int]
+) -> NeighborhoodIndex:
+    """Join the edge lists of the sparse ``arrows`` (rows of :class:`_FusedSlots`), sorted by query row.
+
+    Parameters
+    ----------
+    arrows : sequence of Arrow
+        The sparse arrows run in one call.
+    neighborhoods : mapping of Arrow to torch.Tensor
+        Coalesced COO neighbourhood of every arrow.
+    sizes : sequence of int
+        Cells of every rank.
+
+    Returns
+    -------
+    NeighborhoodIndex
+        ``(query row, key row)`` of every entry of every arrow, shape
+        ``(q_offsets[-1], kv_offsets[-1])``.
+    """
+    slots = _fused_slots(arrows, sizes)
+    targets, sources, q_offsets, kv_offsets = slots.targets, slots.sources, slots.q_offsets, slots.kv_offsets
     index_query, index_key = [], []
     for arrow in arrows:
         matrix = neighborhoods[arrow]
@@ -218,7 +250,44 @@ def _fused_plan(arrows: Sequence[Arrow], neighborhoods: Mapping[Arrow, Tensor], 
     index_query, index_key = torch.cat(index_query), torch.cat(index_key)
     # edges sorted by query row: the scatters of the attention kernels then write in order
     order = torch.argsort(index_query, stable=True)
-    return _FusedPlan(targets, sources, tuple(q_offsets), index_query[order], index_key[order])
+    return prepare_neighborhood(
+        (index_query[order], index_key[order]), q_offsets[-1], kv_offsets[-1], name="joined sparse arrows"
+    )
+
+
+@dataclass(frozen=True)
+class CellStructure:
+    """Everything a layer stack derives from the structure of a batch, built once per forward.
+
+    Built by :meth:`CellularTransformerLayer.prepare` (eagerly: sparse tensors, index checks and
+    data-dependent sizes), shared by every layer of a stack with the same configuration, and
+    passed to :meth:`CellularTransformerLayer.forward` in place of the neighbourhoods. It holds
+    only index tensors and layouts, so a ``torch.compile``-d stack traces without graph breaks.
+
+    Attributes
+    ----------
+    neighborhoods : tuple of (NeighborhoodIndex or None)
+        Per arrow of the tensor diagram (same order): its ``(n_target, n_source)``
+        neighbourhood (sparse mask, or the θ·N bias of the dense kind) for arrows attended one
+        by one; ``None`` for linear arrows, arrows of the joined sparse call, general
+        attention, or an arrow with an empty rank.
+    fused : NeighborhoodIndex or None
+        Joined edge list of the sparse arrows run in one call (pairwise attention).
+    layouts : tuple of PaddedLayout
+        Per rank: padding of the cells per complex (for dense / linear arrows; empty when
+        no arrow needs it).
+    general : NeighborhoodIndex or None
+        Block neighbourhood of Eq. 3 on the cells of all ranks, rank-major (general sparse or
+        dense attention).
+    general_layout : PaddedLayout or None
+        Padding of the cells of all ranks per complex (general dense / linear attention).
+    """
+
+    neighborhoods: tuple[NeighborhoodIndex | None, ...]
+    fused: NeighborhoodIndex | None
+    layouts: tuple[PaddedLayout, ...]
+    general: NeighborhoodIndex | None
+    general_layout: PaddedLayout | None
 
 
 def default_tensor_diagram(max_rank: int) -> list[Arrow]:
@@ -578,11 +647,81 @@ class CellularTransformerLayer(nn.Module):
                     )
         return prepared
 
+    # ------------------------------------------------------------------ structure
+    def _active_fused(self, sizes: Sequence[int]) -> tuple[Arrow, ...]:
+        """Arrows of the joined sparse call on cochains of ``sizes`` (both ranks non-empty)."""
+        return tuple(a for a in self._fused_arrows if sizes[a.source] and sizes[a.target])
+
+    def prepare(
+        self,
+        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
+        batch: Sequence[Tensor],
+        num_complexes: int | None = None,
+    ) -> CellStructure:
+        """Build the :class:`CellStructure` of a batch (eager; once per forward, for a whole stack).
+
+        Converts and checks the neighbourhoods (:meth:`prepare_neighborhoods`), joins the edge
+        lists of the sparse arrows, and pads the cells of every rank per complex where a dense
+        or linear kernel needs it. The result depends on the configuration (kind, attention,
+        tensor diagram), not on the parameters: every layer of a stack built with the same
+        options can use it.
+
+        Parameters
+        ----------
+        neighborhoods : mapping of str to torch.Tensor, or ArrowNeighborhoods
+            As in :meth:`forward`.
+        batch : sequence of torch.Tensor
+            ``batch[r]`` of shape ``(n_r,)``: sorted complex index of every r-cell, for
+            ``r = 0..max_rank`` (zeros for one complex).
+        num_complexes : int, optional
+            Number of complexes (inferred when omitted).
+
+        Returns
+        -------
+        CellStructure
+            The index tensors and layouts the layers read.
+        """
+        batch = list(batch)
+        if len(batch) != self.max_rank + 1 or not all(isinstance(b, Tensor) and b.dim() == 1 for b in batch):
+            raise ValueError(f"batch must hold one (n_r,) vector per rank 0..{self.max_rank}")
+        if num_complexes is None:
+            num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
+        sizes = tuple(int(b.shape[0]) for b in batch)
+        prepared = self.prepare_neighborhoods(neighborhoods)
+        device = batch[0].device
+        kinds = {self.kind} if self.attention == "general" else {block.kind for block in self.blocks.values()}
+        layouts: tuple[PaddedLayout, ...] = ()
+        if self.attention == "pairwise" and kinds & {"dense", "linear"}:
+            layouts = tuple(padded_layout(b, num_complexes) for b in batch)
+        per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
+        fused = general = general_layout = None
+        if self.attention == "pairwise":
+            active = self._active_fused(sizes)
+            if active:
+                fused = _fused_plan(active, prepared, sizes).to(device)
+            for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
+                empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
+                if empty or arrow in self._fused_arrows or self.blocks[key].kind == "linear":
+                    continue
+                per_arrow[i] = prepare_neighborhood(
+                    prepared[arrow], sizes[arrow.target], sizes[arrow.source], device=device, name=arrow.label
+                )
+        elif sum(sizes):
+            offsets = [0]
+            for n in sizes:
+                offsets.append(offsets[-1] + n)
+            if self.kind != "linear":
+                matrix = _block_neighborhood(self.arrows, prepared, offsets, device)
+                general = prepare_neighborhood(matrix, offsets[-1], offsets[-1], name="block neighbourhood (Eq. 3)")
+            if self.kind != "sparse":  # tokens in rank-major order: the packed layout needs no sorting
+                general_layout = padded_layout(torch.cat(batch).to(device), num_complexes)
+        return CellStructure(tuple(per_arrow), fused, layouts, general, general_layout)
+
     # ------------------------------------------------------------------ forward
     def forward(
         self,
         x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
+        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods | CellStructure,
         batch: Sequence[Tensor] | None = None,
         num_complexes: int | None = None,
     ) -> list[Tensor]:
@@ -592,9 +731,11 @@ class CellularTransformerLayer(nn.Module):
         ----------
         x : sequence of torch.Tensor
             ``x[r]`` of shape ``(n_r, channels)`` for ``r = 0..max_rank`` (0 rows allowed).
-        neighborhoods : mapping of str to torch.Tensor, or ArrowNeighborhoods
+        neighborhoods : mapping of str to torch.Tensor, ArrowNeighborhoods or CellStructure
             Neighbourhoods by ``ComplexData`` key (those named by the tensor diagram), sparse
-            of any torch layout or dense; or the output of :meth:`prepare_neighborhoods`.
+            of any torch layout or dense; or the output of :meth:`prepare_neighborhoods`; or
+            the output of :meth:`prepare` (then ``batch`` and ``num_complexes`` are not read:
+            the form to use under ``torch.compile``).
         batch : sequence of torch.Tensor, optional
             ``batch[r]`` of shape ``(n_r,)``: sorted complex index of every r-cell (needed for
             ``dense``/``linear`` attention on a batch; ``None`` means a single complex).
@@ -613,47 +754,42 @@ class CellularTransformerLayer(nn.Module):
             if not isinstance(xr, Tensor) or xr.dim() != 2 or xr.shape[1] != self.channels:
                 shape = tuple(xr.shape) if isinstance(xr, Tensor) else type(xr).__name__
                 raise ValueError(f"x[{r}] must have shape (n_{r}, {self.channels}), got {shape}")
-        if batch is None:
-            batch = [torch.zeros(xr.shape[0], dtype=torch.long, device=xr.device) for xr in x]
-        batch = list(batch)
-        if len(batch) != len(x) or any(b.numel() != xr.shape[0] for b, xr in zip(batch, x)):
-            raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
-        if num_complexes is None:
-            num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
-        prepared = self.prepare_neighborhoods(neighborhoods)
+        if isinstance(neighborhoods, CellStructure):
+            structure = neighborhoods
+        else:
+            if batch is None:
+                batch = [torch.zeros(xr.shape[0], dtype=torch.long, device=xr.device) for xr in x]
+            batch = list(batch)
+            if len(batch) != len(x) or any(b.numel() != xr.shape[0] for b, xr in zip(batch, x)):
+                raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
+            structure = self.prepare(neighborhoods, batch, num_complexes)
         normed = [norm(xr) for norm, xr in zip(self.norm_attention, x)]
         if self.attention == "pairwise":
-            update = self._pairwise(normed, prepared, batch, num_complexes)
+            update = self._pairwise(normed, structure)
         else:
-            update = self._general(normed, prepared, batch, num_complexes)
+            update = self._general(normed, structure)
         out = []
         for r, xr in enumerate(x):
             h = xr + update[r] if update[r] is not None else xr
             out.append(h + self.ffn[r](self.norm_ffn[r](h)))
         return out
 
-    def _pairwise(
-        self,
-        x: list[Tensor],
-        neighborhoods: ArrowNeighborhoods,
-        batch: list[Tensor],
-        num_complexes: int,
-    ) -> list[Tensor | None]:
+    def _pairwise(self, x: list[Tensor], structure: CellStructure) -> list[Tensor | None]:
         update: list[Tensor | None] = [None] * len(x)
         sizes = tuple(xr.shape[0] for xr in x)
         # a rank absent from every complex of the batch: its arrows have nothing to attend
-        fused = tuple(a for a in self._fused_arrows if sizes[a.source] and sizes[a.target])
+        fused = self._active_fused(sizes)
         if fused:
-            self._fused_sparse(x, fused, neighborhoods, update)
-        for arrow, key in zip(self.arrows, self.block_keys):
+            self._fused_sparse(x, fused, structure.fused, update)
+        for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
             source, target = x[arrow.source], x[arrow.target]
             if source.shape[0] == 0 or target.shape[0] == 0 or arrow in self._fused_arrows:
                 continue
             attention = self.blocks[key]
-            matrix = None if attention.kind == "linear" else neighborhoods[arrow]
-            out = self.dropout(
-                attention(target, source, matrix, batch[arrow.target], batch[arrow.source], num_graphs=num_complexes)
-            )
+            layout = None
+            if attention.kind != "sparse":
+                layout = (structure.layouts[arrow.target], structure.layouts[arrow.source])
+            out = self.dropout(attention(target, source, structure.neighborhoods[i], layout=layout))
             update[arrow.target] = out if update[arrow.target] is None else update[arrow.target] + out
         return update
 
@@ -661,7 +797,7 @@ class CellularTransformerLayer(nn.Module):
         self,
         x: list[Tensor],
         arrows: tuple[Arrow, ...],
-        neighborhoods: ArrowNeighborhoods,
+        plan: NeighborhoodIndex,
         update: list[Tensor | None],
     ) -> None:
         """Sparse blocks ``A_{ks→kt}`` of several arrows (Eq. 2) in one attention call.
@@ -669,22 +805,21 @@ class CellularTransformerLayer(nn.Module):
         Same result as one :class:`MultiHeadAttention` call per arrow (same parameters, one
         softmax per arrow), with one query GEMM and one key/value GEMM per rank (the weights of
         the arrows that read the rank stacked), one sparse attention on the edge lists of all
-        arrows joined (:class:`_FusedPlan`) and one output GEMM per target rank
-        (``Σ_a O_a W_Oa = [O_a1 | O_a2 | …] [W_Oa1; W_Oa2; …]``). Adds into ``update``.
+        arrows joined (``plan``, rows laid out as in :class:`_FusedSlots`) and one output GEMM
+        per target rank (``Σ_a O_a W_Oa = [O_a1 | O_a2 | …] [W_Oa1; W_Oa2; …]``). Adds into
+        ``update``.
         """
         sizes = tuple(xr.shape[0] for xr in x)
-        plan = neighborhoods.plans.get((arrows, sizes))
-        if plan is None:
-            plan = neighborhoods.plans[(arrows, sizes)] = _fused_plan(arrows, neighborhoods, sizes)
+        slots = _fused_slots(arrows, sizes)
         blocks = {a: self.blocks[self._block_of[a]] for a in arrows}
         width = self.channels // self.heads
         queries, keys_values = [], []
         for r, xr in enumerate(x):
-            if plan.targets[r]:
-                lins = [blocks[a].lin_query for a in plan.targets[r]]
+            if slots.targets[r]:
+                lins = [blocks[a].lin_query for a in slots.targets[r]]
                 queries.append(_stacked_linear(xr, lins).view(-1, self.heads, width))
-            if plan.sources[r]:
-                lins = [lin for a in plan.sources[r] for lin in (blocks[a].lin_key, blocks[a].lin_value)]
+            if slots.sources[r]:
+                lins = [lin for a in slots.sources[r] for lin in (blocks[a].lin_key, blocks[a].lin_value)]
                 keys_values.append(_stacked_linear(xr, lins).view(-1, 2, self.heads, width))
         query = queries[0] if len(queries) == 1 else torch.cat(queries)
         key_value = keys_values[0] if len(keys_values) == 1 else torch.cat(keys_values)
@@ -692,16 +827,16 @@ class CellularTransformerLayer(nn.Module):
             query,
             key_value[:, 0],
             key_value[:, 1],
-            (plan.index_query, plan.index_key),
+            plan,
             scale=self.attention_scale,
             dropout_p=self.attention_dropout,
             training=self.training,
         )
         per_arrow_dropout = self.training and self.dropout.p > 0.0
-        for r, targets in enumerate(plan.targets):
+        for r, targets in enumerate(slots.targets):
             if not targets:
                 continue
-            rows = out[plan.q_offsets[r] : plan.q_offsets[r + 1]].reshape(sizes[r], len(targets) * self.channels)
+            rows = out[slots.q_offsets[r] : slots.q_offsets[r + 1]].reshape(sizes[r], len(targets) * self.channels)
             lins = [blocks[a].lin_out for a in targets]
             if per_arrow_dropout:  # dropout on each block's output, as the per-arrow sum
                 pieces = rows.split(self.channels, dim=1)
@@ -711,43 +846,19 @@ class CellularTransformerLayer(nn.Module):
                 result = F.linear(rows, torch.cat([lin.weight for lin in lins], dim=1), bias)
             update[r] = result if update[r] is None else update[r] + result
 
-    def _general(
-        self,
-        x: list[Tensor],
-        neighborhoods: ArrowNeighborhoods,
-        batch: list[Tensor],
-        num_complexes: int,
-    ) -> list[Tensor | None]:
+    def _general(self, x: list[Tensor], structure: CellStructure) -> list[Tensor | None]:
         sizes = [xr.shape[0] for xr in x]
         if sum(sizes) == 0:
             return [None] * len(x)  # no cell in the whole batch: nothing to attend
-        tokens = torch.cat(x, dim=0)
+        tokens = torch.cat(x, dim=0)  # rank-major: the order of the block neighbourhood (Eq. 3)
         attention = self.general
         query = attention.project_query(tokens)
         key = attention.project_key(tokens)
         width = self.channels // self.heads
         value = torch.cat([lin(xr).reshape(xr.shape[0], self.heads, width) for lin, xr in zip(self.values, x)])
-        offsets = [0]
-        for n in sizes:
-            offsets.append(offsets[-1] + n)
-        matrix = None
-        if attention.kind != "linear":
-            matrix = _block_neighborhood(self.arrows, neighborhoods, offsets, tokens.device, tokens.dtype)
-        # dense/linear attention group tokens by complex: order them (complex, rank, cell)
-        token_batch = torch.cat(batch)
-        order = torch.argsort(token_batch, stable=True)
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(order.numel(), device=order.device)
-        if matrix is not None:
-            idx = matrix.indices()
-            matrix = torch.sparse_coo_tensor(
-                inverse[idx], matrix.values(), matrix.shape, check_invariants=False
-            ).coalesce()
-        sorted_batch = token_batch[order]
-        out = attention.attend(
-            query[order], key[order], value[order], matrix, sorted_batch, sorted_batch, num_complexes
-        )
-        out = self.dropout(attention.project_output(out)[inverse])
+        # tokens need not be sorted by complex: the packed layout places them in their grids
+        out = attention.attend(query, key, value, structure.general, layout=structure.general_layout)
+        out = self.dropout(attention.project_output(out))
         return list(torch.split(out, sizes, dim=0))
 
 
@@ -775,7 +886,6 @@ def _block_neighborhood(
     neighborhoods: ArrowNeighborhoods,
     offsets: Sequence[int],
     device: torch.device,
-    dtype: torch.dtype,
 ) -> Tensor:
     """Assemble the block matrix ``N`` of Eq. 3: block ``(kt, ks)`` is the sum of ``N_{ks→kt}``."""
     total = offsets[-1]
@@ -790,10 +900,10 @@ def _block_neighborhood(
         idx = matrix.indices().to(device)
         rows.append(idx[0] + offsets[arrow.target])
         cols.append(idx[1] + offsets[arrow.source])
-        vals.append(matrix.values().to(device, dtype))
+        vals.append(matrix.values().to(device))
     if not rows:
         empty = torch.zeros((2, 0), dtype=torch.long, device=device)
-        return torch.sparse_coo_tensor(empty, torch.zeros(0, dtype=dtype, device=device), (total, total))
+        return torch.sparse_coo_tensor(empty, torch.zeros(0, device=device), (total, total))
     return torch.sparse_coo_tensor(
         torch.stack([torch.cat(rows), torch.cat(cols)]), torch.cat(vals), (total, total)
     ).coalesce()

@@ -72,6 +72,7 @@ __all__ = [
     "OrderKTokenGT",
     "TokenBatch",
     "TokenGT",
+    "TokenGTInputs",
     "TokenGTTokenizer",
     "eigenvector_dropout",
     "random_sign_flip",
@@ -192,6 +193,10 @@ class TokenBatch:
     owners : tuple of torch.Tensor or None
         For ``OrderKTokenGT(identifiers="ordered")``: the cell of every token of each group
         (several tokens — orderings — per cell); ``None`` when every token is one cell.
+    padded : bool or None
+        Whether the encoder runs on the padded grid
+        (:meth:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder.use_padded`,
+        decided once when the layout is built; ``None``: decided by the encoder).
     """
 
     x: Tensor
@@ -201,6 +206,7 @@ class TokenBatch:
     edge_inverse: Tensor | None = None
     sparse_residual: tuple[Tensor, Tensor] | None = None
     owners: tuple[Tensor, ...] | None = None
+    padded: bool | None = None
 
     def group(self, i: int, x: Tensor | None = None) -> Tensor:
         """Rows of token group ``i`` (of ``x``, default the tokens themselves).
@@ -231,7 +237,54 @@ class TokenBatch:
             self.edge_inverse,
             self.sparse_residual,
             self.owners,
+            self.padded,
         )
+
+
+@dataclass(frozen=True)
+class TokenGTInputs:
+    """A graph batch prepared for :class:`TokenGT` (:meth:`TokenGT.prepare`).
+
+    Validated inputs and every index / layout derived from the graph structure: the model's
+    computation on it (:meth:`TokenGT.tokenize`, the encoder, the heads) has no data-dependent
+    size or branch, so ``torch.compile`` traces it without graph breaks.
+
+    Attributes
+    ----------
+    x : torch.Tensor or None, shape = (n, in_channels)
+        Node features (``None`` when the model reads none).
+    edge_index : torch.Tensor, shape = (2, m)
+        Edges of the edge tokens (merged per undirected edge for ``edge_tokens="undirected"``).
+    edge_attr : torch.Tensor or None, shape = (m, edge_channels)
+        Edge features of the edge tokens.
+    node_id : torch.Tensor or None, shape = (n, node_id_dim)
+        Node identifiers (after the training-time sign flip / eigenvector dropout).
+    batch : torch.Tensor, shape = (n,)
+        Graph of every node.
+    layout : PaddedLayout
+        Padding of the ``[graph]``, node and edge tokens per graph.
+    padded : bool
+        Whether the encoder runs on the padded grid.
+    edge_inverse : torch.Tensor or None, shape = (n_edges,)
+        Edge token of every column of ``edge_index`` (``edge_tokens="undirected"``).
+    sparse_residual : tuple of torch.Tensor or None
+        Token indices of the sparse equivariant basis operator (A.4.3).
+    """
+
+    x: Tensor | None
+    edge_index: Tensor
+    edge_attr: Tensor | None
+    node_id: Tensor | None
+    batch: Tensor
+    layout: PaddedLayout
+    padded: bool
+    edge_inverse: Tensor | None = None
+    sparse_residual: tuple[Tensor, Tensor] | None = None
+
+    @property
+    def num_complexes(self) -> int:
+        """Number of graphs (a symbolic size under ``torch.compile``)."""
+        return self.layout.num_complexes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -448,12 +501,40 @@ def _check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tup
     return outputs
 
 
+#: Constructor options that TokenGT and OrderKTokenGT both pass on to ``_build_common``.
+_COMMON_OPTIONS: tuple[str, ...] = (
+    "n_layers",
+    "heads",
+    "node_id_dim",
+    "kind",
+    "ffn_channels",
+    "dropout",
+    "attention_dropout",
+    "embedding_dropout",
+    "drop_path",
+    "sign_flip",
+    "eigenvector_dropout",
+    "bias",
+    "num_random_features",
+    "redraw_features_in_training",
+    "token_layout",
+    "check_inputs",
+)
+
+
+def _common_options(arguments: dict[str, object]) -> dict[str, object]:
+    """Select the ``_COMMON_OPTIONS`` entries of a constructor's arguments (its ``locals()``)."""
+    return {name: arguments[name] for name in _COMMON_OPTIONS}
+
+
 class _TokenModel(nn.Module):
-    """[graph] token, identifier regularisers and the encoder stack shared by both models."""
+    """[graph] token, identifier regularisers, encoder stack and output heads of both models."""
 
     def _build_common(
         self,
         hidden_channels: int,
+        out_channels: int,
+        outputs: tuple,
         *,
         n_layers: int,
         heads: int,
@@ -497,6 +578,12 @@ class _TokenModel(nn.Module):
             final_norm=True,
             token_layout=token_layout,
         )
+        self.outputs = outputs
+        self.out_channels = out_channels
+        # one linear prediction head per output (a rank r of OrderKTokenGT is keyed "r")
+        self.heads = nn.ModuleDict(
+            {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
+        )
 
     def _node_ids(
         self, data: object, num_nodes: int, batch: Tensor, num_complexes: int
@@ -524,28 +611,34 @@ class _TokenModel(nn.Module):
             node_id = eigenvector_dropout(node_id, batch, num_complexes, self.eigenvector_dropout)
         return node_id
 
+    def _layout(self, batches: Sequence[Tensor], num_complexes: int) -> tuple[PaddedLayout, bool]:
+        """Layout of ``[graph]`` tokens + token groups, and the encoder's padded-or-packed choice."""
+        device = self.graph_token.device
+        token_batch = torch.cat([torch.arange(num_complexes, device=device), *batches])
+        layout = padded_layout(token_batch, num_complexes)
+        return layout, self.encoder.use_padded(layout)
+
     def _assemble(
         self,
         groups: Sequence[Tensor],
-        batches: Sequence[Tensor],
-        num_complexes: int,
+        layout: PaddedLayout,
+        padded: bool,
         edge_inverse: Tensor | None = None,
         sparse_residual: tuple[Tensor, Tensor] | None = None,
         owners: tuple[Tensor, ...] | None = None,
     ) -> TokenBatch:
-        device = self.graph_token.device
+        num_complexes = layout.num_complexes
         special = self.graph_token.expand(num_complexes, self.hidden_channels)
         x = torch.cat([special, *groups], dim=0)
-        token_batch = torch.cat([torch.arange(num_complexes, device=device), *batches])
-        layout = padded_layout(token_batch, num_complexes)
         return TokenBatch(
             self.embedding_dropout(x),
             layout,
             num_complexes,
-            tuple(int(g.shape[0]) for g in groups),
+            tuple(g.shape[0] for g in groups),
             edge_inverse,
             sparse_residual,
             owners,
+            padded,
         )
 
     def encode_tokens(self, tokens: TokenBatch) -> TokenBatch:
@@ -562,7 +655,12 @@ class _TokenModel(nn.Module):
             Same tokens, encoded features.
         """
         return tokens.replace(
-            self.encoder(tokens.x, layout=tokens.layout, sparse_residual=tokens.sparse_residual)
+            self.encoder(
+                tokens.x,
+                layout=tokens.layout,
+                sparse_residual=tokens.sparse_residual,
+                padded=tokens.padded,
+            )
         )
 
     def _head(self, name: object) -> nn.Module:
@@ -739,35 +837,20 @@ class TokenGT(_TokenModel):
             node_cardinalities=node_cardinalities,
             edge_cardinalities=edge_cardinalities,
         )
-        self._build_common(
-            hidden_channels,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            num_random_features=num_random_features,
-            redraw_features_in_training=redraw_features_in_training,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-        )
-        self.outputs = outputs
+        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
-        self.out_channels = out_channels
-        self.heads = nn.ModuleDict({o: nn.Linear(hidden_channels, out_channels) for o in outputs})
 
-    def tokenize(self, data: object) -> TokenBatch:
-        """Embed the ``[graph]``, node and edge tokens of a graph or a batch.
+    @torch.compiler.disable
+    def prepare(self, data: object) -> TokenGTInputs:
+        """Validate a graph batch and build its token layout (eager, once per batch).
 
         Validates the inputs (shapes, index range, symmetric ``edge_index`` for
-        ``edge_tokens="directed"``, finite values when ``check_inputs``) once per call.
+        ``edge_tokens="directed"``, finite values when ``check_inputs``), merges the edge
+        directions (``edge_tokens="undirected"``), applies the identifier regularisers
+        (training) and pads the tokens per graph. ``model(model.prepare(data))`` equals
+        ``model(data)``; a ``torch.compile``-d model called on the prepared inputs traces
+        without graph breaks and without recompiling when the batch size changes (this method
+        is never traced: ``torch.compiler.disable``).
 
         Parameters
         ----------
@@ -777,8 +860,8 @@ class TokenGT(_TokenModel):
 
         Returns
         -------
-        TokenBatch
-            Groups ``(nodes, edges)``.
+        TokenGTInputs
+            Inputs, indices and layout of the tokens.
         """
         if isinstance(data, ComplexData):
             raise TypeError("TokenGT takes graphs; use OrderKTokenGT for a ComplexData")
@@ -817,14 +900,44 @@ class TokenGT(_TokenModel):
             edge_index, edge_attr, inverse = self.tokenizer.undirected_edges(
                 edge_index, edge_attr, num_nodes
             )
-        nodes, edges = self.tokenizer(
-            x, edge_index, edge_attr, node_id, num_nodes, self.graph_token.dtype
-        )
         edge_batch = batch.index_select(0, edge_index[0])
         residual = None
         if self.sparse_equivariant_basis:
             residual = self._seb_index(edge_index, num_complexes, num_nodes)
-        return self._assemble([nodes, edges], [batch, edge_batch], num_complexes, inverse, residual)
+        layout, padded = self._layout([batch, edge_batch], num_complexes)
+        return TokenGTInputs(
+            x, edge_index, edge_attr, node_id, batch, layout, padded, inverse, residual
+        )
+
+    def tokenize(self, data: object) -> TokenBatch:
+        """Embed the ``[graph]``, node and edge tokens of a graph or a batch.
+
+        Parameters
+        ----------
+        data : torch_geometric.data.Data or Batch or TokenGTInputs
+            Graph(s) as for :meth:`prepare`, or its result.
+
+        Returns
+        -------
+        TokenBatch
+            Groups ``(nodes, edges)``.
+        """
+        inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
+        nodes, edges = self.tokenizer(
+            inputs.x,
+            inputs.edge_index,
+            inputs.edge_attr,
+            inputs.node_id,
+            inputs.batch.shape[0],
+            self.graph_token.dtype,
+        )
+        return self._assemble(
+            [nodes, edges],
+            inputs.layout,
+            inputs.padded,
+            inputs.edge_inverse,
+            inputs.sparse_residual,
+        )
 
     def _seb_index(
         self, edge_index: Tensor, num_complexes: int, num_nodes: int
@@ -845,7 +958,7 @@ class TokenGT(_TokenModel):
         Parameters
         ----------
         data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`tokenize`.
+            Graph(s) as for :meth:`prepare`, or its result.
 
         Returns
         -------
@@ -860,7 +973,7 @@ class TokenGT(_TokenModel):
         Parameters
         ----------
         data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`tokenize`.
+            Graph(s) as for :meth:`prepare`, or its result.
 
         Returns
         -------
@@ -868,7 +981,9 @@ class TokenGT(_TokenModel):
             One prediction per graph, empty graphs included.
         """
         head = self._head("complex")
-        tokens = self.encode(data)
+        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
+        inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
+        tokens = self.encode(inputs)
         return head(tokens.x[: tokens.num_complexes])
 
     def node_outputs(self, data: object) -> Tensor:
@@ -877,7 +992,7 @@ class TokenGT(_TokenModel):
         Parameters
         ----------
         data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`tokenize`.
+            Graph(s) as for :meth:`prepare`, or its result.
 
         Returns
         -------
@@ -885,7 +1000,9 @@ class TokenGT(_TokenModel):
             One prediction per node.
         """
         head = self._head("node")
-        tokens = self.encode(data)
+        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
+        inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
+        tokens = self.encode(inputs)
         return head(tokens.group(0))
 
     def edge_outputs(self, data: object) -> Tensor:
@@ -894,7 +1011,7 @@ class TokenGT(_TokenModel):
         Parameters
         ----------
         data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`tokenize`.
+            Graph(s) as for :meth:`prepare`, or its result.
 
         Returns
         -------
@@ -903,7 +1020,9 @@ class TokenGT(_TokenModel):
             ``edge_tokens="undirected"`` both directions get their edge token's prediction).
         """
         head = self._head("edge")
-        tokens = self.encode(data)
+        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
+        inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
+        tokens = self.encode(inputs)
         out = head(tokens.group(1))
         if tokens.edge_inverse is not None:
             out = out.index_select(0, tokens.edge_inverse)
@@ -1050,7 +1169,6 @@ class OrderKTokenGT(_TokenModel):
         outputs = _check_outputs(
             outputs, ("complex", *range(self.max_rank + 1)), "or ranks for cell-level outputs"
         )
-        self.outputs = outputs
         self.identifiers = identifiers
         self.slots = max_cell_size if identifiers == "ordered" else 1
         self.encoders = nn.ModuleDict(
@@ -1074,28 +1192,7 @@ class OrderKTokenGT(_TokenModel):
             if type_identifiers and identifiers == "ordered"
             else None
         )
-        self._build_common(
-            hidden_channels,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            num_random_features=num_random_features,
-            redraw_features_in_training=redraw_features_in_training,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-        )
-        self.heads = nn.ModuleDict(
-            {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
-        )
+        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
@@ -1196,9 +1293,8 @@ class OrderKTokenGT(_TokenModel):
                     h = h + self.id_projection(self._pooled_ids(data, node_id, r))
                 batches.append(batch_r)
             groups.append(h)
-        return self._assemble(
-            groups, batches, num_complexes, owners=tuple(owners) if ordered else None
-        )
+        layout, padded = self._layout(batches, num_complexes)
+        return self._assemble(groups, layout, padded, owners=tuple(owners) if ordered else None)
 
     def encode(self, data: ComplexData) -> TokenBatch:
         """Tokenize and encode a complex or a batch (final LayerNorm-ed tokens).

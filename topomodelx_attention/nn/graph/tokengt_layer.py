@@ -184,10 +184,10 @@ class TokenGTLayer(nn.Module):
         """
         h = self.attention(self.norm_attention(x), layout=layout)
         x = x + drop_path(
-            self.dropout(h), layout.batch, layout.num_graphs, self.drop_path, self.training
+            self.dropout(h), layout.batch, layout.num_complexes, self.drop_path, self.training
         )
         h = self.dropout(self.lin2(self.activation(self.lin1(self.norm_ffn(x)))))
-        return x + drop_path(h, layout.batch, layout.num_graphs, self.drop_path, self.training)
+        return x + drop_path(h, layout.batch, layout.num_complexes, self.drop_path, self.training)
 
     @torch.no_grad()
     def load_from_torch(self, layer: nn.TransformerEncoderLayer) -> None:
@@ -344,6 +344,8 @@ class TokenGTEncoder(nn.Module):
         num_complexes: int | None = None,
         layout: PaddedLayout | None = None,
         sparse_residual: tuple[Tensor, Tensor] | None = None,
+        *,
+        padded: bool | None = None,
     ) -> Tensor:
         r"""Encode a batch of token sets.
 
@@ -362,6 +364,10 @@ class TokenGTEncoder(nn.Module):
             :math:`x_t \leftarrow x_t + \sum_{(t, s)} x_s` — the explicit sparse equivariant
             operator of A.4.3 ("+ SEB", e.g. node ``i`` ← node ``i`` + its edges ``(i, j)``),
             which near-orthonormal identifiers approximate poorly.
+        padded : bool, optional
+            Run on the padded grid (precomputed :meth:`use_padded` of ``layout``; decided here
+            when ``None``). Pass it under ``torch.compile``: the ``"auto"`` choice reads the
+            grid's fill, a data-dependent value.
 
         Returns
         -------
@@ -376,7 +382,9 @@ class TokenGTEncoder(nn.Module):
             layout = padded_layout(batch, num_complexes)
         if layout.num_tokens != x.shape[0]:
             raise ValueError(f"x has {x.shape[0]} rows but the layout {layout.num_tokens}")
-        padded = self.use_padded(layout)
+        if padded is None:
+            padded = self.use_padded(layout)
+        padded = padded and layout.index is not None
         if sparse_residual is not None:
             target, source = (t.long().to(x.device) for t in sparse_residual)
             if target.shape != source.shape or target.dim() != 1:
@@ -392,5 +400,5 @@ class TokenGTEncoder(nn.Module):
             if sparse_residual is not None:
                 h = h.index_add(0, target, h.index_select(0, source))
         if padded:
-            h = layout.unpad(h.view(layout.num_graphs, layout.length, x.shape[1]))
+            h = layout.unpad(h.view(layout.num_complexes, layout.length, x.shape[1]))
         return self.norm(h) if self.norm is not None else h

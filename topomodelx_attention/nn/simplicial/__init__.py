@@ -6,7 +6,9 @@ determinant logits (§2.4). Modules: :class:`NSimplicialAttention` (multi-head),
 :class:`NSimplicialTransformerLayer` (pre-norm block), :class:`NSimplicialTransformer` (stack +
 readout, for sequences and complexes), :class:`SimplicialRouter` (top-K router, §2.3; the previous
 layer's queries and keys travel as a :class:`RouterContext`; token-level gating is the layer
-option ``gating="token"``). Sparse tuple lists run on the shared attention core.
+option ``gating="token"``). Sparse tuple lists run on the shared attention core; under
+``torch.compile`` prepare them once outside the compiled region (:func:`prepare_tuples`, or the
+modules' ``prepare_tuples``) and pass the :class:`TupleIndex`.
 Over-smoothing diagnostics (§3.2) in :mod:`~topomodelx_attention.nn.simplicial.diagnostics`.
 """
 
@@ -17,11 +19,12 @@ from topomodelx_attention.nn.simplicial.diagnostics import (
     residual_norm,
     token_residual,
 )
-from topomodelx_attention.nn.simplicial.functional import n_simplicial_attention
+from topomodelx_attention.nn.simplicial.functional import n_simplicial_attention, prepare_tuples
 from topomodelx_attention.nn.simplicial.masks import (
     NULL_KEY,
     CausalMask,
     KeySelection,
+    TupleIndex,
     TupleMask,
     WindowMask,
     complex_data_to_tuples,
@@ -59,6 +62,7 @@ __all__ = [
     "NSimplicialTransformerLayer",
     "RouterContext",
     "SimplicialRouter",
+    "TupleIndex",
     "TupleMask",
     "WindowMask",
     "build_stack",
@@ -70,6 +74,7 @@ __all__ = [
     "mixed_norm",
     "n_simplicial_attention",
     "oversmoothing_profile",
+    "prepare_tuples",
     "residual_norm",
     "resolve_tuples",
     "simplices_to_tuples",

@@ -36,7 +36,8 @@ Paths (``L`` = product of the leading dimensions, ``d`` = channels)
   ``O(L · c_q · c_k · n^{N-2} · max(n, d))``, never ``n^{N+1}``.
 * :func:`_gathered_path` — :class:`~.masks.WindowMask`, :class:`~.masks.KeySelection` (router):
   ``O(L · n · K_1 ⋯ K_N)`` logits, chunked over queries.
-* :func:`_tuple_path` — :class:`~.masks.TupleMask`: the shared core's
+* :func:`_tuple_path` — :class:`~.masks.TupleMask`, prepared by :func:`prepare_tuples` into a
+  :class:`~.masks.TupleIndex` (or given prepared, e.g. under ``torch.compile``): the shared core's
   :func:`~topomodelx_attention.nn.attention.sparse_attention` on the bipartite graph
   *query → distinct key tuple*, whose key is ``K^{(1)}_{k_1} ⊙ ⋯ ⊙ K^{(N)}_{k_N}`` and whose
   value is ``V^{(1)}_{k_1} ⊙ ⋯ ⊙ V^{(N)}_{k_N}`` (then ``Σ_a Q_{ia} (K^{(1)} ⊙ ⋯)_a`` is the
@@ -56,11 +57,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from topomodelx_attention.nn.attention import segment_softmax, sparse_attention
+from topomodelx_attention.nn.attention import (
+    NeighborhoodIndex,
+    segment_softmax,
+    sparse_attention,
+)
 from topomodelx_attention.nn.simplicial.masks import (
     NULL_KEY,
     CausalMask,
     KeySelection,
+    TupleIndex,
     TupleMask,
     WindowMask,
     window_selection,
@@ -75,9 +81,15 @@ from topomodelx_attention.nn.simplicial.streaming import (
     weighted_product,
 )
 
-__all__ = ["TILE_BUDGET", "MaskLike", "n_simplicial_attention", "resolve_chunks"]
+__all__ = [
+    "TILE_BUDGET",
+    "MaskLike",
+    "n_simplicial_attention",
+    "prepare_tuples",
+    "resolve_chunks",
+]
 
-MaskLike = CausalMask | WindowMask | KeySelection | TupleMask | Tensor | None
+MaskLike = CausalMask | WindowMask | KeySelection | TupleMask | TupleIndex | Tensor | None
 
 LOGIT_FORMS = ("product", "determinant")
 
@@ -183,21 +195,25 @@ def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySel
 
 def _normalise_mask(
     mask: MaskLike, n: int, n_real: Sequence[int], has_bias: Sequence[bool], device: torch.device
-) -> CausalMask | KeySelection | TupleMask | Tensor | None:
-    """Check the mask against the inputs; windows become key selections, selections get bias slots."""
+) -> CausalMask | KeySelection | TupleIndex | Tensor | None:
+    """Check the mask against the inputs.
+
+    Windows become key selections, selections get bias slots, tuple lists are prepared
+    (:func:`prepare_tuples`).
+    """
     order = len(n_real)
     if mask is not None and not isinstance(
-        mask, (CausalMask, WindowMask, KeySelection, TupleMask, Tensor)
+        mask, (CausalMask, WindowMask, KeySelection, TupleMask, TupleIndex, Tensor)
     ):
         raise TypeError(
-            "mask must be None, CausalMask, WindowMask, KeySelection, TupleMask or a bool tensor, "
-            f"got {type(mask).__name__}"
+            "mask must be None, CausalMask, WindowMask, KeySelection, TupleMask, TupleIndex or a "
+            f"bool tensor, got {type(mask).__name__}"
         )
     if isinstance(mask, (CausalMask, WindowMask, KeySelection)) and any(s != n for s in n_real):
         raise ValueError(
             f"{type(mask).__name__} needs every key axis to have as many tokens as queries (n_m == n)"
         )
-    if isinstance(mask, (KeySelection, TupleMask)) and mask.order != order:
+    if isinstance(mask, (KeySelection, TupleMask, TupleIndex)) and mask.order != order:
         raise ValueError(
             f"{type(mask).__name__} is for N = {mask.order}, the attention has N = {order}"
         )
@@ -207,12 +223,22 @@ def _normalise_mask(
         mask = window_selection(n, mask.widths(order), mask.causal, device)
     if isinstance(mask, KeySelection) and any(has_bias):
         mask = _with_bias_slot(mask, has_bias)
+    if isinstance(mask, TupleMask):
+        mask = prepare_tuples(mask, n, n_real, has_bias, device=device)
+    elif isinstance(mask, TupleIndex):
+        _check_tuple_index(mask, n, n_real, has_bias)
     return mask
 
 
 def _bias_indices(col: Tensor, axis: int, n_real: int, has_bias: bool, size: int, what: str) -> Tensor:
-    """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices."""
+    """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices.
+
+    The checks read tensor values: they run in eager mode only (as the core's), not while
+    ``torch.compile`` traces.
+    """
     null = col == NULL_KEY
+    if torch.compiler.is_compiling():
+        return torch.where(null, torch.full_like(col, n_real), col)
     if bool(null.any()) and not has_bias:
         raise ValueError(
             f"{what} uses the bias slot (-1) on key axis {axis + 1} but no key/value bias was "
@@ -343,61 +369,120 @@ def _gathered_path(
     return torch.cat(outs, dim=1) if outs else q.new_zeros(lead, 0, values[0].shape[-1])
 
 
+def prepare_tuples(
+    tuples: Tensor | TupleMask,
+    num_queries: int,
+    num_keys: int | Sequence[int],
+    has_bias: bool | Sequence[bool] = False,
+    *,
+    device: torch.device | str | None = None,
+) -> TupleIndex:
+    """Validate a tuple list once and prepare it for the tuple path (and ``torch.compile``).
+
+    Checks the indices, maps :data:`~.masks.NULL_KEY` to the bias slot ``n_m`` of each axis and
+    finds the distinct key tuples ``(k_1, ..., k_N)`` (one source of the sparse attention per
+    distinct key tuple: a pair shared by several triangles is built once). Everything
+    data-dependent of the tuple path happens here, so a :class:`~.masks.TupleIndex` can be built
+    once per batch, outside a compiled region, and reused by every layer.
+
+    Parameters
+    ----------
+    tuples : torch.Tensor or TupleMask
+        Long tensor ``(n_tuples, N + 1)`` (column 0 the query, ``-1`` = bias slot) or a
+        :class:`~.masks.TupleMask`.
+    num_queries : int
+        ``n``, the number of queries.
+    num_keys : int or sequence of N int
+        Real keys per axis ``n_m`` (bias slot excluded); an int is used for every axis.
+    has_bias : bool or sequence of N bool, default=False
+        Whether axis ``m`` has a key/value bias slot (at index ``n_m``).
+    device : torch.device or str, optional
+        Device of the index tensors; default that of ``tuples``.
+
+    Returns
+    -------
+    TupleIndex
+        The prepared tuples.
+    """
+    mask = tuples if isinstance(tuples, TupleMask) else TupleMask(tuples)
+    order = mask.order
+    n_real = (int(num_keys),) * order if isinstance(num_keys, int) else tuple(int(s) for s in num_keys)
+    bias = (bool(has_bias),) * order if isinstance(has_bias, bool) else tuple(bool(b) for b in has_bias)
+    if len(n_real) != order or len(bias) != order:
+        raise ValueError(
+            f"num_keys and has_bias need one entry per key axis (N = {order}), got "
+            f"{len(n_real)} and {len(bias)}"
+        )
+    t = mask.tuples if device is None else mask.tuples.to(device)
+    target = t[:, 0].contiguous()
+    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= num_queries):
+        raise ValueError(f"TupleMask query indices must lie in [0, {num_queries})")
+    sizes = [n_real[m] + int(bias[m]) for m in range(order)]
+    cols = torch.stack(
+        [_bias_indices(t[:, m + 1], m, n_real[m], bias[m], sizes[m], "TupleMask") for m in range(order)],
+        dim=1,
+    )
+    # tuples are coded as one integer (mixed radix) because a 1-D unique is much faster
+    if math.prod(sizes) >= 2**62:  # the code would overflow int64
+        sources, inverse = torch.unique(cols, dim=0, return_inverse=True)
+    else:
+        code = cols[:, 0].clone()
+        for m in range(1, order):
+            code = code * sizes[m] + cols[:, m]
+        uniq, inverse = torch.unique(code, return_inverse=True)
+        sources = torch.empty(uniq.shape[0], order, dtype=torch.long, device=t.device)
+        for m in reversed(range(order)):
+            sources[:, m] = uniq % sizes[m]
+            uniq = torch.div(uniq, sizes[m], rounding_mode="floor")
+    neighborhood = NeighborhoodIndex(
+        target, inverse.reshape(-1).contiguous(), None, (int(num_queries), sources.shape[0])
+    )
+    return TupleIndex(
+        neighborhood, tuple(sources[:, m].contiguous() for m in range(order)), n_real, bias
+    )
+
+
+def _check_tuple_index(
+    index: TupleIndex, n: int, n_real: Sequence[int], has_bias: Sequence[bool]
+) -> None:
+    """Eager-mode check that a prepared index matches the inputs (skipped while compiling)."""
+    if torch.compiler.is_compiling():  # comparing with symbolic sizes would specialise them
+        return
+    got = (index.num_queries, index.num_keys, index.has_bias)
+    want = (n, tuple(n_real), tuple(has_bias))
+    if got != want:
+        raise ValueError(
+            f"TupleIndex was prepared for (queries, keys per axis, bias slots) = {got}, the "
+            f"inputs have {want}; prepare it again (prepare_tuples or the module's "
+            "prepare_tuples) for these tokens"
+        )
+
+
 def _tuple_path(
     q: Tensor,
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
-    tuples: Tensor,
-    n_real: Sequence[int],
-    has_bias: Sequence[bool],
+    index: TupleIndex,
     scale: float,
     dropout_p: float,
 ) -> Tensor:
     """Explicit tuples: sparse attention of the queries over their distinct key tuples.
 
-    The leading index ``L`` (batch × heads) plays the role of the core's heads.
+    The leading index ``L`` (batch × heads) plays the role of the core's heads. No
+    data-dependent step (all of it is in :func:`prepare_tuples`).
     """
-    n, order = q.shape[1], len(keys)
-    if tuples.shape[1] != order + 1:
-        raise ValueError(
-            f"TupleMask has tuples of length {tuples.shape[1]}, expected N + 1 = {order + 1}"
-        )
-    tuples = tuples.to(q.device)
-    target = tuples[:, 0]
-    if target.numel() and (int(target.min()) < 0 or int(target.max()) >= n):
-        raise ValueError(f"TupleMask query indices must lie in [0, {n})")
-    cols = torch.stack(
-        [
-            _bias_indices(tuples[:, m + 1], m, n_real[m], has_bias[m], keys[m].shape[1], "TupleMask")
-            for m in range(order)
-        ],
-        dim=1,
-    )
-    # one source per distinct key tuple (a pair (j, k) shared by several triangles is built once);
-    # tuples are coded as one integer (mixed radix) because a 1-D unique is much faster
-    radix = [keys[m].shape[1] for m in range(order)]
-    if math.prod(radix) >= 2**62:  # the code would overflow int64
-        sources, inverse = torch.unique(cols, dim=0, return_inverse=True)
-    else:
-        code = cols[:, 0].clone()
-        for m in range(1, order):
-            code = code * radix[m] + cols[:, m]
-        uniq, inverse = torch.unique(code, return_inverse=True)
-        sources = torch.empty(uniq.shape[0], order, dtype=torch.long, device=q.device)
-        for m in reversed(range(order)):
-            sources[:, m] = uniq % radix[m]
-            uniq = torch.div(uniq, radix[m], rounding_mode="floor")
     tuple_key = tuple_value = None
-    for m in range(order):
-        k_m = keys[m].index_select(1, sources[:, m])
-        v_m = values[m].index_select(1, sources[:, m])
+    for m, source in enumerate(index.sources):
+        source = source.to(q.device)
+        k_m = keys[m].index_select(1, source)
+        v_m = values[m].index_select(1, source)
         tuple_key = k_m if tuple_key is None else tuple_key * k_m
         tuple_value = v_m if tuple_value is None else tuple_value * v_m
     out = sparse_attention(
         q.transpose(0, 1),
         tuple_key.transpose(0, 1),
         tuple_value.transpose(0, 1),
-        (target, inverse.view(-1)),
+        index.neighborhood,
         scale=scale,
         dropout_p=dropout_p,
         training=dropout_p > 0,
@@ -434,8 +519,10 @@ def n_simplicial_attention(
         Values ``V^{(1)}, ..., V^{(N)}`` (combined by a Hadamard product).
     scale : float, optional
         Logit scale; default ``1/sqrt(d)`` for every ``N`` (the paper's §2.2 uses ``1/d``).
-    mask : CausalMask, WindowMask, KeySelection, TupleMask or torch.Tensor, optional
-        Restriction of the tuples (see :mod:`~topomodelx_attention.nn.simplicial.masks`). A boolean
+    mask : CausalMask, WindowMask, KeySelection, TupleMask, TupleIndex or torch.Tensor, optional
+        Restriction of the tuples (see :mod:`~topomodelx_attention.nn.simplicial.masks`); a
+        :class:`~.masks.TupleIndex` is a tuple list already prepared by :func:`prepare_tuples`
+        for these token counts and bias slots (no data-dependent step left). A boolean
         tensor must broadcast to ``(..., n, n_1', ..., n_N')`` where ``n_m'`` counts the bias slot.
     chunk_size : int or tuple of int, optional
         Dense path: ``c`` or ``(c_q, c_k)`` — query chunk and first-key-axis chunk, bounding the
@@ -487,14 +574,9 @@ def n_simplicial_attention(
         return t.expand(*lead_shape, *t.shape[-2:]).reshape(lead, *t.shape[-2:])
 
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
-    if isinstance(mask, TupleMask):
-        out = _tuple_path(q_f, k_f, v_f, mask.tuples, n_real, has_bias, scale, dropout_p)
-    elif isinstance(mask, KeySelection):
-        out = _gathered_path(
-            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
-        )
-    else:
-        out = _dense_path(
-            q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p
-        )
+    if isinstance(mask, TupleIndex):
+        out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p)
+    else:  # per-query key lists, or all / causal / masked tuples: same arguments
+        path = _gathered_path if isinstance(mask, KeySelection) else _dense_path
+        out = path(q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p)
     return out.reshape(*lead_shape, n, out.shape[-1])

@@ -14,7 +14,10 @@ Four kinds of restriction are supported, each with its own cost:
   of §2.3 produces, see :mod:`~topomodelx_attention.nn.simplicial.router`); gathered path.
 * :class:`TupleMask` — an explicit sparse list of allowed ``(N+1)``-tuples, e.g. the simplices of
   a complex (:func:`simplices_to_tuples`, :func:`complex_data_to_tuples`); cost
-  ``O(n_tuples · d)``.
+  ``O(n_tuples · d)``. :class:`TupleIndex` is the same list prepared once for given token counts
+  (:func:`~topomodelx_attention.nn.simplicial.functional.prepare_tuples`): validated, bias slots
+  resolved, distinct key tuples found, so that the attention call has no data-dependent step
+  (the form to pass under ``torch.compile``).
 
 A boolean tensor broadcastable to ``(..., n, n_1, ..., n_N)`` (``True`` = allowed) is accepted by
 :func:`~topomodelx_attention.nn.simplicial.functional.n_simplicial_attention` as a dense mask.
@@ -39,10 +42,13 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
+from topomodelx_attention.nn.attention import NeighborhoodIndex
+
 __all__ = [
     "NULL_KEY",
     "CausalMask",
     "KeySelection",
+    "TupleIndex",
     "TupleMask",
     "WindowMask",
     "complex_data_to_tuples",
@@ -212,6 +218,56 @@ class TupleMask:
     def order(self) -> int:
         """Number of key axes ``N``."""
         return self.tuples.shape[1] - 1
+
+
+@dataclass(frozen=True)
+class TupleIndex:
+    """A :class:`TupleMask` prepared for given token counts (built by ``prepare_tuples``).
+
+    The tuple list becomes the bipartite graph *query → distinct key tuple* on which the shared
+    core's :func:`~topomodelx_attention.nn.attention.sparse_attention` runs (see
+    :func:`~topomodelx_attention.nn.simplicial.functional.n_simplicial_attention`). Building it
+    validates the indices, maps :data:`NULL_KEY` to the bias slot of each axis and finds the
+    distinct key tuples (a ``torch.unique``): all the data-dependent work of the tuple path. Build
+    it once per batch, outside a ``torch.compile`` region, and pass it to every layer; the
+    attention call then only gathers, multiplies and scatters.
+
+    Attributes
+    ----------
+    neighborhood : NeighborhoodIndex
+        ``(n, n_sources)`` index pair: tuple ``t`` links its query (target) to its key tuple
+        (source); in the order of the tuples.
+    sources : tuple of N torch.Tensor, each shape = (n_sources,)
+        Key on axis ``m`` of every distinct key tuple, the bias slot written ``n_m`` (long).
+    num_keys : tuple of int
+        ``(n_1, ..., n_N)``: real keys per axis, bias slot excluded.
+    has_bias : tuple of bool
+        Whether axis ``m`` carries a bias slot (index ``n_m``).
+    """
+
+    neighborhood: NeighborhoodIndex
+    sources: tuple[Tensor, ...]
+    num_keys: tuple[int, ...]
+    has_bias: tuple[bool, ...]
+
+    @property
+    def order(self) -> int:
+        """Number of key axes ``N``."""
+        return len(self.sources)
+
+    @property
+    def num_queries(self) -> int:
+        """Number of queries ``n``."""
+        return self.neighborhood.shape[0]
+
+    def to(self, device: torch.device | str) -> TupleIndex:
+        """Move the index tensors to ``device``."""
+        return TupleIndex(
+            self.neighborhood.to(device),
+            tuple(s.to(device) for s in self.sources),
+            self.num_keys,
+            self.has_bias,
+        )
 
 
 def window_selection(

@@ -16,11 +16,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.simplicial.functional import MaskLike, n_simplicial_attention
+from topomodelx_attention.nn.simplicial.functional import (
+    MaskLike,
+    n_simplicial_attention,
+    prepare_tuples,
+)
 from topomodelx_attention.nn.simplicial.masks import (
     NULL_KEY,
     CausalMask,
     KeySelection,
+    TupleIndex,
     TupleMask,
     WindowMask,
     simplices_to_tuples,
@@ -248,6 +253,40 @@ class NSimplicialAttention(nn.Module):
                 self.key_bias.fill_(1.0)
                 self.value_bias.fill_(1.0)
 
+    def prepare_tuples(
+        self,
+        tuples: Tensor | TupleMask | Any,
+        num_tokens: int,
+        *,
+        device: torch.device | str | None = None,
+    ) -> TupleIndex:
+        """Prepare the ``tuples`` of :meth:`forward` once (outside ``torch.compile``).
+
+        Applies the module's options (:func:`resolve_tuples`: lower-order tuples and self-loops
+        of a simplicial complex, causal filter) and :func:`~.functional.prepare_tuples` (bias
+        slots of ``kv_bias``, distinct key tuples). Passing the result as ``tuples`` gives the
+        same output as passing ``tuples`` itself; the forward then has no data-dependent step,
+        and a model can share one index between its layers.
+
+        Parameters
+        ----------
+        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex
+            Allowed ``(N+1)``-tuples, as for :meth:`forward`.
+        num_tokens : int
+            Number of tokens ``n`` of the ``x`` it will be used with.
+        device : torch.device or str, optional
+            Device of the index tensors (that of ``x``).
+
+        Returns
+        -------
+        TupleIndex
+            The prepared tuples.
+        """
+        mask = resolve_tuples(tuples, self.order, self.include_lower, self.self_loops, self.causal)
+        return prepare_tuples(
+            mask, num_tokens, num_tokens, self.key_bias is not None, device=device
+        )
+
     def _resolve_mask(
         self, x: Tensor, tuples: Any, mask: MaskLike, context: RouterContext | None
     ) -> MaskLike:
@@ -259,6 +298,8 @@ class NSimplicialAttention(nn.Module):
                     "tuples restrict the attention to a complex; they cannot be combined with a "
                     "router or a window (build the layer without router_k/window)"
                 )
+            if isinstance(tuples, TupleIndex):  # prepared by prepare_tuples: used as is
+                return tuples
             return resolve_tuples(
                 tuples, self.order, self.include_lower, self.self_loops, self.causal
             )
@@ -281,7 +322,7 @@ class NSimplicialAttention(nn.Module):
         self,
         x: Tensor,
         *,
-        tuples: Tensor | TupleMask | Any | None = None,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None = None,
         mask: MaskLike = None,
         positions: Tensor | None = None,
         context: RouterContext | None = None,
@@ -294,9 +335,11 @@ class NSimplicialAttention(nn.Module):
         x : torch.Tensor, shape = (batch, n, channels) or (n, channels)
             Tokens (a 2-D input is one set of tokens, e.g. the concatenated cells of a batch of
             complexes).
-        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex, optional
+        tuples : torch.Tensor, TupleMask, TupleIndex or toponetx.SimplicialComplex, optional
             Allowed ``(N+1)``-tuples, shape ``(n_tuples, N + 1)`` (e.g. from
-            :func:`~.masks.simplices_to_tuples`); overrides the configured masks.
+            :func:`~.masks.simplices_to_tuples`), or their :class:`~.masks.TupleIndex` from
+            :meth:`prepare_tuples` (the form to use under ``torch.compile``); overrides the
+            configured masks.
         mask : CausalMask, WindowMask, KeySelection, TupleMask or torch.Tensor, optional
             Explicit mask passed to the kernel (overrides the configured ones). Index tensors
             and dense masks are in head-broadcast layout ``(batch, heads, n, ...)``.

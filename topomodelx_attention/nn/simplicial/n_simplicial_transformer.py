@@ -9,8 +9,12 @@ from torch import Tensor, nn
 
 from topomodelx_attention.nn.common import POOLINGS, check_inputs, segment_pool
 from topomodelx_attention.nn.simplicial.functional import MaskLike
-from topomodelx_attention.nn.simplicial.masks import TupleMask, complex_data_to_tuples, get_key
-from topomodelx_attention.nn.simplicial.n_simplicial_attention import resolve_tuples
+from topomodelx_attention.nn.simplicial.masks import (
+    TupleIndex,
+    TupleMask,
+    complex_data_to_tuples,
+    get_key,
+)
 from topomodelx_attention.nn.simplicial.n_simplicial_transformer_layer import (
     NSimplicialTransformerLayer,
 )
@@ -35,6 +39,10 @@ class NSimplicialTransformer(nn.Module):
       from its incidences (:func:`~.masks.complex_data_to_tuples`). One output row per complex
       (``ComplexData.num_complexes``), complexes without rank-``rank`` cells included (their
       pooled vector is zero).
+
+    Under ``torch.compile`` pass the cells as a tensor with the :class:`~.masks.TupleIndex` of
+    :meth:`prepare_tuples` (built outside the compiled region), ``batch`` and
+    ``num_complexes``: the forward then has no data-dependent step (no graph break).
 
     Parameters
     ----------
@@ -134,7 +142,7 @@ class NSimplicialTransformer(nn.Module):
             raise TypeError(
                 f"x has dtype {x.dtype}; pass float features or set num_categories for codes"
             )
-        return self.embedding(x)
+        return self.embedding(x.to(self.embedding.weight.dtype))  # e.g. float64 data
 
     def _pool(self, h: Tensor, batch: Tensor | None, num_complexes: int | None) -> Tensor:
         """One row per sequence (3-D ``h``) or per complex (2-D ``h`` with ``batch``)."""
@@ -142,17 +150,68 @@ class NSimplicialTransformer(nn.Module):
             return h.sum(1) if self.pooling == "sum" else h.mean(1)
         if batch is None:
             batch = torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
-        top = int(batch.max()) + 1 if batch.numel() else 0
-        if num_complexes is None:
-            num_complexes = max(top, 1)
-        elif top > num_complexes:
-            raise ValueError(f"batch indexes complex {top - 1} but num_complexes={num_complexes}")
+            num_complexes = 1 if num_complexes is None else num_complexes
+        if num_complexes is None:  # data-dependent: pass num_complexes under torch.compile
+            num_complexes = max(int(batch.max()) + 1 if batch.numel() else 0, 1)
+        elif not torch.compiler.is_compiling() and batch.numel():
+            top = int(batch.max()) + 1
+            if top > num_complexes:
+                raise ValueError(
+                    f"batch indexes complex {top - 1} but num_complexes={num_complexes}"
+                )
         return segment_pool(h, batch.to(h.device), num_complexes, self.pooling)
+
+    def _cells(self, x: Tensor | Any) -> tuple[Tensor, Any | None]:
+        """Return ``(x, None)`` for a tensor, ``(data.x_{rank}, data)`` for a ``ComplexData``."""
+        if isinstance(x, Tensor):
+            return x, None
+        cells = get_key(x, f"x_{self.rank}")
+        if not isinstance(cells, Tensor):
+            raise TypeError(
+                f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
+                f"{type(x).__name__}"
+            )
+        return cells, x
+
+    def prepare_tuples(
+        self,
+        x: Tensor | Any,
+        tuples: Tensor | TupleMask | Any | None = None,
+        *,
+        device: torch.device | str | None = None,
+    ) -> TupleIndex:
+        """Prepare the tuples of :meth:`forward` once, outside ``torch.compile``.
+
+        Parameters
+        ----------
+        x : torch.Tensor or ComplexData
+            ``(n_cells, in_channels)`` cells (only their number is used), or a (batched)
+            ``ComplexData`` whose tuples come from its incidences when ``tuples`` is ``None``.
+        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex, optional
+            Allowed tuples (required for a tensor ``x``).
+        device : torch.device or str, optional
+            Device of the index tensors; default that of the cells.
+
+        Returns
+        -------
+        TupleIndex
+            Pass it as ``tuples`` to :meth:`forward` (with the cells as a tensor); every layer
+            uses it as is.
+        """
+        x, data = self._cells(x)
+        if data is not None and tuples is None:
+            tuples = complex_data_to_tuples(
+                data, self.order, self.rank, self.include_lower, self.self_loops
+            )
+        if tuples is None:
+            raise ValueError("pass the tuples of the cells (or x as a ComplexData)")
+        device = x.device if device is None else device
+        return self.layers[0].prepare_tuples(tuples, x.shape[0], device=device)
 
     def forward(
         self,
         x: Tensor | Any,
-        tuples: Tensor | TupleMask | Any | None = None,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None = None,
         batch: Tensor | None = None,
         *,
         mask: MaskLike = None,
@@ -166,8 +225,9 @@ class NSimplicialTransformer(nn.Module):
         x : torch.Tensor or ComplexData
             ``(batch, n, in_channels)`` sequences, ``(n_cells, in_channels)`` cells (with
             ``tuples``), or a (batched) ``ComplexData``.
-        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex, optional
-            Allowed tuples for 2-D ``x`` (shape ``(n_tuples, N + 1)``); computed from the
+        tuples : torch.Tensor, TupleMask, TupleIndex or toponetx.SimplicialComplex, optional
+            Allowed tuples for 2-D ``x`` (shape ``(n_tuples, N + 1)``), or their
+            :class:`~.masks.TupleIndex` from :meth:`prepare_tuples`; computed from the
             incidences when ``x`` is a ``ComplexData``.
         batch : torch.Tensor, shape = (n_cells,), optional
             Complex index of every cell (2-D ``x``); read from ``batch_{rank}`` for a
@@ -186,18 +246,10 @@ class NSimplicialTransformer(nn.Module):
             ``(num_sequences_or_complexes, out_channels)``, or per-token
             ``(..., n, out_channels)`` with ``outputs="tokens"``.
         """
-        if not isinstance(x, Tensor):
-            data = x
-            x = get_key(data, f"x_{self.rank}")
-            if not isinstance(x, Tensor):
-                raise TypeError(
-                    f"x must be a tensor or a ComplexData with key x_{self.rank}, got "
-                    f"{type(data).__name__}"
-                )
+        x, data = self._cells(x)
+        if data is not None:
             if tuples is None:
-                tuples = complex_data_to_tuples(
-                    data, self.order, self.rank, self.include_lower, self.self_loops
-                )
+                tuples = self.prepare_tuples(data)
             if batch is None:
                 batch = get_key(data, f"batch_{self.rank}")
             if num_complexes is None and hasattr(data, "num_complexes"):
@@ -216,15 +268,12 @@ class NSimplicialTransformer(nn.Module):
         if x.dim() not in ((1, 2, 3) if categorical else (2, 3)):
             raise ValueError(f"x has an unsupported shape {tuple(x.shape)}")
         h = self._embed(x)
-        tuple_mask = None
-        if tuples is not None:
-            tuple_mask = resolve_tuples(
-                tuples, self.order, self.include_lower, self.self_loops, self.causal
-            )
+        if tuples is not None and not isinstance(tuples, TupleIndex):
+            tuples = self.prepare_tuples(x, tuples)  # once for all the layers
         context = None
         for layer in self.layers:
             h, context = layer(
-                h, tuples=tuple_mask, mask=mask, positions=positions, context=context,
+                h, tuples=tuples, mask=mask, positions=positions, context=context,
                 return_context=True,
             )
         h = self.norm(h)

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.simplicial.functional import MaskLike
-from topomodelx_attention.nn.simplicial.masks import TupleMask
+from topomodelx_attention.nn.simplicial.masks import TupleIndex, TupleMask
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import NSimplicialAttention
 from topomodelx_attention.nn.simplicial.router import RouterContext
 
@@ -167,6 +167,36 @@ class NSimplicialTransformerLayer(nn.Module):
         """``N``, the number of key axes."""
         return self.attention.order
 
+    def prepare_tuples(
+        self,
+        tuples: Tensor | TupleMask | Any,
+        num_tokens: int,
+        *,
+        device: torch.device | str | None = None,
+    ) -> TupleIndex:
+        """Prepare the ``tuples`` of :meth:`forward` once (see :meth:`.NSimplicialAttention.prepare_tuples`).
+
+        Parameters
+        ----------
+        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex
+            Allowed ``(N+1)``-tuples.
+        num_tokens : int
+            Number of tokens of the ``x`` it will be used with.
+        device : torch.device or str, optional
+            Device of the index tensors.
+
+        Returns
+        -------
+        TupleIndex
+            Tuples to pass as ``tuples`` (no data-dependent step left in :meth:`forward`).
+        """
+        if self.gating == "token":
+            raise ValueError(
+                "gating='token' attends among the selected tokens of each sequence; it takes "
+                "no tuples"
+            )
+        return self.attention.prepare_tuples(tuples, num_tokens, device=device)
+
     def _block(self, x: Tensor, **attention_kwargs: Any) -> tuple[Tensor, RouterContext]:
         h, context = self.attention(self.norm1(x), return_context=True, **attention_kwargs)
         x = x + h if self.residual else h
@@ -194,7 +224,7 @@ class NSimplicialTransformerLayer(nn.Module):
         self,
         x: Tensor,
         *,
-        tuples: Tensor | TupleMask | Any | None = None,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None = None,
         mask: MaskLike = None,
         positions: Tensor | None = None,
         context: RouterContext | None = None,
@@ -206,8 +236,10 @@ class NSimplicialTransformerLayer(nn.Module):
         ----------
         x : torch.Tensor, shape = (batch, n, channels) or (n, channels)
             Tokens; 2-D for the concatenated cells of a batch of complexes.
-        tuples : torch.Tensor, TupleMask or toponetx.SimplicialComplex, optional
-            Allowed ``(N+1)``-tuples (the simplices of the complex), shape ``(n_tuples, N + 1)``.
+        tuples : torch.Tensor, TupleMask, TupleIndex or toponetx.SimplicialComplex, optional
+            Allowed ``(N+1)``-tuples (the simplices of the complex), shape ``(n_tuples, N + 1)``,
+            or their :class:`~.masks.TupleIndex` from :meth:`prepare_tuples` (the form to use
+            under ``torch.compile``).
         mask : CausalMask, WindowMask, KeySelection, TupleMask or torch.Tensor, optional
             Explicit attention mask.
         positions : torch.Tensor, shape = (n,) or (batch, n), optional

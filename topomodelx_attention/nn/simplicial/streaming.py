@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 
 import torch
 from torch import Tensor
@@ -37,7 +36,6 @@ _AXIS_LETTERS = "jkmnoprstuvwxyz"
 # ----------------------------------------------------------------------------------------------
 
 
-@cache
 def _eq_logits(order: int, gathered: bool) -> str:
     """Q (l,i,a), keys -> logits (l,i,axes); gathered keys carry the query axis."""
     axes = _AXIS_LETTERS[:order]
@@ -46,7 +44,6 @@ def _eq_logits(order: int, gathered: bool) -> str:
     return f"lia,{keys}->li{axes}"
 
 
-@cache
 def _eq_to_query(order: int, gathered: bool) -> str:
     """Weights (l,i,axes), factors of every axis (last axis first) -> (l,i,a)."""
     axes = _AXIS_LETTERS[:order]
@@ -55,7 +52,6 @@ def _eq_to_query(order: int, gathered: bool) -> str:
     return f"li{axes},{factors}->lia"
 
 
-@cache
 def _eq_to_axis(order: int, axis: int) -> str:
     """Weights (l,i,axes), other key factors (last first), query factor -> (l,axis,a)."""
     axes = _AXIS_LETTERS[:order]
