@@ -271,15 +271,18 @@ class CellularTransformerBackbone(nn.Module):
         list of torch.Tensor
             ``h_r`` of shape ``(n_r, hidden_channels)``, ``r = 0..max_rank``.
         """
-        pad_empty_ranks(batch, self.max_rank)
-        data = to_complex_data(batch, self.max_rank, self.neighborhoods)
-        return self.transformer.encode(data)
+        return self.transformer.encode(_complex_view(batch, self.max_rank, self.neighborhoods))
 
 
-def _incidence_view(batch: Any, max_rank: int) -> ComplexData:
-    """Pad the TopoBench batch's missing ranks and view it with its incidences (0/1 patterns)."""
+def _complex_view(batch: Any, max_rank: int, neighborhoods: Sequence[str] | None = None) -> ComplexData:
+    """Pad the TopoBench batch's missing ranks and view it as a ``ComplexData``.
+
+    ``neighborhoods`` default to the incidences ``incidence_1..incidence_{max_rank}``.
+    """
     pad_empty_ranks(batch, max_rank)
-    return to_complex_data(batch, max_rank, [f"incidence_{r}" for r in range(1, max_rank + 1)])
+    if neighborhoods is None:
+        neighborhoods = [f"incidence_{r}" for r in range(1, max_rank + 1)]
+    return to_complex_data(batch, max_rank, neighborhoods)
 
 
 class NSimplicialBackbone(nn.Module):
@@ -369,7 +372,7 @@ class NSimplicialBackbone(nn.Module):
         """
         from topomodelx_attention.nn.simplicial.masks import complex_data_to_tuples
 
-        data = _incidence_view(batch, self.max_rank)
+        data = _complex_view(batch, self.max_rank)
         tuples = complex_data_to_tuples(data, self.order, self.rank, self.include_lower, self.self_loops)
         x = data[f"x_{self.rank}"]
         # prepared once for every layer (the layers share tuple options)
@@ -455,7 +458,7 @@ class OrderKTokenGTBackbone(nn.Module):
         """
         from topomodelx_attention.transforms.node_ids import batched_orthogonal_random_ids
 
-        data = _incidence_view(batch, self.max_rank)
+        data = _complex_view(batch, self.max_rank)
         generator = None
         if not self.training:
             generator = torch.Generator(device=data.x_0.device).manual_seed(self.eval_seed)
