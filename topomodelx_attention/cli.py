@@ -163,11 +163,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _check_writable_dir(flag: str, folder: Path) -> None:
     """Raise :class:`UserError` when ``folder`` cannot be created or written (before any work)."""
+    from topomodelx_attention.harness.datasets import probe_writable
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test.{os.getpid()}.tmp"
-        probe.write_bytes(b"")
-        probe.unlink()
+        probe_writable(folder)
     except OSError as error:
         raise UserError(
             f"{flag} {folder} is not a writable folder ({error.strerror or error}); choose another one"

@@ -53,6 +53,7 @@ __all__ = [
     "load_cache",
     "load_graphs",
     "prepare_dataset",
+    "probe_writable",
     "process_graphs",
     "prune_keys",
     "random_split",
@@ -599,13 +600,18 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
             continue
 
 
+def probe_writable(folder: Path) -> None:
+    """Create ``folder`` if needed and write (then remove) a probe file; ``OSError`` if impossible."""
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".write-test.{socket.gethostname()}.{os.getpid()}.tmp"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
 def _check_writable(folder: Path) -> None:
     """Raise a ``PermissionError`` naming the cache folder when files cannot be written there."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test.{socket.gethostname()}.{os.getpid()}.tmp"
-        probe.write_bytes(b"")
-        probe.unlink()
+        probe_writable(folder)
     except OSError as error:
         raise PermissionError(
             f"the cache folder {folder} is not writable ({error.strerror or error}): pass a writable "
