@@ -193,3 +193,13 @@ def test_registered_pe_builds_from_topobench_kwargs_and_runs_on_topobench_data(t
     for rank in range(3):
         assert out[f"pe_{rank}"].shape == (lifted[f"x_{rank}"].shape[0], 4)
         assert torch.isfinite(out[f"pe_{rank}"]).all()
+
+
+def test_complex_count_includes_trailing_complexes_without_vertices(tmp_path):
+    plain, _ = _topobench_like_batch(tmp_path, 8)
+    keys = ["incidence_1", "incidence_2"]
+    assert to_complex_data(plain, 2, keys).num_complexes == 4  # no count given: from batch_0
+    plain.num_graphs = 5  # a PyG Batch whose last complex has no cells
+    data = to_complex_data(plain, 2, keys)
+    assert data.num_complexes == 5
+    assert data.shape.shape == (5, 3) and int(data.shape[4].sum()) == 0

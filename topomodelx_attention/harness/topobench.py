@@ -179,10 +179,11 @@ def to_complex_data(batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_
         With ``x_r``, ``batch_r``, the neighbourhoods, ``pe_r`` and ``shape`` ``(B, R + 1)``.
     """
     data = ComplexData()
-    if "batch_0" in batch and batch["batch_0"].numel():
-        num = int(batch["batch_0"].max()) + 1
-    else:
-        num = int(getattr(batch, "num_graphs", 1) or 1)
+    num = getattr(batch, "num_graphs", None)  # a PyG Batch counts complexes without vertices too
+    if num is None:
+        index = batch.get("batch_0", None)
+        num = int(index.max()) + 1 if index is not None and index.numel() else 1
+    num = int(num)
     counts = []
     for rank in range(max_rank + 1):
         x = batch[f"x_{rank}"]
