@@ -57,7 +57,8 @@ class CellularInputs:
     structure : CellStructure
         Neighbourhood indices and layouts of the layers.
     counts : torch.Tensor, shape = (num_complexes, max_rank + 1)
-        Cells of every rank per complex (mean pooling; its rows give ``num_complexes``).
+        Cells of every rank per complex (its rows give ``num_complexes``, a size that stays
+        symbolic under ``torch.compile``).
     """
 
     x: tuple[Tensor | None, ...]
@@ -580,10 +581,5 @@ class CellularTransformer(nn.Module):
         num = inputs.num_complexes
         pooled = 0
         for rank, out in outputs.items():
-            # sum pooling, divided by the precomputed cell counts for "mean" (no data-dependent
-            # bincount in the computation)
-            summed = segment_pool(out, inputs.batch[rank], num, "sum")
-            if self.pooling == "mean":
-                summed = summed / inputs.counts[:, rank].clamp_min(1).to(summed.dtype).unsqueeze(-1)
-            pooled = pooled + summed
+            pooled = pooled + segment_pool(out, inputs.batch[rank], num, self.pooling)
         return pooled
