@@ -60,7 +60,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.nn.attention import PaddedLayout, padded_layout, scatter_sum
+from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import cell_orderings
 from topomodelx_attention.nn.graph.tokengt_layer import KINDS, TokenGTEncoder
@@ -393,10 +393,8 @@ class TokenGTTokenizer(nn.Module):
             return pairs, None, inverse
         if edge_attr.dim() == 1:
             edge_attr = edge_attr.unsqueeze(-1)
-        if edge_attr.is_floating_point():
-            counts = torch.bincount(inverse, minlength=keys.numel()).clamp_min(1)
-            summed = scatter_sum(edge_attr, inverse, keys.numel())
-            return pairs, summed / counts.unsqueeze(-1).to(edge_attr.dtype), inverse
+        if edge_attr.is_floating_point():  # both directions' features averaged
+            return pairs, segment_pool(edge_attr, inverse, keys.numel(), "mean"), inverse
         first = torch.full((keys.numel(),), edge_index.shape[1], dtype=torch.long)
         first = first.to(edge_index.device).scatter_reduce(
             0, inverse, torch.arange(edge_index.shape[1], device=edge_index.device), "amin"
