@@ -45,12 +45,15 @@ from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.training import adam_update_mode
 
 BASELINE = "gps"
 MODELS = ("cellular_transformer", "tokengt", "gps", "graph_transformer", "gine", "gin")
 
 
-def prepare(name: str, dataset: str, overrides: list[str], width: int, layers: int, cache: str | None):
+def prepare(
+    name: str, dataset: str, overrides: list[str], width: int, layers: int, cache: str | None
+):
     """Model (fresh, seeded) and its pruned complexes, built as the harness builds them."""
     params = [f"model.params.hidden_channels={width}", f"model.params.n_layers={layers}"]
     cfg = compose_config([*params, *overrides], dataset=dataset, model=name)
@@ -64,7 +67,9 @@ def prepare(name: str, dataset: str, overrides: list[str], width: int, layers: i
 
 def make_epoch(model, complexes, info, batch_size: int):
     """A function training ``model`` for one epoch over ``complexes`` (collation included)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)  # as the harness
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, **adam_update_mode(model.parameters())
+    )  # as the harness
     classification = info.task == "classification"
 
     def epoch() -> None:
@@ -95,7 +100,9 @@ def time_epochs(epochs: dict, repeats: int) -> dict[str, float]:
     return best
 
 
-def attention_cost(model, complexes, info, batch_size: int, repeats: int) -> tuple[float, float, int]:
+def attention_cost(
+    model, complexes, info, batch_size: int, repeats: int
+) -> tuple[float, float, int]:
     """CT sparse attention kernels (forward) and the gather/scatter floor, in ns per stored entry.
 
     Returns ``(attention_ns, floor_ns, entries)`` for one epoch.
@@ -126,8 +133,10 @@ def attention_cost(model, complexes, info, batch_size: int, repeats: int) -> tup
     finally:
         ct_layer.sparse_attention = original
     entries = sum(int(idx.shape[1]) for idx, *_ in calls)
-    inputs = [(idx[0].contiguous(), idx[1].contiguous(), torch.randn(ns, w), torch.zeros(nt, w))
-              for idx, nt, ns, w in calls]
+    inputs = [
+        (idx[0].contiguous(), idx[1].contiguous(), torch.randn(ns, w), torch.zeros(nt, w))
+        for idx, nt, ns, w in calls
+    ]
     floor = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -144,10 +153,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (the harness default is 1)")
-    parser.add_argument("--zinc-csv", default=None, help="ZINC-12k smiles_score.csv (skipped if absent)")
-    parser.add_argument("--zinc-graphs", type=int, default=3000, help="first N training molecules of ZINC-12k")
-    parser.add_argument("--cache-dir", default=None, help="lifting/PE cache (default: the harness cache)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (the harness default is 1)"
+    )
+    parser.add_argument(
+        "--zinc-csv", default=None, help="ZINC-12k smiles_score.csv (skipped if absent)"
+    )
+    parser.add_argument(
+        "--zinc-graphs", type=int, default=3000, help="first N training molecules of ZINC-12k"
+    )
+    parser.add_argument(
+        "--cache-dir", default=None, help="lifting/PE cache (default: the harness cache)"
+    )
     args = parser.parse_args(argv)
     if BASELINE not in args.models:
         parser.error(f"--models must include the baseline {BASELINE!r}")
@@ -168,12 +185,17 @@ def main(argv: list[str] | None = None) -> None:
             for name in args.models
         }
         n = len(next(iter(built.values()))[1])
-        epochs = {name: make_epoch(model, c, info, args.batch_size) for name, (model, c, info) in built.items()}
+        epochs = {
+            name: make_epoch(model, c, info, args.batch_size)
+            for name, (model, c, info) in built.items()
+        }
         best = time_epochs(epochs, args.repeats)
         rows = []
         for name, (model, _, _) in built.items():
             params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-            rows.append([name, f"{params:,}", f"{best[name]:.3f}", f"{best[name] / best[BASELINE]:.2f}×"])
+            rows.append(
+                [name, f"{params:,}", f"{best[name]:.3f}", f"{best[name] / best[BASELINE]:.2f}×"]
+            )
         print_table(
             f"{dataset} ({n} complexes): one training epoch, width {args.hidden}, {args.layers} layers, "
             f"batch {args.batch_size}, {args.threads} thread(s), min of {args.repeats}",
@@ -182,7 +204,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         if "cellular_transformer" in built:
             model, complexes, info = built["cellular_transformer"]
-            attention_ns, floor_ns, entries = attention_cost(model, complexes, info, args.batch_size, args.repeats)
+            attention_ns, floor_ns, entries = attention_cost(
+                model, complexes, info, args.batch_size, args.repeats
+            )
             print(
                 f"\nCT sparse attention, forward: {attention_ns:.1f} ns per stored neighbourhood entry "
                 f"({entries:,} entries per epoch, all layers and arrows); floor on this machine "

@@ -46,8 +46,15 @@ class UserError(Exception):
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    UserError, ValueError, TypeError, OSError, zipfile.BadZipFile, EOFError, csv.Error,
-    pickle.UnpicklingError, ImportError,
+    UserError,
+    ValueError,
+    TypeError,
+    OSError,
+    zipfile.BadZipFile,
+    EOFError,
+    csv.Error,
+    pickle.UnpicklingError,
+    ImportError,
 )
 """Exceptions :func:`main` reports as one line (bad input, files, options); others are bugs."""
 
@@ -69,7 +76,9 @@ def _seed(text: str) -> int:
         value = int(text)
     except ValueError:
         hint = " (put KEY=VALUE overrides before --seeds)" if "=" in text else ""
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}{hint}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer seed, got {text!r}{hint}"
+        ) from None
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"seeds must be in 0..2**32-1, got {value}")
     return value
@@ -248,7 +257,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"benchmarks in {folder}:")
         for name, doc in scripts.items():
             print(f"  {name:<{width}}  {doc}")
-        print("run one with: topomodelx-attention bench <name> [args]  (<name> --help for its options)")
+        print(
+            "run one with: topomodelx-attention bench <name> [args]  (<name> --help for its options)"
+        )
         return 0
     name = args.name[:-3] if args.name.endswith(".py") else args.name
     if name not in scripts:
@@ -271,14 +282,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     lift = sub.add_parser("lift", help="lift a graph data set and print cell counts per rank")
     lift.add_argument(
-        "--dataset", default="MUTAG", help="TU data set name (MUTAG is bundled; others need --data-dir)"
+        "--dataset",
+        default="MUTAG",
+        help="TU data set name (MUTAG is bundled; others need --data-dir)",
     )
-    lift.add_argument("--data-dir", default=None, help="folder of the TU raw files (<NAME>/raw/<NAME>_A.txt ...)")
+    lift.add_argument(
+        "--data-dir", default=None, help="folder of the TU raw files (<NAME>/raw/<NAME>_A.txt ...)"
+    )
     lift.add_argument("--lifting", default="cell_cycle", choices=LIFTINGS)
-    lift.add_argument("--max-cell-length", type=_positive_int, default=None, help="cell_cycle: longest ring")
+    lift.add_argument(
+        "--max-cell-length", type=_positive_int, default=None, help="cell_cycle: longest ring"
+    )
     lift.add_argument("--cycles", default="basis", choices=("basis", "chordless"))
-    lift.add_argument("--complex-dim", type=_positive_int, default=2, help="clique: highest simplex rank")
-    lift.add_argument("--root", default=None, help="cache of downloaded raw files (default: ~/.cache/...)")
+    lift.add_argument(
+        "--complex-dim", type=_positive_int, default=2, help="clique: highest simplex rank"
+    )
+    lift.add_argument(
+        "--root", default=None, help="cache of downloaded raw files (default: ~/.cache/...)"
+    )
     lift.set_defaults(func=_cmd_lift)
 
     train = sub.add_parser(
@@ -292,21 +313,30 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     train.add_argument(
-        "--dataset", default="MUTAG",
+        "--dataset",
+        default="MUTAG",
         help="MUTAG (bundled), PROTEINS, GCB, ZINC, or any TU data set name with --data-dir",
     )
     train.add_argument(
         "--model", default="cellular_transformer", help="cellular_transformer, gin, cwn, sccnn"
     )
-    train.add_argument("--max-epochs", type=_positive_int, default=None, help="epochs per seed (>= 1)")
-    train.add_argument("--seeds", type=_seed, nargs="+", default=None, help="seeds >= 0 (default 1..5)")
+    train.add_argument(
+        "--max-epochs", type=_positive_int, default=None, help="epochs per seed (>= 1)"
+    )
+    train.add_argument(
+        "--seeds", type=_seed, nargs="+", default=None, help="seeds >= 0 (default 1..5)"
+    )
     train.add_argument("--data-dir", default=None, help="folder of the data set's files")
     train.add_argument("--cache-dir", default=None, help="cache of lifted complexes")
-    train.add_argument("--output-dir", default=None, help="default outputs/<dataset>/<model>/<time>")
+    train.add_argument(
+        "--output-dir", default=None, help="default outputs/<dataset>/<model>/<time>"
+    )
     train.add_argument("--accelerator", default=None, help="cpu, gpu, auto (trainer.accelerator)")
     train.add_argument("--devices", default=None, help="devices per node (trainer.devices)")
     train.add_argument("--strategy", default=None, help="auto, ddp, ... (trainer.strategy)")
-    train.add_argument("--num-nodes", type=_positive_int, default=None, help="nodes (trainer.num_nodes)")
+    train.add_argument(
+        "--num-nodes", type=_positive_int, default=None, help="nodes (trainer.num_nodes)"
+    )
     train.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     train.add_argument("overrides", nargs="*", help="hydra overrides KEY=VALUE")
     train.set_defaults(func=_cmd_train)
@@ -333,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     convert.add_argument("src", help="original GCB file, e.g. hard_small.npz")
-    convert.add_argument("dst", nargs="?", default=None, help="output (default: <stem>.plain.npz next to SRC)")
+    convert.add_argument(
+        "dst", nargs="?", default=None, help="output (default: <stem>.plain.npz next to SRC)"
+    )
     convert.set_defaults(func=_cmd_convert_gcb)
     return parser
 
@@ -364,10 +396,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _one_line(error: BaseException) -> str:
     """One line describing a user error (the file of an ``OSError`` named)."""
-    if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in str(error):
+    if (
+        isinstance(error, OSError)
+        and error.filename is not None
+        and str(error.filename) not in str(error)
+    ):
         text = f"{error.strerror or error}: {error.filename}"
     elif isinstance(error, OSError) and error.filename is not None and error.strerror:
-        text = f"{error.strerror}: {error.filename}" + (f" -> {error.filename2}" if error.filename2 else "")
+        text = f"{error.strerror}: {error.filename}" + (
+            f" -> {error.filename2}" if error.filename2 else ""
+        )
     else:
         text = str(error) or type(error).__name__
     if isinstance(error, (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, csv.Error)):

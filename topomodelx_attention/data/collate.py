@@ -80,26 +80,31 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
         raise ValueError("cannot batch an empty list of complexes")
     for i, data in enumerate(data_list):
         if not isinstance(data, ComplexData):
-            raise TypeError(f"complex {i} of the batch is a {type(data).__name__}, not a ComplexData")
+            raise TypeError(
+                f"complex {i} of the batch is a {type(data).__name__}, not a ComplexData"
+            )
+    reference = data_list[0]._store._mapping.keys()
+    different = [i for i, data in enumerate(data_list) if data._store._mapping.keys() != reference]
+    if not different:  # same keys: same batch_r keys, so the same maximal rank too
+        return
     max_ranks = [_stored_max_rank(data) for data in data_list]
     for i, rank in enumerate(max_ranks):
         if rank != max_ranks[0] and None not in (rank, max_ranks[0]):
             raise ValueError(max_rank_mismatch(max_ranks[0], rank, i))
-    reference = data_list[0]._store._mapping.keys()
-    for i, data in enumerate(data_list):
-        keys = data._store._mapping.keys()
-        if keys == reference:  # set comparison of the stored keys
-            continue
-        missing, extra = sorted(reference - keys), sorted(keys - reference)
-        problem = []
-        if missing:
-            problem.append(f"complex {i} lacks {missing}, which complex 0 has")
-        if extra:
-            problem.append(f"complex {i} has {extra}, which complex 0 lacks")
-        raise ValueError(
-            "cannot batch these complexes: every complex of a batch needs the same keys, but "
-            + " and ".join(problem) + ". " + _batch_fix(data_list[0], data, missing + extra)
-        )
+    i = different[0]
+    keys = data_list[i]._store._mapping.keys()
+    missing, extra = sorted(reference - keys), sorted(keys - reference)
+    problem = []
+    if missing:
+        problem.append(f"complex {i} lacks {missing}, which complex 0 has")
+    if extra:
+        problem.append(f"complex {i} has {extra}, which complex 0 lacks")
+    raise ValueError(
+        "cannot batch these complexes: every complex of a batch needs the same keys, but "
+        + " and ".join(problem)
+        + ". "
+        + _batch_fix(data_list[0], data_list[i], missing + extra)
+    )
 
 
 def _stored_max_rank(data: ComplexData) -> int | None:
@@ -116,7 +121,9 @@ def _batch_fix(first: ComplexData, other: ComplexData, differing: list[str]) -> 
     ]
     both = ranks[0] & ranks[1]  # a key of a rank only one complex has is a max_rank matter
     names = {
-        m.group(1) for key in differing if (m := _NEIGHBORHOOD_KEY.match(key)) and int(m.group(2)) in both
+        m.group(1)
+        for key in differing
+        if (m := _NEIGHBORHOOD_KEY.match(key)) and int(m.group(2)) in both
     }
     hints = []
     if any(_BATCH_KEY.match(key) for key in differing):
@@ -191,7 +198,10 @@ def collate_complexes(
     follow = set(follow_batch or ())
     mapping = first._store._mapping
     # ComplexData's rules (and Data's, which it defers to), unless a subclass changed them
-    own_rules = type(first).__inc__ is ComplexData.__inc__ and type(first).__cat_dim__ is ComplexData.__cat_dim__
+    own_rules = (
+        type(first).__inc__ is ComplexData.__inc__
+        and type(first).__cat_dim__ is ComplexData.__cat_dim__
+    )
     has_nodes = "num_nodes" in mapping
     sparse_keys, dense_keys = [], []  # dense: (key, cat_dim, increment kind)
     for key, value in mapping.items():
@@ -274,7 +284,9 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
     shapes = sizes.sum(1).tolist()
     zero = np.zeros((len(keys), 1, 2), dtype=np.int64)
     slices = torch.from_numpy(np.concatenate([zero, np.cumsum(sizes, axis=1)], axis=1))  # PyG's
-    coalesced = np.fromiter([t.is_coalesced() for t in tensors], bool, count).reshape(len(keys), num).all(1)
+    coalesced = (
+        np.fromiter([t.is_coalesced() for t in tensors], bool, count).reshape(len(keys), num).all(1)
+    )
     out = []
     for k in range(len(keys)):
         value = torch.sparse_coo_tensor(
@@ -343,7 +355,9 @@ class ComplexDataBatch(Batch, ComplexData, metaclass=_BatchMeta):
         if position < 0:
             position += num
         if not 0 <= position < num:
-            raise IndexError(f"complex index {int(idx)} is out of range for a batch of {num} complexes")
+            raise IndexError(
+                f"complex index {int(idx)} is out of range for a batch of {num} complexes"
+            )
         return self.to_complex_list()[position]
 
     def index_select(self, idx: Any) -> list[ComplexData]:

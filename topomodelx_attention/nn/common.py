@@ -148,12 +148,16 @@ class FeatureEncoder(nn.Module):
         self.name = name
         self.cardinalities = None if cardinalities is None else [int(c) for c in cardinalities]
         if self.cardinalities is not None:
-            if len(self.cardinalities) != self.in_channels or any(c < 1 for c in self.cardinalities):
+            if len(self.cardinalities) != self.in_channels or any(
+                c < 1 for c in self.cardinalities
+            ):
                 raise ValueError(
                     f"{name}: give one positive cardinality per categorical column "
                     f"({self.in_channels}), got {self.cardinalities}"
                 )
-            self.embeddings = nn.ModuleList(nn.Embedding(c, out_channels) for c in self.cardinalities)
+            self.embeddings = nn.ModuleList(
+                nn.Embedding(c, out_channels) for c in self.cardinalities
+            )
             self.linear = None
         else:
             self.embeddings = None
@@ -177,7 +181,9 @@ class FeatureEncoder(nn.Module):
         if x.dim() == 1:
             x = x.unsqueeze(-1)
         if x.dim() != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"{self.name} must have shape (n, {self.in_channels}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"{self.name} must have shape (n, {self.in_channels}), got {tuple(x.shape)}"
+            )
         if self.embeddings is None:
             if not x.is_floating_point():
                 raise TypeError(
@@ -191,8 +197,12 @@ class FeatureEncoder(nn.Module):
             columns = []
             for j, table in enumerate(self.embeddings):
                 column = x[:, j]
-                if column.numel() and (int(column.min()) < 0 or int(column.max()) >= table.num_embeddings):
-                    raise ValueError(f"{self.name} column {j} has codes outside [0, {table.num_embeddings})")
+                if column.numel() and (
+                    int(column.min()) < 0 or int(column.max()) >= table.num_embeddings
+                ):
+                    raise ValueError(
+                        f"{self.name} column {j} has codes outside [0, {table.num_embeddings})"
+                    )
                 columns.append(table(column))
             out = torch.stack(columns).sum(0)
         return out if dtype is None else out.to(dtype)
@@ -213,7 +223,9 @@ class ReadoutMLP(nn.Sequential):
         Dropout after each hidden activation.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, hidden_layers: int = 1, dropout: float = 0.0) -> None:
+    def __init__(
+        self, in_channels: int, out_channels: int, hidden_layers: int = 1, dropout: float = 0.0
+    ) -> None:
         layers: list[nn.Module] = []
         width = int(in_channels)
         for _ in range(int(hidden_layers)):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from topomodelx_attention.nn.attention import sparse as sparse_module
-from topomodelx_attention.nn.attention import sparse_attention
+from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
 from topomodelx_attention.nn.attention.scatter import segment_softmax, segment_softmax_sorted
 
 HEADS, D, DV = 3, 4, 5
@@ -106,3 +106,60 @@ def test_segment_softmax_sorted_equals_segment_softmax(gen):
     sorted_ = segment_softmax_sorted(scores.t().contiguous(), index, lengths).t()
     torch.testing.assert_close(sorted_, segment_softmax(scores, index, 11), atol=1e-15, rtol=0)
     assert sorted_[index == index[0]].abs().max() == 0
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shared_plan_gives_the_same_outputs_and_gradients(gen, monkeypatch, shuffle):
+    """A plan built once (sparse_plan) = the plan each call builds itself, bias and dropout included."""
+    n_t, n_s = 15, 11
+    index_t, index_s = _edges(gen, n_t, n_s, 50, shuffle)
+    kw = {"generator": gen, "dtype": torch.float64}
+    q, k = torch.randn(n_t, HEADS, D, **kw), torch.randn(n_s, HEADS, D, **kw)
+    v = torch.randn(n_s, HEADS, DV, **kw)
+    bias = torch.randn(index_t.shape[0], HEADS, **kw)
+    edges = (index_t, index_s)
+    plan = sparse_plan(edges, HEADS, n_target=n_t, n_source=n_s)
+    assert (plan.order is None) == (not shuffle)
+    monkeypatch.setattr(sparse_module, "_use_fused", lambda *args: True)
+    results = []
+    for given in (None, plan):
+        inputs = [x.clone().requires_grad_() for x in (q, k, v, bias)]
+        torch.manual_seed(5)
+        out = sparse_attention(
+            *inputs[:3], edges, edge_bias=inputs[3], dropout_p=0.3, training=True, plan=given
+        )
+        out.pow(2).sum().backward()
+        results.append([out] + [x.grad for x in inputs])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
+
+
+def test_plan_of_another_neighbourhood_is_refused(gen):
+    index_t, index_s = _edges(gen, 10, 8, 30, False)
+    q, k, v = (torch.randn(n, HEADS, D, generator=gen) for n in (10, 8, 8))
+    wrong_heads = sparse_plan((index_t, index_s), HEADS + 1, n_target=10, n_source=8)
+    with pytest.raises(ValueError, match="heads"):
+        sparse_attention(q, k, v, (index_t, index_s), plan=wrong_heads)
+    fewer = sparse_plan((index_t[:-1], index_s[:-1]), HEADS, n_target=10, n_source=8)
+    with pytest.raises(ValueError, match="entries"):
+        sparse_attention(q, k, v, (index_t, index_s), plan=fewer)
+    with pytest.raises(ValueError, match="n_target and n_source"):
+        sparse_plan((index_t, index_s), HEADS)
+
+
+def test_plan_pattern_is_node_major(gen):
+    """Row t·H + h of the plan's CSR holds head h of target t: the dense operands need no copy."""
+    index_t, index_s = _edges(gen, 9, 7, 25, True)
+    plan = sparse_plan((index_t, index_s), 2, n_target=9, n_source=7)
+    dense = torch.sparse_csr_tensor(
+        plan.crow, plan.col, torch.ones(plan.col.shape[0]), (18, 14)
+    ).to_dense()
+    expected = torch.zeros(18, 14)
+    for t, s in zip(index_t.tolist(), index_s.tolist(), strict=True):
+        for h in range(2):
+            expected[2 * t + h, 2 * s + h] = 1
+    assert torch.equal(dense, expected)
+    transposed = torch.sparse_csr_tensor(
+        plan.crow_t, plan.col_t, torch.ones(plan.col_t.shape[0]), (14, 18)
+    )
+    assert torch.equal(transposed.to_dense(), expected.t())

@@ -16,6 +16,7 @@ from topomodelx_attention.nn.attention.functional import (
     HeadwiseLinear,
     NeighborhoodIndex,
     PaddedLayout,
+    SparsePlan,
     default_num_random_features,
     dense_attention,
     dense_attention_weights,
@@ -27,6 +28,7 @@ from topomodelx_attention.nn.attention.functional import (
     padded_layout,
     prepare_neighborhood,
     sparse_attention,
+    sparse_plan,
     split_heads,
 )
 from topomodelx_attention.nn.attention.kernels import (
@@ -56,6 +58,7 @@ __all__ = [
     "NeighborhoodIndex",
     "PaddedLayout",
     "SparseKernel",
+    "SparsePlan",
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
@@ -70,5 +73,6 @@ __all__ = [
     "scatter_sum",
     "segment_softmax",
     "sparse_attention",
+    "sparse_plan",
     "split_heads",
 ]

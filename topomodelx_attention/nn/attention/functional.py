@@ -41,7 +41,12 @@ from topomodelx_attention.nn.attention.linear import (
     linear_attention,
     orthogonal_random_matrix,
 )
-from topomodelx_attention.nn.attention.sparse import SPARSE_CHUNK_ELEMENTS, sparse_attention
+from topomodelx_attention.nn.attention.sparse import (
+    SPARSE_CHUNK_ELEMENTS,
+    SparsePlan,
+    sparse_attention,
+    sparse_plan,
+)
 
 __all__ = [
     "LINEAR_CHUNK_ELEMENTS",
@@ -50,6 +55,7 @@ __all__ = [
     "Neighborhood",
     "NeighborhoodIndex",
     "PaddedLayout",
+    "SparsePlan",
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
@@ -61,5 +67,6 @@ __all__ = [
     "padded_layout",
     "prepare_neighborhood",
     "sparse_attention",
+    "sparse_plan",
     "split_heads",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -28,14 +29,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
-from topomodelx_attention.nn.attention.layout import Neighborhood, neighborhood_index
+from topomodelx_attention.nn.attention.layout import (
+    Neighborhood,
+    NeighborhoodIndex,
+    neighborhood_index,
+)
 from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
     segment_softmax,
     segment_softmax_sorted,
 )
 
-__all__ = ["SPARSE_CHUNK_ELEMENTS", "sparse_attention"]
+__all__ = ["SPARSE_CHUNK_ELEMENTS", "SparsePlan", "sparse_attention", "sparse_plan"]
 
 #: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the
 #: composable sparse kernels (the fused CPU kernel builds no such chunk) (4 MiB in float32; chunks of a few MiB are reused by the allocator and measured
@@ -117,18 +122,8 @@ class _WeightedScatter(torch.autograd.Function):
 
 
 # ----------------------------------------------------------------------------------------------
-# fused CPU kernel: all heads as one block-diagonal CSR matrix
+# fused CPU kernel: all heads as one node-major block CSR matrix
 # ----------------------------------------------------------------------------------------------
-def _head_major(x: Tensor) -> Tensor:
-    """(n, H, d) → (H·n, d): row ``h·n + i`` holds ``x[i, h]`` (one copy of a node-sized tensor)."""
-    return x.transpose(0, 1).reshape(x.shape[0] * x.shape[1], x.shape[2])
-
-
-def _from_head_major(x: Tensor, heads: int) -> Tensor:
-    """(H·n, d) → (n, H, d), the inverse of :func:`_head_major` (a view)."""
-    return x.view(heads, -1, x.shape[1]).transpose(0, 1)
-
-
 @functools.cache
 def _silence_csr_beta_warning() -> None:
     """Build one CSR tensor with PyTorch's once-per-process "beta" warning filtered out."""
@@ -143,38 +138,193 @@ def _silence_csr_beta_warning() -> None:
         )
 
 
-def _block_csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
+def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
     _silence_csr_beta_warning()
     return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
-def _block_plan(index: Tensor, other: Tensor, n_rows: int, n_cols: int, heads: int):
-    """Block-diagonal CSR pattern of all heads for edges sorted by ``index`` (the rows).
+def _spmm(matrix: Tensor, dense: Tensor) -> Tensor:
+    """``matrix @ dense`` (CSR × dense) into a fresh tensor.
 
-    Head ``h`` owns rows ``h·n_rows + index`` and columns ``h·n_cols + other``; its entries are
-    stored after those of head ``h - 1``, so a ``(heads, nnz)`` tensor is the value array as is.
-    Returns ``crow (heads·n_rows + 1,)``, ``col (heads·nnz,)`` and ``lengths (heads, n_rows)``.
+    ``addmm`` with ``beta = 0`` ignores its uninitialised input (documented), which spares
+    ``@`` its zero fill and copy.
     """
-    nnz = index.shape[0]
-    crow1 = torch._convert_indices_from_coo_to_csr(index, n_rows)
-    head = torch.arange(heads, device=index.device).unsqueeze(1)
-    crow = torch.cat([(crow1[:-1] + head * nnz).reshape(-1), crow1[-1:] + (heads - 1) * nnz])
-    col = (other + head * n_cols).reshape(-1)
-    lengths = crow1.diff().expand(heads, n_rows).contiguous()
-    return crow, col, lengths
+    out = dense.new_empty((matrix.shape[0], dense.shape[1]))
+    return torch.addmm(out, matrix, dense, beta=0.0, out=out)
+
+
+def _node_major(rows: np.ndarray, cols: np.ndarray, rank: np.ndarray, n_rows: int, heads: int):
+    """Node-major CSR pattern of all heads for the edges ``(rows[e], cols[e])`` (NumPy, CPU).
+
+    Row ``i·H + h`` is head ``h`` of node ``i`` (the row-major layout of an ``(n, H, d)``
+    tensor, so a contiguous head-split tensor is the dense operand as is); column ``j·H + h``
+    likewise. ``rank[e]`` is the place of edge ``e`` in the row-sorted (stable) edge order.
+    Node ``i`` owns the stored values ``[start_i·H, (start_i + degree_i)·H)``, head ``h`` the
+    ``degree_i`` of them after ``start_i·H + h·degree_i``.
+
+    Returns ``crow (n_rows·H + 1,)`` and ``col (nnz·H,)`` (int32, for MKL), the row lengths
+    ``(n_rows·H,)`` and the storage position ``(nnz, H)`` of every (edge, head).
+    """
+    nnz, head = rows.shape[0], np.arange(heads)
+    degree = np.bincount(rows, minlength=n_rows)
+    start = np.cumsum(degree) - degree
+    if nnz * heads >= np.iinfo(np.int32).max:
+        raise ValueError(
+            f"{nnz} neighbourhood entries × {heads} heads exceed the fused kernel's int32 indices"
+        )
+    crow = np.empty(n_rows * heads + 1, dtype=np.int32)
+    crow[:-1] = (start[:, None] * heads + head * degree[:, None]).ravel()
+    crow[-1] = nnz * heads
+    position = (start[rows] * (heads - 1) + rank)[:, None] + head * degree[rows][:, None]
+    col = np.empty(nnz * heads, dtype=np.int32)
+    col[position.ravel()] = (cols[:, None] * heads + head).ravel()
+    return crow, col, np.repeat(degree, heads), position
+
+
+@dataclass(frozen=True)
+class SparsePlan:
+    r"""The CSR plan of one sorted neighbourhood for the fused CPU kernel, built once, reused.
+
+    The fused kernel of :func:`sparse_attention` treats all heads as one sparse matrix on
+    node-major rows (row ``t·H + h`` = head ``h`` of target ``t``), so the contiguous
+    ``(n, heads, d)`` queries, keys, values and gradients are its dense operands without any
+    copy. This object holds that pattern and its transpose (for the key / value gradients).
+    Build it once per batch with :func:`sparse_plan` and pass it to every call on the same
+    neighbourhood (e.g. every layer of a stack); without it each call builds its own.
+
+    Attributes
+    ----------
+    heads : int
+        Heads the plan is for.
+    shape : tuple of int
+        ``(n_target, n_source)``.
+    index_target, index_source : torch.Tensor, shape = (nnz,)
+        The edges, sorted by target (stable): the order of ``edge_bias`` rows is this order.
+    order : torch.Tensor or None, shape = (nnz,)
+        Permutation that sorted the given edges (``None``: they were sorted).
+    crow, col, row, lengths, position : torch.Tensor
+        Node-major CSR pattern (see :func:`_node_major_pattern`) and the storage position
+        ``(nnz, heads)`` of every (edge, head).
+    crow_t, col_t, to_transposed : torch.Tensor
+        The transposed pattern (rows = sources) and the gather that reorders stored values
+        into it.
+    """
+
+    heads: int
+    shape: tuple[int, int]
+    index_target: Tensor
+    index_source: Tensor
+    order: Tensor | None
+    crow: Tensor
+    col: Tensor
+    row: Tensor
+    lengths: Tensor
+    position: Tensor
+    crow_t: Tensor | None = None
+    col_t: Tensor | None = None
+    to_transposed: Tensor | None = None
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries of the neighbourhood."""
+        return self.index_target.shape[0]
+
+
+def _build_plan(
+    index_t: Tensor, index_s: Tensor, n_t: int, n_s: int, heads: int, transposed: bool
+) -> SparsePlan:
+    """:class:`SparsePlan` of CPU edges (sorted by target here when they are not)."""
+    order = None
+    if index_t.shape[0] > 1 and not bool((index_t[1:] >= index_t[:-1]).all()):
+        order = torch.argsort(index_t, stable=True)
+        index_t, index_s = index_t[order], index_s[order]
+    rows, cols = index_t.numpy(), index_s.numpy()
+    crow, col, lengths, position = _node_major(rows, cols, np.arange(rows.shape[0]), n_t, heads)
+    transpose = {}
+    if transposed:
+        by_source = np.argsort(
+            cols.astype(np.int16) if n_s <= np.iinfo(np.int16).max else cols, kind="stable"
+        )
+        rank = np.empty_like(by_source)
+        rank[by_source] = np.arange(by_source.shape[0])
+        crow_t, col_t, _, position_t = _node_major(cols, rows, rank, n_s, heads)
+        to_transposed = np.empty(position.size, dtype=np.int64)
+        to_transposed[position_t.ravel()] = position.ravel()
+        transpose = {"crow_t": crow_t, "col_t": col_t, "to_transposed": to_transposed}
+    row = np.repeat(np.arange(lengths.shape[0]), lengths)
+    arrays = {
+        "crow": crow,
+        "col": col,
+        "row": row,
+        "lengths": lengths[None],
+        "position": position,
+        **transpose,
+    }
+    tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in arrays.items()}
+    return SparsePlan(heads, (n_t, n_s), index_t, index_s, order, **tensors)
+
+
+def _with_transpose(plan: SparsePlan) -> SparsePlan:
+    """``plan`` with its transposed pattern (rows = sources), built if missing."""
+    if plan.crow_t is not None:
+        return plan
+    return _build_plan(
+        plan.index_target, plan.index_source, *plan.shape, plan.heads, transposed=True
+    )
+
+
+def sparse_plan(
+    neighborhood: Neighborhood,
+    heads: int,
+    *,
+    n_target: int | None = None,
+    n_source: int | None = None,
+) -> SparsePlan:
+    """Build the :class:`SparsePlan` of a neighbourhood once, for every call that attends on it.
+
+    Parameters
+    ----------
+    neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
+        Any format accepted by :func:`sparse_attention` (a
+        :class:`~topomodelx_attention.nn.attention.layout.NeighborhoodIndex` carries its shape).
+    heads : int
+        Number of heads of the attention calls.
+    n_target, n_source : int, optional
+        Shape of the neighbourhood (needed for index pairs; read from sparse tensors and
+        ``NeighborhoodIndex``).
+
+    Returns
+    -------
+    SparsePlan
+        Pass it as ``plan=`` to :func:`sparse_attention` with the same neighbourhood.
+    """
+    if n_target is None or n_source is None:
+        if isinstance(neighborhood, NeighborhoodIndex):
+            n_target, n_source = neighborhood.shape
+        elif isinstance(neighborhood, Tensor) and neighborhood.layout != torch.strided:
+            n_target, n_source = int(neighborhood.shape[0]), int(neighborhood.shape[1])
+        else:
+            raise ValueError("sparse_plan of an index pair needs n_target and n_source")
+    if int(heads) < 1:
+        raise ValueError(f"heads must be positive, got {heads}")
+    index_t, index_s, _ = neighborhood_index(neighborhood, n_target, n_source)
+    return _build_plan(
+        index_t.contiguous(), index_s.contiguous(), n_target, n_source, int(heads), True
+    )
 
 
 class _FusedSparseAttention(torch.autograd.Function):
-    r"""Eq. 2 (sparse kind) for edges sorted by target, as block-diagonal CSR products.
+    r"""Eq. 2 (sparse kind) as node-major block CSR products (see :class:`SparsePlan`).
 
-    All heads form one ``(H·n_t, H·n_s)`` CSR matrix (head ``h`` is the diagonal block ``h``),
-    so the SDDMM is one ``torch.sparse.sampled_addmm`` and every SpMM one CSR × dense product
-    (MKL on CPU), with no ``(nnz, heads, d)`` intermediate at all. The softmax and its gradient
-    run on ``(heads, nnz)`` tensors with segment reductions over the sorted targets. Saved for
-    backward: the inputs, the edge indices, the attention weights ``(heads, nnz)`` and the
-    dropout scaling if any (the CSR pattern is rebuilt, a few cheap index operations). Under
-    ``create_graph`` the backward differentiates :func:`_sparse_attention_composable` instead,
-    so higher derivatives exist.
+    All heads form one ``(n_t·H, n_s·H)`` CSR matrix whose row ``t·H + h`` holds head ``h`` of
+    target ``t``: the SDDMM is one ``torch.sparse.sampled_addmm`` and every SpMM one CSR ×
+    dense product (MKL on CPU) on the contiguous ``(n, H, d)`` tensors viewed as ``(n·H, d)``,
+    with no ``(nnz, heads, d)`` intermediate and no layout copy. The softmax and its gradient
+    run on the ``(nnz·H,)`` stored values with segment reductions over the CSR rows. Saved for
+    backward: the inputs, the attention weights and the dropout scaling if any; the plan is
+    kept when it was given (built once per batch), else rebuilt from the edges. Under
+    ``create_graph`` the backward differentiates :func:`_sparse_attention_composable`
+    instead, so higher derivatives exist.
     """
 
     @staticmethod
@@ -184,104 +334,117 @@ class _FusedSparseAttention(torch.autograd.Function):
         key: Tensor,
         value: Tensor,
         edge_bias: Tensor | None,
-        index_t: Tensor,
-        index_s: Tensor,
+        plan: SparsePlan,
         scale: float,
         dropout_scale: Tensor | None,
+        keep_plan: bool,
     ) -> Tensor:
         (n_t, heads, _), n_s = query.shape, key.shape[0]
-        nnz = index_t.shape[0]
-        crow, col, lengths = _block_plan(index_t, index_s, n_t, n_s, heads)
-        shape = (heads * n_t, heads * n_s)
-        rows_q, rows_k, rows_v = _head_major(query), _head_major(key), _head_major(value)
+        shape = (n_t * heads, n_s * heads)
+        rows_q, rows_k, rows_v = (
+            x.reshape(x.shape[0] * heads, x.shape[2]) for x in (query, key, value)
+        )
         # beta = 0 still multiplies the pattern's values: they must be finite (zeros)
-        pattern = _block_csr(crow, col, query.new_zeros(heads * nnz), shape)
-        scores = torch.sparse.sampled_addmm(pattern, rows_q, rows_k.t(), beta=0.0, alpha=scale)
-        scores = scores.values().view(heads, nnz)
+        pattern = _csr(plan.crow, plan.col, query.new_zeros(plan.col.shape[0]), shape)
+        scores = torch.sparse.sampled_addmm(
+            pattern, rows_q, rows_k.t(), beta=0.0, alpha=scale
+        ).values()
         if edge_bias is not None:
-            scores = scores + edge_bias.t()
-        alpha = segment_softmax_sorted(scores, index_t, lengths)
+            scores = scores + _to_storage(edge_bias.expand(-1, heads), plan)
+        alpha = segment_softmax_sorted(scores.unsqueeze(0), plan.row, plan.lengths).squeeze(0)
         weight = alpha if dropout_scale is None else alpha * dropout_scale
-        out = _block_csr(crow, col, weight.view(-1), shape) @ rows_v
-        # (nnz, heads)-sized tensors only: the CSR pattern is rebuilt in backward
-        ctx.save_for_backward(query, key, value, edge_bias, index_t, index_s, alpha, dropout_scale)
+        out = _spmm(_csr(plan.crow, plan.col, weight, shape), rows_v)
+        ctx.save_for_backward(query, key, value, edge_bias, alpha, dropout_scale)
+        # the plan's index tensors are shared by every call on the batch when kept
+        ctx.plan = plan if keep_plan else (plan.index_target, plan.index_source)
         ctx.scale = scale
         ctx.sizes = (n_t, n_s, heads)
         ctx.bias_heads = None if edge_bias is None else edge_bias.shape[1]
-        return _from_head_major(out, heads)
+        return out.view(n_t, heads, value.shape[2])
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         saved = ctx.saved_tensors
-        query, key, value, _, index_t, index_s, alpha, dropout_scale = saved
-        if torch.is_grad_enabled():  # create_graph: differentiate the composable formulation
-            return _FusedSparseAttention.backward_composable(ctx, grad, saved)
+        query, key, value, _, alpha, dropout_scale = saved
         n_t, n_s, heads = ctx.sizes
-        crow, col, lengths = _block_plan(index_t, index_s, n_t, n_s, heads)
-        nnz = index_t.shape[0]
-        shape = (heads * n_t, heads * n_s)
-        grad_rows = _head_major(grad)
-        rows_q, rows_k, rows_v = _head_major(query), _head_major(key), _head_major(value)
-        weight = alpha if dropout_scale is None else alpha * dropout_scale
+        plan = ctx.plan
         need_q, need_k, need_v, need_bias = ctx.needs_input_grad[:4]
-        if need_k or need_v:  # the pattern transposed: edges sorted by source
-            order = _stable_argsort(index_s, n_s)
-            crow_s, col_s, _ = _block_plan(index_s[order], index_t[order], n_s, n_t, heads)
+        if not isinstance(plan, SparsePlan):
+            plan = _build_plan(*plan, n_t, n_s, heads, transposed=need_k or need_v)
+        if torch.is_grad_enabled():  # create_graph: differentiate the composable formulation
+            return _FusedSparseAttention.backward_composable(ctx, grad, saved, plan)
+        shape = (n_t * heads, n_s * heads)
+        grad_rows = grad.contiguous().view(n_t * heads, grad.shape[2])
+        rows_q, rows_k, rows_v = (
+            x.reshape(x.shape[0] * heads, x.shape[2]) for x in (query, key, value)
+        )
+        weight = alpha if dropout_scale is None else alpha * dropout_scale
+        if need_k or need_v:
+            plan = _with_transpose(plan)
         grad_q = grad_k = grad_v = grad_bias = None
         if need_v:
-            matrix_t = _block_csr(
-                crow_s, col_s, weight.index_select(1, order).view(-1), shape[::-1]
+            matrix_t = _csr(
+                plan.crow_t, plan.col_t, weight.index_select(0, plan.to_transposed), shape[::-1]
             )
-            grad_v = _from_head_major(matrix_t @ grad_rows, heads)
+            grad_v = _spmm(matrix_t, grad_rows).view(n_s, heads, value.shape[2])
         if need_q or need_k or need_bias:
-            pattern = _block_csr(crow, col, alpha.view(-1), shape)  # values finite, beta = 0
-            grad_weight = torch.sparse.sampled_addmm(pattern, grad_rows, rows_v.t(), beta=0.0)
-            grad_weight = grad_weight.values().view(heads, nnz)
+            pattern = _csr(plan.crow, plan.col, alpha, shape)  # values finite, beta = 0
+            grad_weight = torch.sparse.sampled_addmm(
+                pattern, grad_rows, rows_v.t(), beta=0.0
+            ).values()
             if dropout_scale is not None:
                 grad_weight = grad_weight * dropout_scale
             # softmax backward: α ⊙ (g − Σ_{s ∈ N(t)} α g)
-            weighted = alpha * grad_weight
-            total = torch.segment_reduce(weighted, "sum", lengths=lengths, axis=1, unsafe=True)
-            grad_scores = weighted.sub_(alpha * total.index_select(1, index_t))
+            weighted = (alpha * grad_weight).unsqueeze(0)
+            total = torch.segment_reduce(weighted, "sum", lengths=plan.lengths, axis=1, unsafe=True)
+            grad_scores = weighted.sub_(alpha * total.index_select(1, plan.row)).squeeze(0)
             if need_bias:
-                grad_bias = grad_scores.t()
+                grad_bias = _from_storage(grad_scores, plan)
                 if ctx.bias_heads == 1:
                     grad_bias = grad_bias.sum(1, keepdim=True)
             grad_scaled = grad_scores * ctx.scale
             if need_q:
-                matrix = _block_csr(crow, col, grad_scaled.view(-1), shape)
-                grad_q = _from_head_major(matrix @ rows_k, heads)
+                matrix = _csr(plan.crow, plan.col, grad_scaled, shape)
+                grad_q = _spmm(matrix, rows_k).view(n_t, heads, query.shape[2])
             if need_k:
-                values_t = grad_scaled.index_select(1, order).view(-1)
-                matrix_t = _block_csr(crow_s, col_s, values_t, shape[::-1])
-                grad_k = _from_head_major(matrix_t @ rows_q, heads)
+                values_t = grad_scaled.index_select(0, plan.to_transposed)
+                matrix_t = _csr(plan.crow_t, plan.col_t, values_t, shape[::-1])
+                grad_k = _spmm(matrix_t, rows_q).view(n_s, heads, key.shape[2])
         return grad_q, grad_k, grad_v, grad_bias, None, None, None, None
 
     @staticmethod
-    def backward_composable(ctx, grad: Tensor, saved: tuple):
+    def backward_composable(ctx, grad: Tensor, saved: tuple, plan: SparsePlan):
         """Backward through :func:`_sparse_attention_composable` (differentiable again)."""
-        query, key, value, edge_bias, index_t, index_s, _, dropout_scale = saved
+        query, key, value, edge_bias, _, dropout_scale = saved
         inputs = (query, key, value, edge_bias)
         wanted = [x for x, need in zip(inputs, ctx.needs_input_grad[:4]) if need]
-        weight_scale = None if dropout_scale is None else dropout_scale.t()
+        weight_scale = None if dropout_scale is None else _from_storage(dropout_scale, plan)
         out = _sparse_attention_composable(
-            query, key, value, index_t, index_s, ctx.scale, edge_bias, 0.0, weight_scale
+            query,
+            key,
+            value,
+            plan.index_target,
+            plan.index_source,
+            ctx.scale,
+            edge_bias,
+            0.0,
+            weight_scale,
         )
         grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
         result = [next(grads) if need else None for need in ctx.needs_input_grad[:4]]
         return (*result, None, None, None, None)
 
 
-def _stable_argsort(index: Tensor, size: int) -> Tensor:
-    """Stable argsort of a CPU index with values in ``[0, size)``.
+def _to_storage(per_edge: Tensor, plan: SparsePlan) -> Tensor:
+    """``(nnz, heads)`` in the plan's edge order → ``(nnz·heads,)`` in CSR storage order."""
+    out = per_edge.new_empty(plan.position.numel())
+    out[plan.position.reshape(-1)] = per_edge.reshape(-1)
+    return out
 
-    NumPy's radix sort for 16-bit keys when ``size`` fits (measured ~10× faster than
-    ``torch.argsort`` for a few thousand edges), ``torch.argsort(stable=True)`` otherwise.
-    """
-    if size <= np.iinfo(np.int16).max:
-        keys = index.numpy().astype(np.int16)
-        return torch.from_numpy(np.argsort(keys, kind="stable")).to(index.device)
-    return torch.argsort(index, stable=True)
+
+def _from_storage(stored: Tensor, plan: SparsePlan) -> Tensor:
+    """``(nnz·heads,)`` in CSR storage order → ``(nnz, heads)`` in the plan's edge order."""
+    return stored.index_select(0, plan.position.reshape(-1)).view(plan.position.shape)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -297,6 +460,7 @@ def sparse_attention(
     dropout_p: float = 0.0,
     training: bool = False,
     edge_bias: Tensor | None = None,
+    plan: SparsePlan | None = None,
 ) -> Tensor:
     r"""Multi-head attention restricted to the entries of a sparse neighbourhood (Eq. 2, sparse).
 
@@ -331,6 +495,10 @@ def sparse_attention(
         Whether dropout is active.
     edge_bias : torch.Tensor, shape = (nnz,) or (nnz, heads) or (nnz, 1), optional
         Additive logits, in the order of the (coalesced) entries of ``neighborhood``.
+    plan : SparsePlan, optional
+        The CSR plan of ``neighborhood`` for ``heads`` heads (:func:`sparse_plan`), built once
+        and shared by every call on the same neighbourhood; used by the fused CPU kernel,
+        ignored by the other executions. Without it the fused kernel builds its own per call.
 
     Returns
     -------
@@ -359,10 +527,23 @@ def sparse_attention(
             )
         edge_bias = edge_bias.to(query.dtype)
     scale = resolve_scale(scale, query.shape[2])
-    # the fused CPU kernel and the composable pieces take the same arguments
-    attend = _fused_sparse_attention if _use_fused(query, value, nnz) else _sparse_attention_composable
-    return attend(
-        query, key, value, index_t, index_s, scale, edge_bias, dropout_p if training else 0.0
+    dropout_p = dropout_p if training else 0.0
+    if (
+        plan is not None
+        and not torch.compiler.is_compiling()
+        and (plan.shape != (n_t, key.shape[0]) or plan.heads != heads or plan.nnz != nnz)
+    ):
+        raise ValueError(
+            f"plan is for a {plan.shape} neighbourhood with {plan.nnz} entries and {plan.heads} "
+            f"heads, but this call has ({n_t}, {key.shape[0]}), {nnz} entries and {heads} heads; "
+            "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
+        )
+    if _use_fused(query, value, nnz):
+        return _fused_sparse_attention(
+            query, key, value, index_t, index_s, scale, edge_bias, dropout_p, plan
+        )
+    return _sparse_attention_composable(
+        query, key, value, index_t, index_s, scale, edge_bias, dropout_p
     )
 
 
@@ -434,20 +615,25 @@ def _fused_sparse_attention(
     scale: float,
     edge_bias: Tensor | None,
     dropout_p: float,
+    plan: SparsePlan | None = None,
 ) -> Tensor:
-    """Sort the edges by target if needed, draw the dropout mask, run the fused kernel."""
+    """Build the plan if none is given, draw the dropout mask, run the fused kernel."""
+    keep_plan = plan is not None
+    if plan is None:
+        plan = _build_plan(
+            index_t, index_s, query.shape[0], key.shape[0], query.shape[1], transposed=False
+        )
     dropout_scale = None
     if dropout_p > 0.0:
         # the mask F.dropout(alpha) would draw (same shape, same generator calls), as a factor
         ones = query.new_ones((index_t.shape[0], query.shape[1]))
         dropout_scale = F.dropout(ones, p=dropout_p, training=True)
-    if index_t.shape[0] > 1 and not bool((index_t[1:] >= index_t[:-1]).all()):
-        order = torch.argsort(index_t, stable=True)
-        index_t, index_s = index_t[order], index_s[order]
-        edge_bias = None if edge_bias is None else edge_bias[order]
-        dropout_scale = None if dropout_scale is None else dropout_scale[order]
+    if plan.order is not None:
+        edge_bias = None if edge_bias is None else edge_bias[plan.order]
+        dropout_scale = None if dropout_scale is None else dropout_scale[plan.order]
     if dropout_scale is not None:
-        dropout_scale = dropout_scale.t().contiguous()
+        dropout_scale = _to_storage(dropout_scale, plan)
+    query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
     return _FusedSparseAttention.apply(
-        query, key, value, edge_bias, index_t, index_s, scale, dropout_scale
+        query, key, value, edge_bias, plan, scale, dropout_scale, keep_plan
     )

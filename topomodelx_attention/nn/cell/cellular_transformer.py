@@ -116,18 +116,24 @@ class CellEncoder(nn.Module):
     ) -> None:
         super().__init__()
         if pe_combination not in PE_COMBINATIONS:
-            raise ValueError(f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}")
+            raise ValueError(
+                f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}"
+            )
         self.in_channels = None if in_channels is None else int(in_channels)
         self.out_channels = int(out_channels)
         self.pe_channels = None if pe_channels is None else int(pe_channels)
         self.pe_combination = pe_combination
         self.features = (
-            None if in_channels is None else FeatureEncoder(in_channels, out_channels, cardinalities, "cell features")
+            None
+            if in_channels is None
+            else FeatureEncoder(in_channels, out_channels, cardinalities, "cell features")
         )
         self.pe_linear = None
         if self.pe_channels is not None:
             self.pe_linear = (
-                _pe_projection(self.out_channels, self.pe_channels, pe_combination) if pe_linear is None else pe_linear
+                _pe_projection(self.out_channels, self.pe_channels, pe_combination)
+                if pe_linear is None
+                else pe_linear
             )
 
     def forward(self, x: Tensor, pe: Tensor | None = None) -> Tensor:
@@ -146,7 +152,9 @@ class CellEncoder(nn.Module):
             ``X^1`` of the first layer.
         """
         if self.features is None:
-            raise ValueError("this CellEncoder has no features of its own (in_channels=None); call combine()")
+            raise ValueError(
+                "this CellEncoder has no features of its own (in_channels=None); call combine()"
+            )
         return self.combine(self.features(x), pe)
 
     def combine(self, h: Tensor, pe: Tensor | None = None) -> Tensor:
@@ -166,14 +174,22 @@ class CellEncoder(nn.Module):
         """
         if self.pe_linear is None:
             if pe is not None:
-                raise ValueError("the data carries a positional encoding but the model has pe_channels=None")
+                raise ValueError(
+                    "the data carries a positional encoding but the model has pe_channels=None"
+                )
             return h
         if pe is None:
-            raise ValueError("the model expects positional encodings pe_r; apply a PE transform to the data")
+            raise ValueError(
+                "the model expects positional encodings pe_r; apply a PE transform to the data"
+            )
         if pe.shape != (h.shape[0], self.pe_channels):
-            raise ValueError(f"pe must have shape ({h.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}")
+            raise ValueError(
+                f"pe must have shape ({h.shape[0]}, {self.pe_channels}), got {tuple(pe.shape)}"
+            )
         if not pe.is_floating_point():
-            raise TypeError(f"positional encodings must be float, got {pe.dtype}; apply a PE transform")
+            raise TypeError(
+                f"positional encodings must be float, got {pe.dtype}; apply a PE transform"
+            )
         pe = pe.to(h.dtype)
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
@@ -201,7 +217,9 @@ def _pattern(matrix: Tensor) -> Tensor:
     """Return the 0/1 pattern (nonzero entries) of a coalesced sparse COO matrix."""
     index = matrix.indices()[:, matrix.values() != 0]
     ones = torch.ones(index.shape[1], dtype=matrix.dtype, device=index.device)
-    return torch.sparse_coo_tensor(index, ones, matrix.shape, is_coalesced=True, check_invariants=False)
+    return torch.sparse_coo_tensor(
+        index, ones, matrix.shape, is_coalesced=True, check_invariants=False
+    )
 
 
 def vertex_membership(data: ComplexData, rank: int) -> Tensor:
@@ -227,7 +245,9 @@ def vertex_membership(data: ComplexData, rank: int) -> Tensor:
         raise ValueError(f"rank must be at least 1, got {rank}")
     product = _pattern(to_coalesced_coo(data.neighborhood("incidence", 1), "incidence_1"))
     for r in range(2, int(rank) + 1):
-        product = _pattern_product(product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}"))
+        product = _pattern_product(
+            product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}")
+        )
     return product
 
 
@@ -356,11 +376,17 @@ class CellularTransformer(nn.Module):
         if outputs not in OUTPUTS:
             raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
         if pe_projection not in PE_PROJECTIONS:
-            raise ValueError(f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}")
+            raise ValueError(
+                f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
+            )
         if pe_combination not in PE_COMBINATIONS:
-            raise ValueError(f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}")
+            raise ValueError(
+                f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}"
+            )
         if cell_embedding not in CELL_EMBEDDINGS:
-            raise ValueError(f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}")
+            raise ValueError(
+                f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}"
+            )
         if categorical is None:
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
@@ -369,7 +395,9 @@ class CellularTransformer(nn.Module):
             readout_ranks = tuple(range(self.max_rank + 1))
         self.readout_ranks = tuple(int(r) for r in readout_ranks)
         if not self.readout_ranks or any(not 0 <= r <= self.max_rank for r in self.readout_ranks):
-            raise ValueError(f"readout_ranks must be ranks in 0..{self.max_rank}, got {readout_ranks}")
+            raise ValueError(
+                f"readout_ranks must be ranks in 0..{self.max_rank}, got {readout_ranks}"
+            )
         if int(n_layers) < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         self.pooling = pooling
@@ -380,7 +408,9 @@ class CellularTransformer(nn.Module):
         self.check_inputs = bool(check_inputs)
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
         # ranks whose signals are the sum of their embedded vertices (Appendix A)
-        self.vertex_sum_ranks = tuple(range(2, self.max_rank + 1)) if cell_embedding == "vertex_sum" else ()
+        self.vertex_sum_ranks = (
+            tuple(range(2, self.max_rank + 1)) if cell_embedding == "vertex_sum" else ()
+        )
         self.shared_pe = None
         if pe_channels is not None and pe_projection == "shared":
             self.shared_pe = _pe_projection(int(hidden_channels), int(pe_channels), pe_combination)
@@ -416,14 +446,18 @@ class CellularTransformer(nn.Module):
             for _ in range(int(n_layers))
         )
         self.final_norms = (
-            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1)) if final_norm else None
+            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
+            if final_norm
+            else None
         )
         self.out_channels = None if out_channels is None else int(out_channels)
         self.readouts = None
         if self.out_channels is not None:
             self.readouts = nn.ModuleDict(
                 {
-                    str(r): ReadoutMLP(hidden_channels, self.out_channels, readout_layers, readout_dropout)
+                    str(r): ReadoutMLP(
+                        hidden_channels, self.out_channels, readout_layers, readout_dropout
+                    )
                     for r in self.readout_ranks
                 }
             )
@@ -439,7 +473,9 @@ class CellularTransformer(nn.Module):
     # ------------------------------------------------------------------ helpers
     def _check_data(self, data: ComplexData) -> None:
         if not isinstance(data, ComplexData):
-            raise TypeError(f"CellularTransformer expects a (batched) ComplexData, got {type(data)!r}")
+            raise TypeError(
+                f"CellularTransformer expects a (batched) ComplexData, got {type(data)!r}"
+            )
         if data.max_rank < self.max_rank:
             raise ValueError(
                 f"the model handles ranks 0..{self.max_rank} but the data stops at rank "
@@ -450,11 +486,15 @@ class CellularTransformer(nn.Module):
         """``X_k^1 = P_k(X_k, E_k)`` of every rank (Eq. 4), before the embedding dropout."""
         inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
         ranks = range(self.max_rank + 1)
-        signals = {r: self.encoders[r].features(xr) for r, xr in enumerate(inputs.x) if xr is not None}
+        signals = {
+            r: self.encoders[r].features(xr) for r, xr in enumerate(inputs.x) if xr is not None
+        }
         for r in self.vertex_sum_ranks:
             # X_r = M_rᵀ X_0: sum of the embedded signals of the vertices of every r-cell
             vertex, cell = inputs.membership[r]
-            signals[r] = scatter_sum(signals[0].index_select(0, vertex), cell, inputs.batch[r].shape[0])
+            signals[r] = scatter_sum(
+                signals[0].index_select(0, vertex), cell, inputs.batch[r].shape[0]
+            )
         return [self.encoders[r].combine(signals[r], inputs.pe[r]) for r in ranks]
 
     @torch.compiler.disable
@@ -485,7 +525,9 @@ class CellularTransformer(nn.Module):
         own = [r for r in ranks if r not in self.vertex_sum_ranks]
         for r in own:
             if f"x_{r}" not in data:
-                raise ValueError(f"the data has no features x_{r}; lift features first (FeatureLifting)")
+                raise ValueError(
+                    f"the data has no features x_{r}; lift features first (FeatureLifting)"
+                )
         pe = tuple(data.get(f"pe_{r}", None) for r in ranks)
         x = tuple(data[f"x_{r}"] if r in own else None for r in ranks)
         if self.check_inputs:

@@ -55,9 +55,11 @@ from topomodelx_attention.nn.attention import (
     MultiHeadAttention,
     NeighborhoodIndex,
     PaddedLayout,
+    SparsePlan,
     padded_layout,
     prepare_neighborhood,
     sparse_attention,
+    sparse_plan,
 )
 
 __all__ = [
@@ -233,7 +235,12 @@ def _fused_plan(
         ``(q_offsets[-1], kv_offsets[-1])``.
     """
     slots = _fused_slots(arrows, sizes)
-    targets, sources, q_offsets, kv_offsets = slots.targets, slots.sources, slots.q_offsets, slots.kv_offsets
+    targets, sources, q_offsets, kv_offsets = (
+        slots.targets,
+        slots.sources,
+        slots.q_offsets,
+        slots.kv_offsets,
+    )
     index_query, index_key = [], []
     for arrow in arrows:
         matrix = neighborhoods[arrow]
@@ -245,13 +252,20 @@ def _fused_plan(
             )
         t, s = matrix.indices()
         slots_t, slots_s = len(targets[arrow.target]), len(sources[arrow.source])
-        index_query.append(t * slots_t + (q_offsets[arrow.target] + targets[arrow.target].index(arrow)))
-        index_key.append(s * slots_s + (kv_offsets[arrow.source] + sources[arrow.source].index(arrow)))
+        index_query.append(
+            t * slots_t + (q_offsets[arrow.target] + targets[arrow.target].index(arrow))
+        )
+        index_key.append(
+            s * slots_s + (kv_offsets[arrow.source] + sources[arrow.source].index(arrow))
+        )
     index_query, index_key = torch.cat(index_query), torch.cat(index_key)
     # edges sorted by query row: the scatters of the attention kernels then write in order
     order = torch.argsort(index_query, stable=True)
     return prepare_neighborhood(
-        (index_query[order], index_key[order]), q_offsets[-1], kv_offsets[-1], name="joined sparse arrows"
+        (index_query[order], index_key[order]),
+        q_offsets[-1],
+        kv_offsets[-1],
+        name="joined sparse arrows",
     )
 
 
@@ -281,6 +295,9 @@ class CellStructure:
         dense attention).
     general_layout : PaddedLayout or None
         Padding of the cells of all ranks per complex (general dense / linear attention).
+    fused_plan : SparsePlan or None
+        CSR plan of ``fused`` for the fused CPU kernel (built on CPU only; shared by every
+        layer, forward and backward).
     """
 
     neighborhoods: tuple[NeighborhoodIndex | None, ...]
@@ -288,6 +305,7 @@ class CellStructure:
     layouts: tuple[PaddedLayout, ...]
     general: NeighborhoodIndex | None
     general_layout: PaddedLayout | None
+    fused_plan: SparsePlan | None = None
 
 
 def default_tensor_diagram(max_rank: int) -> list[Arrow]:
@@ -316,7 +334,9 @@ def default_tensor_diagram(max_rank: int) -> list[Arrow]:
     return arrows
 
 
-def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank: int) -> list[Arrow]:
+def parse_tensor_diagram(
+    diagram: Sequence[Arrow | tuple | str] | None, max_rank: int
+) -> list[Arrow]:
     """Normalise a tensor-diagram description into a list of :class:`Arrow`.
 
     Parameters
@@ -344,18 +364,24 @@ def parse_tensor_diagram(diagram: Sequence[Arrow | tuple | str] | None, max_rank
             if isinstance(item, str):
                 match = re.match(r"^\s*(\d+)\s*->\s*(\d+)\s*:\s*(\S+)\s*$", item)
                 if not match:
-                    raise ValueError(f"cannot parse arrow {item!r}; write e.g. '0->1:incidence_1.T'")
+                    raise ValueError(
+                        f"cannot parse arrow {item!r}; write e.g. '0->1:incidence_1.T'"
+                    )
                 item = (int(match.group(1)), int(match.group(2)), match.group(3))
             if isinstance(item, list):
                 item = tuple(item)  # YAML gives lists
             if not (isinstance(item, tuple) and len(item) == 3):
-                raise TypeError(f"arrow {item!r} must be an Arrow, (source, target, key) or a string")
+                raise TypeError(
+                    f"arrow {item!r} must be an Arrow, (source, target, key) or a string"
+                )
             source, target, key = item
             transpose = key.endswith(".T")
             arrow = Arrow(int(source), int(target), key[:-2] if transpose else key, transpose)
         match = _ARROW.match(arrow.neighborhood + (".T" if arrow.transpose else ""))
         if not match:
-            raise ValueError(f"arrow {arrow.name}: {arrow.neighborhood!r} is not a neighbourhood key")
+            raise ValueError(
+                f"arrow {arrow.name}: {arrow.neighborhood!r} is not a neighbourhood key"
+            )
         for rank in (arrow.source, arrow.target):
             if not 0 <= rank <= max_rank:
                 raise ValueError(f"arrow {arrow.name} uses rank {rank} outside 0..{max_rank}")
@@ -416,7 +442,9 @@ class _HeadwiseLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(heads, width)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        out = torch.einsum("nhi,hio->nho", x.reshape(x.shape[0], self.heads, self.weight.shape[1]), self.weight)
+        out = torch.einsum(
+            "nhi,hio->nho", x.reshape(x.shape[0], self.heads, self.weight.shape[1]), self.weight
+        )
         return out if self.bias is None else out + self.bias
 
 
@@ -432,7 +460,9 @@ def _core_options(attention_scale: float | None, output_projection: bool, bias_s
     if attention_scale is not None:
         attention_scale = float(attention_scale)
         if not attention_scale > 0.0:
-            raise ValueError(f"attention_scale must be positive (or None for 1/sqrt(d)), got {attention_scale}")
+            raise ValueError(
+                f"attention_scale must be positive (or None for 1/sqrt(d)), got {attention_scale}"
+            )
     if not isinstance(output_projection, bool):
         raise TypeError(f"output_projection must be a bool, got {output_projection!r}")
     if bias_scale not in BIAS_SCALES:
@@ -451,7 +481,9 @@ def _core_options(attention_scale: float | None, output_projection: bool, bias_s
         elif "bias_scale_per_head" in _CORE_OPTIONS:
             options["bias_scale_per_head"] = False
         else:  # pragma: no cover - depends on the attention core
-            raise ValueError("bias_scale='shared' is not supported by this version of the attention core")
+            raise ValueError(
+                "bias_scale='shared' is not supported by this version of the attention core"
+            )
     return options
 
 
@@ -526,7 +558,9 @@ class CellularTransformerLayer(nn.Module):
         if kind not in CELL_KINDS:
             raise ValueError(f"kind must be one of {CELL_KINDS}, got {kind!r}")
         if attention == "general" and kind == "mixed":
-            raise ValueError("kind='mixed' is a pairwise kind; general attention takes sparse, dense or linear")
+            raise ValueError(
+                "kind='mixed' is a pairwise kind; general attention takes sparse, dense or linear"
+            )
         if int(max_rank) < 0:
             raise ValueError(f"max_rank must be non-negative, got {max_rank}")
         self.channels = int(channels)
@@ -580,14 +614,20 @@ class CellularTransformerLayer(nn.Module):
             )
             # sparse arrows with plain Q/K/V/O projections run as one attention problem
             self._fused_arrows = tuple(
-                a for a, k in zip(self.arrows, self.block_keys) if _fusable(self.blocks[k], output_projection)
+                a
+                for a, k in zip(self.arrows, self.block_keys)
+                if _fusable(self.blocks[k], output_projection)
             )
         else:
             self.general = block(kind, value_projection=False)
             if output_projection:
-                self.values = nn.ModuleList(nn.Linear(self.channels, self.channels, bias=bias) for _ in ranks)
+                self.values = nn.ModuleList(
+                    nn.Linear(self.channels, self.channels, bias=bias) for _ in ranks
+                )
             else:
-                self.values = nn.ModuleList(_HeadwiseLinear(self.channels, self.heads, bias) for _ in ranks)
+                self.values = nn.ModuleList(
+                    _HeadwiseLinear(self.channels, self.heads, bias) for _ in ranks
+                )
             if kind == "dense":
                 self._bias_arrows = tuple(self.arrows)
 
@@ -622,7 +662,9 @@ class CellularTransformerLayer(nn.Module):
         if isinstance(neighborhoods, ArrowNeighborhoods):
             missing = [arrow.label for arrow in self.arrows if arrow not in neighborhoods]
             if missing:
-                raise ValueError(f"the prepared neighbourhoods lack the arrows {missing} of this layer")
+                raise ValueError(
+                    f"the prepared neighbourhoods lack the arrows {missing} of this layer"
+                )
             return neighborhoods
         converted: dict[str, Tensor] = {}
         prepared = ArrowNeighborhoods()
@@ -682,29 +724,41 @@ class CellularTransformerLayer(nn.Module):
             The index tensors and layouts the layers read.
         """
         batch = list(batch)
-        if len(batch) != self.max_rank + 1 or not all(isinstance(b, Tensor) and b.dim() == 1 for b in batch):
+        if len(batch) != self.max_rank + 1 or not all(
+            isinstance(b, Tensor) and b.dim() == 1 for b in batch
+        ):
             raise ValueError(f"batch must hold one (n_r,) vector per rank 0..{self.max_rank}")
         if num_complexes is None:
             num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
         sizes = tuple(int(b.shape[0]) for b in batch)
         prepared = self.prepare_neighborhoods(neighborhoods)
         device = batch[0].device
-        kinds = {self.kind} if self.attention == "general" else {block.kind for block in self.blocks.values()}
+        kinds = (
+            {self.kind}
+            if self.attention == "general"
+            else {block.kind for block in self.blocks.values()}
+        )
         layouts: tuple[PaddedLayout, ...] = ()
         if self.attention == "pairwise" and kinds & {"dense", "linear"}:
             layouts = tuple(padded_layout(b, num_complexes) for b in batch)
         per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
-        fused = general = general_layout = None
+        fused = general = general_layout = fused_plan = None
         if self.attention == "pairwise":
             active = self._active_fused(sizes)
             if active:
                 fused = _fused_plan(active, prepared, sizes).to(device)
+                if device.type == "cpu":
+                    fused_plan = sparse_plan(fused, self.heads)
             for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
                 empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
                 if empty or arrow in self._fused_arrows or self.blocks[key].kind == "linear":
                     continue
                 per_arrow[i] = prepare_neighborhood(
-                    prepared[arrow], sizes[arrow.target], sizes[arrow.source], device=device, name=arrow.label
+                    prepared[arrow],
+                    sizes[arrow.target],
+                    sizes[arrow.source],
+                    device=device,
+                    name=arrow.label,
                 )
         elif sum(sizes):
             offsets = [0]
@@ -712,10 +766,14 @@ class CellularTransformerLayer(nn.Module):
                 offsets.append(offsets[-1] + n)
             if self.kind != "linear":
                 matrix = _block_neighborhood(self.arrows, prepared, offsets, device)
-                general = prepare_neighborhood(matrix, offsets[-1], offsets[-1], name="block neighbourhood (Eq. 3)")
-            if self.kind != "sparse":  # tokens in rank-major order: the packed layout needs no sorting
+                general = prepare_neighborhood(
+                    matrix, offsets[-1], offsets[-1], name="block neighbourhood (Eq. 3)"
+                )
+            if (
+                self.kind != "sparse"
+            ):  # tokens in rank-major order: the packed layout needs no sorting
                 general_layout = padded_layout(torch.cat(batch).to(device), num_complexes)
-        return CellStructure(tuple(per_arrow), fused, layouts, general, general_layout)
+        return CellStructure(tuple(per_arrow), fused, layouts, general, general_layout, fused_plan)
 
     # ------------------------------------------------------------------ forward
     def forward(
@@ -749,7 +807,9 @@ class CellularTransformerLayer(nn.Module):
         """
         x = list(x)
         if len(x) != self.max_rank + 1:
-            raise ValueError(f"expected {self.max_rank + 1} cochains (ranks 0..{self.max_rank}), got {len(x)}")
+            raise ValueError(
+                f"expected {self.max_rank + 1} cochains (ranks 0..{self.max_rank}), got {len(x)}"
+            )
         for r, xr in enumerate(x):
             if not isinstance(xr, Tensor) or xr.dim() != 2 or xr.shape[1] != self.channels:
                 shape = tuple(xr.shape) if isinstance(xr, Tensor) else type(xr).__name__
@@ -780,7 +840,7 @@ class CellularTransformerLayer(nn.Module):
         # a rank absent from every complex of the batch: its arrows have nothing to attend
         fused = self._active_fused(sizes)
         if fused:
-            self._fused_sparse(x, fused, structure.fused, update)
+            self._fused_sparse(x, fused, structure.fused, update, structure.fused_plan)
         for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
             source, target = x[arrow.source], x[arrow.target]
             if source.shape[0] == 0 or target.shape[0] == 0 or arrow in self._fused_arrows:
@@ -790,7 +850,9 @@ class CellularTransformerLayer(nn.Module):
             if attention.kind != "sparse":
                 layout = (structure.layouts[arrow.target], structure.layouts[arrow.source])
             out = self.dropout(attention(target, source, structure.neighborhoods[i], layout=layout))
-            update[arrow.target] = out if update[arrow.target] is None else update[arrow.target] + out
+            update[arrow.target] = (
+                out if update[arrow.target] is None else update[arrow.target] + out
+            )
         return update
 
     def _fused_sparse(
@@ -799,6 +861,7 @@ class CellularTransformerLayer(nn.Module):
         arrows: tuple[Arrow, ...],
         plan: NeighborhoodIndex,
         update: list[Tensor | None],
+        csr_plan: SparsePlan | None = None,
     ) -> None:
         """Sparse blocks ``A_{ks→kt}`` of several arrows (Eq. 2) in one attention call.
 
@@ -807,36 +870,46 @@ class CellularTransformerLayer(nn.Module):
         the arrows that read the rank stacked), one sparse attention on the edge lists of all
         arrows joined (``plan``, rows laid out as in :class:`_FusedSlots`) and one output GEMM
         per target rank (``Σ_a O_a W_Oa = [O_a1 | O_a2 | …] [W_Oa1; W_Oa2; …]``). Adds into
-        ``update``.
+        ``update``. ``csr_plan``: the fused CPU kernel's plan of ``plan`` (built once per batch).
         """
         sizes = tuple(xr.shape[0] for xr in x)
         slots = _fused_slots(arrows, sizes)
         blocks = {a: self.blocks[self._block_of[a]] for a in arrows}
         width = self.channels // self.heads
-        queries, keys_values = [], []
+        queries, keys, values = [], [], []
         for r, xr in enumerate(x):
             if slots.targets[r]:
                 lins = [blocks[a].lin_query for a in slots.targets[r]]
                 queries.append(_stacked_linear(xr, lins).view(-1, self.heads, width))
             if slots.sources[r]:
-                lins = [lin for a in slots.sources[r] for lin in (blocks[a].lin_key, blocks[a].lin_value)]
-                keys_values.append(_stacked_linear(xr, lins).view(-1, 2, self.heads, width))
-        query = queries[0] if len(queries) == 1 else torch.cat(queries)
-        key_value = keys_values[0] if len(keys_values) == 1 else torch.cat(keys_values)
+                # keys and values in two GEMMs: contiguous operands for the kernel, no slicing
+                keys.append(
+                    _stacked_linear(xr, [blocks[a].lin_key for a in slots.sources[r]]).view(
+                        -1, self.heads, width
+                    )
+                )
+                values.append(
+                    _stacked_linear(xr, [blocks[a].lin_value for a in slots.sources[r]]).view(
+                        -1, self.heads, width
+                    )
+                )
         out = sparse_attention(
-            query,
-            key_value[:, 0],
-            key_value[:, 1],
+            queries[0] if len(queries) == 1 else torch.cat(queries),
+            keys[0] if len(keys) == 1 else torch.cat(keys),
+            values[0] if len(values) == 1 else torch.cat(values),
             plan,
             scale=self.attention_scale,
             dropout_p=self.attention_dropout,
             training=self.training,
+            plan=csr_plan,
         )
         per_arrow_dropout = self.training and self.dropout.p > 0.0
         for r, targets in enumerate(slots.targets):
             if not targets:
                 continue
-            rows = out[slots.q_offsets[r] : slots.q_offsets[r + 1]].reshape(sizes[r], len(targets) * self.channels)
+            rows = out[slots.q_offsets[r] : slots.q_offsets[r + 1]].reshape(
+                sizes[r], len(targets) * self.channels
+            )
             lins = [blocks[a].lin_out for a in targets]
             if per_arrow_dropout:  # dropout on each block's output, as the per-arrow sum
                 pieces = rows.split(self.channels, dim=1)
@@ -855,9 +928,13 @@ class CellularTransformerLayer(nn.Module):
         query = attention.project_query(tokens)
         key = attention.project_key(tokens)
         width = self.channels // self.heads
-        value = torch.cat([lin(xr).reshape(xr.shape[0], self.heads, width) for lin, xr in zip(self.values, x)])
+        value = torch.cat(
+            [lin(xr).reshape(xr.shape[0], self.heads, width) for lin, xr in zip(self.values, x)]
+        )
         # tokens need not be sorted by complex: the packed layout places them in their grids
-        out = attention.attend(query, key, value, structure.general, layout=structure.general_layout)
+        out = attention.attend(
+            query, key, value, structure.general, layout=structure.general_layout
+        )
         out = self.dropout(attention.project_output(out))
         return list(torch.split(out, sizes, dim=0))
 
@@ -892,7 +969,10 @@ def _block_neighborhood(
     rows, cols, vals = [], [], []
     for arrow in arrows:
         matrix = neighborhoods[arrow]
-        expected = (offsets[arrow.target + 1] - offsets[arrow.target], offsets[arrow.source + 1] - offsets[arrow.source])
+        expected = (
+            offsets[arrow.target + 1] - offsets[arrow.target],
+            offsets[arrow.source + 1] - offsets[arrow.source],
+        )
         if tuple(matrix.shape) != expected:
             raise ValueError(
                 f"neighbourhood of arrow {arrow.label} has shape {tuple(matrix.shape)}, expected {expected}"
