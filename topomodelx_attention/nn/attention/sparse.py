@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -153,8 +153,8 @@ def _spmm(matrix: Tensor, dense: Tensor) -> Tensor:
     return torch.addmm(out, matrix, dense, beta=0.0, out=out)
 
 
-def _node_major(rows: np.ndarray, cols: np.ndarray, rank: np.ndarray, n_rows: int, heads: int):
-    """Node-major CSR pattern of all heads for the edges ``(rows[e], cols[e])`` (NumPy, CPU).
+def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: int):
+    """Node-major CSR pattern of all heads for the CPU edges ``(rows[e], cols[e])``.
 
     Row ``i·H + h`` is head ``h`` of node ``i`` (the row-major layout of an ``(n, H, d)``
     tensor, so a contiguous head-split tensor is the dense operand as is); column ``j·H + h``
@@ -165,20 +165,22 @@ def _node_major(rows: np.ndarray, cols: np.ndarray, rank: np.ndarray, n_rows: in
     Returns ``crow (n_rows·H + 1,)`` and ``col (nnz·H,)`` (int32, for MKL), the row lengths
     ``(n_rows·H,)`` and the storage position ``(nnz, H)`` of every (edge, head).
     """
-    nnz, head = rows.shape[0], np.arange(heads)
-    degree = np.bincount(rows, minlength=n_rows)
-    start = np.cumsum(degree) - degree
-    if nnz * heads >= np.iinfo(np.int32).max:
+    nnz, head = rows.shape[0], torch.arange(heads)
+    if nnz * heads >= torch.iinfo(torch.int32).max:
         raise ValueError(
             f"{nnz} neighbourhood entries × {heads} heads exceed the fused kernel's int32 indices"
         )
-    crow = np.empty(n_rows * heads + 1, dtype=np.int32)
-    crow[:-1] = (start[:, None] * heads + head * degree[:, None]).ravel()
+    degree = torch.bincount(rows, minlength=n_rows)
+    start = degree.cumsum(0).sub_(degree)
+    crow = torch.empty(n_rows * heads + 1, dtype=torch.int32)
+    crow[:-1].view(n_rows, heads).copy_(start.unsqueeze(1) * heads + head * degree.unsqueeze(1))
     crow[-1] = nnz * heads
-    position = (start[rows] * (heads - 1) + rank)[:, None] + head * degree[rows][:, None]
-    col = np.empty(nnz * heads, dtype=np.int32)
-    col[position.ravel()] = (cols[:, None] * heads + head).ravel()
-    return crow, col, np.repeat(degree, heads), position
+    offset = start.index_select(0, rows).mul_(heads - 1).add_(rank)
+    position = offset.unsqueeze(1) + head * degree.index_select(0, rows).unsqueeze(1)
+    # scatter_, not index assignment: several times faster for a permutation on CPU
+    col = (cols.unsqueeze(1) * heads + head).view(-1).to(torch.int32)
+    col = torch.empty_like(col).scatter_(0, position.view(-1), col)
+    return crow, col, degree.repeat_interleave(heads), position
 
 
 @dataclass(frozen=True)
@@ -236,41 +238,42 @@ def _build_plan(
     """:class:`SparsePlan` of CPU edges (sorted by target here when they are not)."""
     order = None
     if index_t.shape[0] > 1 and not bool((index_t[1:] >= index_t[:-1]).all()):
-        order = torch.argsort(index_t, stable=True)
+        order = _stable_argsort(index_t, n_t)
         index_t, index_s = index_t[order], index_s[order]
-    rows, cols = index_t.numpy(), index_s.numpy()
-    crow, col, lengths, position = _node_major(rows, cols, np.arange(rows.shape[0]), n_t, heads)
-    transpose = {}
-    if transposed:
-        by_source = np.argsort(
-            cols.astype(np.int16) if n_s <= np.iinfo(np.int16).max else cols, kind="stable"
-        )
-        rank = np.empty_like(by_source)
-        rank[by_source] = np.arange(by_source.shape[0])
-        crow_t, col_t, _, position_t = _node_major(cols, rows, rank, n_s, heads)
-        to_transposed = np.empty(position.size, dtype=np.int64)
-        to_transposed[position_t.ravel()] = position.ravel()
-        transpose = {"crow_t": crow_t, "col_t": col_t, "to_transposed": to_transposed}
-    row = np.repeat(np.arange(lengths.shape[0]), lengths)
-    arrays = {
-        "crow": crow,
-        "col": col,
-        "row": row,
-        "lengths": lengths[None],
-        "position": position,
-        **transpose,
-    }
-    tensors = {name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in arrays.items()}
-    return SparsePlan(heads, (n_t, n_s), index_t, index_s, order, **tensors)
+    nnz = index_t.shape[0]
+    crow, col, lengths, position = _node_major(index_t, index_s, torch.arange(nnz), n_t, heads)
+    row = torch.repeat_interleave(torch.arange(lengths.shape[0]), lengths, output_size=nnz * heads)
+    plan = SparsePlan(
+        heads, (n_t, n_s), index_t, index_s, order, crow, col, row, lengths.unsqueeze(0), position
+    )
+    return _with_transpose(plan) if transposed else plan
 
 
 def _with_transpose(plan: SparsePlan) -> SparsePlan:
-    """``plan`` with its transposed pattern (rows = sources), built if missing."""
+    """``plan`` with its transposed pattern (rows = sources), added if missing."""
     if plan.crow_t is not None:
         return plan
-    return _build_plan(
-        plan.index_target, plan.index_source, *plan.shape, plan.heads, transposed=True
+    n_s, heads, nnz = plan.shape[1], plan.heads, plan.nnz
+    by_source = _stable_argsort(plan.index_source, n_s)
+    rank = torch.empty_like(by_source).scatter_(0, by_source, torch.arange(nnz))
+    crow_t, col_t, _, position_t = _node_major(
+        plan.index_source, plan.index_target, rank, n_s, heads
     )
+    to_transposed = torch.empty(nnz * heads, dtype=torch.long)
+    to_transposed.scatter_(0, position_t.view(-1), plan.position.view(-1))
+    return replace(plan, crow_t=crow_t, col_t=col_t, to_transposed=to_transposed)
+
+
+def _stable_argsort(index: Tensor, size: int) -> Tensor:
+    """Stable argsort of a CPU index with values in ``[0, size)``.
+
+    NumPy's radix sort for 16-bit keys when ``size`` fits (measured ~10× faster than
+    ``torch.sort(stable=True)`` for a few thousand edges), ``torch.argsort(stable=True)``
+    otherwise.
+    """
+    if size <= np.iinfo(np.int16).max:
+        return torch.from_numpy(np.argsort(index.numpy().astype(np.int16), kind="stable"))
+    return torch.argsort(index, stable=True)
 
 
 def sparse_plan(
@@ -308,9 +311,9 @@ def sparse_plan(
     if int(heads) < 1:
         raise ValueError(f"heads must be positive, got {heads}")
     index_t, index_s, _ = neighborhood_index(neighborhood, n_target, n_source)
-    return _build_plan(
-        index_t.contiguous(), index_s.contiguous(), n_target, n_source, int(heads), True
-    )
+    # the plan serves the fused CPU kernel only: it is built and kept on the CPU
+    index_t, index_s = index_t.cpu().contiguous(), index_s.cpu().contiguous()
+    return _build_plan(index_t, index_s, n_target, n_source, int(heads), True)
 
 
 class _FusedSparseAttention(torch.autograd.Function):
@@ -321,8 +324,8 @@ class _FusedSparseAttention(torch.autograd.Function):
     dense product (MKL on CPU) on the contiguous ``(n, H, d)`` tensors viewed as ``(n·H, d)``,
     with no ``(nnz, heads, d)`` intermediate and no layout copy. The softmax and its gradient
     run on the ``(nnz·H,)`` stored values with segment reductions over the CSR rows. Saved for
-    backward: the inputs, the attention weights and the dropout scaling if any; the plan is
-    kept when it was given (built once per batch), else rebuilt from the edges. Under
+    backward: the inputs, the attention weights, the dropout scaling if any, and the plan
+    (index tensors of ``nnz·heads`` entries; shared by every call when it was given). Under
     ``create_graph`` the backward differentiates :func:`_sparse_attention_composable`
     instead, so higher derivatives exist.
     """
@@ -337,7 +340,6 @@ class _FusedSparseAttention(torch.autograd.Function):
         plan: SparsePlan,
         scale: float,
         dropout_scale: Tensor | None,
-        keep_plan: bool,
     ) -> Tensor:
         (n_t, heads, _), n_s = query.shape, key.shape[0]
         shape = (n_t * heads, n_s * heads)
@@ -355,8 +357,9 @@ class _FusedSparseAttention(torch.autograd.Function):
         weight = alpha if dropout_scale is None else alpha * dropout_scale
         out = _spmm(_csr(plan.crow, plan.col, weight, shape), rows_v)
         ctx.save_for_backward(query, key, value, edge_bias, alpha, dropout_scale)
-        # the plan's index tensors are shared by every call on the batch when kept
-        ctx.plan = plan if keep_plan else (plan.index_target, plan.index_source)
+        # index tensors only (nnz·heads each); shared by every call on the batch when the
+        # plan was given, else built by this call and reused by its backward
+        ctx.plan = plan
         ctx.scale = scale
         ctx.sizes = (n_t, n_s, heads)
         ctx.bias_heads = None if edge_bias is None else edge_bias.shape[1]
@@ -369,8 +372,6 @@ class _FusedSparseAttention(torch.autograd.Function):
         n_t, n_s, heads = ctx.sizes
         plan = ctx.plan
         need_q, need_k, need_v, need_bias = ctx.needs_input_grad[:4]
-        if not isinstance(plan, SparsePlan):
-            plan = _build_plan(*plan, n_t, n_s, heads, transposed=need_k or need_v)
         if torch.is_grad_enabled():  # create_graph: differentiate the composable formulation
             return _FusedSparseAttention.backward_composable(ctx, grad, saved, plan)
         shape = (n_t * heads, n_s * heads)
@@ -410,7 +411,7 @@ class _FusedSparseAttention(torch.autograd.Function):
                 values_t = grad_scaled.index_select(0, plan.to_transposed)
                 matrix_t = _csr(plan.crow_t, plan.col_t, values_t, shape[::-1])
                 grad_k = _spmm(matrix_t, rows_q).view(n_s, heads, key.shape[2])
-        return grad_q, grad_k, grad_v, grad_bias, None, None, None, None
+        return grad_q, grad_k, grad_v, grad_bias, None, None, None
 
     @staticmethod
     def backward_composable(ctx, grad: Tensor, saved: tuple, plan: SparsePlan):
@@ -432,14 +433,13 @@ class _FusedSparseAttention(torch.autograd.Function):
         )
         grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
         result = [next(grads) if need else None for need in ctx.needs_input_grad[:4]]
-        return (*result, None, None, None, None)
+        return (*result, None, None, None)
 
 
 def _to_storage(per_edge: Tensor, plan: SparsePlan) -> Tensor:
     """``(nnz, heads)`` in the plan's edge order → ``(nnz·heads,)`` in CSR storage order."""
-    out = per_edge.new_empty(plan.position.numel())
-    out[plan.position.reshape(-1)] = per_edge.reshape(-1)
-    return out
+    per_edge = per_edge.contiguous().view(-1)
+    return torch.empty_like(per_edge).scatter_(0, plan.position.view(-1), per_edge)
 
 
 def _from_storage(stored: Tensor, plan: SparsePlan) -> Tensor:
@@ -618,7 +618,6 @@ def _fused_sparse_attention(
     plan: SparsePlan | None = None,
 ) -> Tensor:
     """Build the plan if none is given, draw the dropout mask, run the fused kernel."""
-    keep_plan = plan is not None
     if plan is None:
         plan = _build_plan(
             index_t, index_s, query.shape[0], key.shape[0], query.shape[1], transposed=False
@@ -634,6 +633,4 @@ def _fused_sparse_attention(
     if dropout_scale is not None:
         dropout_scale = _to_storage(dropout_scale, plan)
     query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
-    return _FusedSparseAttention.apply(
-        query, key, value, edge_bias, plan, scale, dropout_scale, keep_plan
-    )
+    return _FusedSparseAttention.apply(query, key, value, edge_bias, plan, scale, dropout_scale)

@@ -866,8 +866,8 @@ class CellularTransformerLayer(nn.Module):
         """Sparse blocks ``A_{ks→kt}`` of several arrows (Eq. 2) in one attention call.
 
         Same result as one :class:`MultiHeadAttention` call per arrow (same parameters, one
-        softmax per arrow), with one query GEMM and one key/value GEMM per rank (the weights of
-        the arrows that read the rank stacked), one sparse attention on the edge lists of all
+        softmax per arrow), with one projection GEMM per rank (the query weights of the arrows
+        that target the rank and the key / value weights of those that read it, stacked), one sparse attention on the edge lists of all
         arrows joined (``plan``, rows laid out as in :class:`_FusedSlots`) and one output GEMM
         per target rank (``Σ_a O_a W_Oa = [O_a1 | O_a2 | …] [W_Oa1; W_Oa2; …]``). Adds into
         ``update``. ``csr_plan``: the fused CPU kernel's plan of ``plan`` (built once per batch).
@@ -876,27 +876,22 @@ class CellularTransformerLayer(nn.Module):
         slots = _fused_slots(arrows, sizes)
         blocks = {a: self.blocks[self._block_of[a]] for a in arrows}
         width = self.channels // self.heads
-        queries, keys, values = [], [], []
+        # one GEMM per rank: X_r [W_Q of its target arrows | W_K, W_V of its source arrows]
+        projected, widths = [], []
         for r, xr in enumerate(x):
-            if slots.targets[r]:
-                lins = [blocks[a].lin_query for a in slots.targets[r]]
-                queries.append(_stacked_linear(xr, lins).view(-1, self.heads, width))
-            if slots.sources[r]:
-                # keys and values in two GEMMs: contiguous operands for the kernel, no slicing
-                keys.append(
-                    _stacked_linear(xr, [blocks[a].lin_key for a in slots.sources[r]]).view(
-                        -1, self.heads, width
-                    )
-                )
-                values.append(
-                    _stacked_linear(xr, [blocks[a].lin_value for a in slots.sources[r]]).view(
-                        -1, self.heads, width
-                    )
-                )
+            lins = [blocks[a].lin_query for a in slots.targets[r]]
+            lins += [blocks[a].lin_key for a in slots.sources[r]]
+            lins += [blocks[a].lin_value for a in slots.sources[r]]
+            n_q, n_kv = len(slots.targets[r]), len(slots.sources[r])
+            widths.append((n_q * self.channels, n_kv * self.channels, n_kv * self.channels))
+            projected.append(_stacked_linear(xr, lins) if lins else None)
+        query, key, value = (
+            t.view(-1, self.heads, width) for t in _split_projections(projected, widths)
+        )
         out = sparse_attention(
-            queries[0] if len(queries) == 1 else torch.cat(queries),
-            keys[0] if len(keys) == 1 else torch.cat(keys),
-            values[0] if len(values) == 1 else torch.cat(values),
+            query,
+            key,
+            value,
             plan,
             scale=self.attention_scale,
             dropout_p=self.attention_dropout,
@@ -948,6 +943,74 @@ def _fusable(block: MultiHeadAttention, output_projection: bool) -> bool:
         and all(isinstance(lin, nn.Linear) for lin in lins)
         and len({lin.bias is None for lin in lins}) == 1
     )
+
+
+class _SplitProjections(torch.autograd.Function):
+    """Gather the query, key and value columns of every rank's projection into three tables.
+
+    ``projected[r]`` is ``X_r [W_Q… | W_K… | W_V…]`` of shape ``(n_r, q_r + k_r + v_r)``;
+    the outputs are the row-wise concatenations over the ranks of its three column blocks
+    (``(Σ n_r q_r / C, C)`` etc. after a view), each written once. Backward assembles the
+    gradient of every ``projected[r]`` with one concatenation (autograd's slicing would
+    build a zero-filled full-size gradient per block and add them up).
+    """
+
+    @staticmethod
+    def forward(ctx, widths, *projected):
+        ctx.widths, ctx.rows = widths, [None if p is None else p.shape[0] for p in projected]
+        tables = []
+        for part in range(3):
+            pieces = [
+                p[:, sum(w[:part]) : sum(w[: part + 1])]
+                for p, w in zip(projected, widths)
+                if p is not None and w[part]
+            ]
+            reference = next(p for p in projected if p is not None)
+            channels = sum(w[part] * p.shape[0] for p, w in zip(projected, widths) if p is not None)
+            table = reference.new_empty(channels)
+            start = 0
+            for piece in pieces:
+                size = piece.numel()
+                table[start : start + size].view_as(piece).copy_(piece)
+                start += size
+            tables.append(table)
+        return tuple(tables)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        out, starts = [], [0, 0, 0]
+        for rows, w in zip(ctx.rows, ctx.widths):
+            if rows is None:
+                out.append(None)
+                continue
+            pieces = []
+            for part in range(3):
+                size = rows * w[part]
+                pieces.append(grads[part][starts[part] : starts[part] + size].view(rows, w[part]))
+                starts[part] += size
+            out.append(torch.cat(pieces, dim=1))
+        return (None, *out)
+
+
+def _split_projections(
+    projected: Sequence[Tensor | None], widths: Sequence[tuple[int, int, int]]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Query, key and value tables (flat) from the per-rank stacked projections.
+
+    :class:`_SplitProjections` in eager mode; plain slicing and concatenation while
+    ``torch.compile`` traces.
+    """
+    if torch.compiler.is_compiling():
+        tables = []
+        for part in range(3):
+            pieces = [
+                p[:, sum(w[:part]) : sum(w[: part + 1])].reshape(-1)
+                for p, w in zip(projected, widths)
+                if p is not None and w[part]
+            ]
+            tables.append(torch.cat(pieces))
+        return tuple(tables)
+    return _SplitProjections.apply(tuple(widths), *projected)
 
 
 def _stacked_linear(x: Tensor, lins: Sequence[nn.Linear]) -> Tensor:
