@@ -10,9 +10,11 @@ Compares, in one run and on the same batches of 32 complexes:
   coalesced by construction (``topomodelx_attention.data.collate``).
 
 and the share of a Cellular Transformer training step taken by collation: a step is
-``collate`` + forward + backward of ``CellularTransformer`` (width 32, 2 layers, sparse
-pairwise attention, default neighbourhoods) on that batch; share = collate / (collate +
-forward + backward). Both batches are checked to be identical before timing.
+``collate`` + forward + backward + AdamW step (fused, as the harness) of
+``CellularTransformer`` (width 32, 2 layers, sparse pairwise attention, default
+neighbourhoods) on that batch; share = collate / (collate + step). Both batches are checked
+to be identical before timing. A third configuration keeps only the keys the CT reads, as the
+harness batches them (``prune_keys``).
 
 Data (nothing from ``../shared``): the embedded MUTAG (188 molecules) and a synthetic ZINC-like
 set (random molecule-like graphs of ~23 atoms: a tree of valence <= 4 plus ring closures of
@@ -42,6 +44,8 @@ from torch_geometric.data import Batch, Data
 
 from topomodelx_attention.data import ComplexData, ComplexDataBatch
 from topomodelx_attention.data.datasets import load_tu_dataset
+from topomodelx_attention.harness.datasets import prune_keys
+from topomodelx_attention.harness.training import adam_update_mode
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -77,15 +81,24 @@ def zinc_like_graph(rng: np.random.Generator) -> Data:
         while len(path) < int(rng.integers(5, 7)) and parent[path[-1]] >= 0:
             path.append(int(parent[path[-1]]))
         u = path[-1]
-        if len(path) >= 5 and degree[u] < 4 and degree[v] < 4 and (min(u, v), max(u, v)) not in edges:
+        if (
+            len(path) >= 5
+            and degree[u] < 4
+            and degree[v] < 4
+            and (min(u, v), max(u, v)) not in edges
+        ):
             edges.add((min(u, v), max(u, v)))
             degree[u] += 1
             degree[v] += 1
     pairs = torch.tensor(sorted(edges), dtype=torch.long).t()
     edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
-    bonds = torch.nn.functional.one_hot(torch.from_numpy(rng.integers(0, 4, pairs.size(1))), 4).float()
+    bonds = torch.nn.functional.one_hot(
+        torch.from_numpy(rng.integers(0, 4, pairs.size(1))), 4
+    ).float()
     atoms = torch.nn.functional.one_hot(torch.from_numpy(rng.integers(0, 21, n)), 21).float()
-    return Data(x=atoms, edge_index=edge_index, edge_attr=torch.cat([bonds, bonds]), y=torch.randn(1))
+    return Data(
+        x=atoms, edge_index=edge_index, edge_attr=torch.cat([bonds, bonds]), y=torch.randn(1)
+    )
 
 
 def zinc_like_graphs(count: int, seed: int = 0) -> list[Data]:
@@ -120,7 +133,9 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
     if not batches:
         raise ValueError(f"{name}: fewer than {BATCH_SIZE} complexes")
     for data_list in batches:
-        if not identical(Batch.from_data_list(data_list), ComplexDataBatch.from_data_list(data_list)):
+        if not identical(
+            Batch.from_data_list(data_list), ComplexDataBatch.from_data_list(data_list)
+        ):
             raise RuntimeError(f"{name}: the fast batch differs from PyG's")
     first = ComplexDataBatch.from_data_list(batches[0])
     in_channels = [first[f"x_{r}"].size(1) for r in range(3)]
@@ -128,10 +143,15 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
     model = CellularTransformer(in_channels, 32, 1, n_layers=2)
     collated = [ComplexDataBatch.from_data_list(b) for b in batches]
 
-    def step(batch: Batch) -> None:
-        model.zero_grad(set_to_none=True)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, **adam_update_mode(model.parameters())
+    )
+
+    def step(batch: Batch) -> None:  # a training step as the harness runs it
+        optimizer.zero_grad(set_to_none=True)
         loss = (model(batch).view(-1) - batch.y.view(-1).float()).square().mean()
         loss.backward()
+        optimizer.step()
 
     cases: dict[str, Callable[[int], object]] = {
         "generic": lambda i: Batch.from_data_list(batches[i]),
@@ -182,6 +202,12 @@ def main() -> None:
         for label, neighborhoods in [("all 7", None), ("CT's 3", CT_NEIGHBORHOODS)]:
             complexes = CellCycleLifting(neighborhoods=neighborhoods).lift_many(graphs)
             rows.append(measure(f"{name}, {label} neighbourhood kinds", complexes, args))
+        # what the harness batches: only the keys the model reads (prune_keys)
+        complexes = CellCycleLifting(neighborhoods=CT_NEIGHBORHOODS).lift_many(graphs)
+        keep = set(CellularTransformer([1, 1, 1], 32, 1, n_layers=2).neighborhood_keys)
+        keep |= {f"{k}_{r}" for k in ("x", "batch") for r in range(3)} | {"y", "shape", "num_nodes"}
+        prune_keys(complexes, keep)
+        rows.append(measure(f"{name}, the CT's keys only (as the harness)", complexes, args))
     print(
         f"torch {torch.__version__}, CPU, {torch.get_num_threads()} thread(s); batches of {BATCH_SIZE} "
         f"lifted complexes, {args.batches} batches per data set, CPU time per batch: min over "
@@ -191,7 +217,7 @@ def main() -> None:
     print_table(
         "Collation of 32 complexes: PyG generic (Batch.from_data_list) vs ours "
         "(ComplexDataBatch.from_data_list), and share of a CT training step "
-        "(collate + forward + backward, width 32, 2 layers)",
+        "(collate + forward + backward + AdamW step, width 32, 2 layers)",
         [
             "data set",
             "cells per complex (0/1/2)",
@@ -199,7 +225,7 @@ def main() -> None:
             "PyG generic (ms)",
             "ours (ms)",
             "speed-up",
-            "CT fwd+bwd (ms)",
+            "CT step: fwd+bwd+AdamW (ms)",
             "collation share, PyG",
             "collation share, ours",
         ],

@@ -42,7 +42,6 @@ from torch_geometric.data import Batch
 from torch_geometric.data.collate import collate as pyg_collate
 from torch_geometric.loader import DataLoader
 from torch_geometric.loader.dataloader import Collater
-from torch_geometric.utils import cumsum
 
 from topomodelx_attention.data.complex_data import (
     _BATCH_KEY,
@@ -236,25 +235,33 @@ def collate_complexes(
         slice_dict[key] = slices
         inc_dict[key] = None
     steps = torch.arange(num)
-    nodes = torch.tensor([int(m["num_nodes"] or 0) for m in mappings]) if has_nodes else None
+    # per-complex counts in NumPy: these arrays are small, torch's per-op cost is not
+    nodes = (
+        np.fromiter((int(m["num_nodes"] or 0) for m in mappings), np.int64, num)
+        if has_nodes
+        else None
+    )
+    node_incs = None if nodes is None else torch.from_numpy(np.cumsum(nodes) - nodes)
+    zeros = torch.zeros(num, dtype=torch.long)
     for key, dim, kind in dense_keys:
         values = [m[key] for m in mappings]
-        sizes = torch.tensor([value.size(dim) for value in values])
+        sizes = np.fromiter((value.size(dim) for value in values), np.int64, num)
         value = torch.cat(values, dim=dim)
-        if kind == "complex":
-            incs = steps.clone()
-        elif kind == "nodes":
-            incs = cumsum(nodes[:-1])
-        else:
-            incs = torch.zeros(num, dtype=torch.long)
-        if int(incs[-1]) != 0:  # as PyG: values are only shifted when some increment is not 0
-            value = value + torch.repeat_interleave(incs, sizes, output_size=value.size(dim))
+        incs = {"complex": steps, "nodes": node_incs, "zero": zeros}[kind]
+        if (
+            kind != "zero" and int(incs[-1]) != 0
+        ):  # as PyG: shifted only when some increment is not 0
+            value = value + torch.repeat_interleave(
+                incs, torch.from_numpy(sizes), output_size=value.size(dim)
+            )
         out[key] = value
-        slice_dict[key] = cumsum(sizes)
-        inc_dict[key] = incs
+        slice_dict[key] = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]))
+        inc_dict[key] = incs.clone()
     if own_batch:  # what PyG's add_batch gives: the complex of every vertex
-        out.batch = torch.repeat_interleave(steps, nodes, output_size=int(nodes.sum()))
-        out.ptr = cumsum(nodes)
+        out.batch = torch.repeat_interleave(
+            steps, torch.from_numpy(nodes), output_size=int(nodes.sum())
+        )
+        out.ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
     out._num_graphs = num
     out._slice_dict = slice_dict
     out._inc_dict = inc_dict
