@@ -27,16 +27,25 @@ models)::
     python benchmarks/harness_grid.py --equal-budget --datasets MUTAG ZINC \
         --models cellular_transformer tokengt gps graph_transformer gine gin \
         --max-time 300 --trials 4 --seeds 1 2 3 --data-root /work/shared/data
+
+``--jobs N`` runs N models at once (one process and one thread each: all models share the
+machine the same way) and merges their trials into the same tables; ``--space`` replaces the
+search space (``KEY=V1,V2``).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import yaml
 
 from topomodelx_attention.harness import compose_config, run_equal_budget, run_experiment
 from topomodelx_attention.harness.results import comparison_table, summary_row
+from topomodelx_attention.harness.training import write_budget_tables
 
 DATA_SUBDIR = {"MUTAG": None, "PROTEINS": "tudataset", "GCB": "gcb", "ZINC": "zinc12k"}
 
@@ -44,21 +53,53 @@ DATA_SUBDIR = {"MUTAG": None, "PROTEINS": "tudataset", "GCB": "gcb", "ZINC": "zi
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["MUTAG"])
-    parser.add_argument("--models", nargs="+", default=["cellular_transformer", "gin", "cwn", "sccnn"])
-    parser.add_argument("--max-epochs", type=int, default=None,
-                        help="epochs per seed (default 30; with --equal-budget: no cap)")
-    parser.add_argument("--equal-budget", action="store_true",
-                        help="same wall time per seed and same hyperparameter trials for every model")
-    parser.add_argument("--max-time", type=float, default=None,
-                        help="--equal-budget: seconds per seed (default budget.max_time of train.yaml)")
-    parser.add_argument("--trials", type=int, default=None,
-                        help="--equal-budget: hyperparameter trials per model (default budget.trials)")
+    parser.add_argument(
+        "--models", nargs="+", default=["cellular_transformer", "gin", "cwn", "sccnn"]
+    )
+    parser.add_argument(
+        "--max-epochs",
+        type=int,
+        default=None,
+        help="epochs per seed (default 30; with --equal-budget: no cap)",
+    )
+    parser.add_argument(
+        "--equal-budget",
+        action="store_true",
+        help="same wall time per seed and same hyperparameter trials for every model",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        help="--equal-budget: seconds per seed (default budget.max_time of train.yaml)",
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="--equal-budget: hyperparameter trials per model (default budget.trials)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--data-root", default=None, help="folder with tudataset/, gcb/, zinc12k/")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--output-root", default="outputs/grid")
     parser.add_argument("--model-overrides", nargs="*", default=[], help="name:key=value")
     parser.add_argument("--table", default=None, help="also append the table to this file")
+    parser.add_argument(
+        "--space",
+        nargs="*",
+        default=None,
+        metavar="KEY=V1,V2",
+        help="--equal-budget: search space (default budget.space of train.yaml), "
+        "e.g. optimizer.lr=0.003,0.001 model.params.dropout=0.0",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="--equal-budget: models run in this many processes at once (one "
+        "thread each); the tables are merged at the end",
+    )
     parser.add_argument("overrides", nargs="*", help="hydra overrides for every run (after --)")
     args = parser.parse_args(argv)
 
@@ -76,12 +117,42 @@ def main(argv: list[str] | None = None) -> None:
             for name in args.datasets
             if args.data_root and DATA_SUBDIR.get(name.upper())
         }
-        run_equal_budget(
-            args.datasets, args.models, seeds=args.seeds, max_time=args.max_time,
-            max_epochs=args.max_epochs, trials=args.trials, overrides=common,
-            model_overrides=per_model, data_dirs=data_dirs,
+        space = None
+        if args.space is not None:
+            space = {}
+            for item in args.space:
+                key, _, values = item.partition("=")
+                space[key] = [yaml.safe_load(v) for v in values.split(",")]
+        options = dict(
+            seeds=args.seeds,
+            max_time=args.max_time,
+            max_epochs=args.max_epochs,
+            trials=args.trials,
+            space=space,
+            overrides=common,
+            model_overrides=per_model,
+            data_dirs=data_dirs,
             output_root=Path(args.output_root) / stamp,
         )
+        if args.jobs <= 1:
+            run_equal_budget(args.datasets, args.models, **options)
+            return
+        tasks = [(d, m) for d in args.datasets for m in args.models]
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
+            futures = [pool.submit(_one_model, d, m, options) for d, m in tasks]
+            results = [f.result() for f in futures]
+        for dataset in args.datasets:
+            rows = [row for (d, _), out in zip(tasks, results) if d == dataset for row in out[d]]
+            defaults = compose_config().get("budget") or {}
+            write_budget_tables(
+                Path(args.output_root) / stamp / dataset,
+                rows,
+                float(args.max_time if args.max_time is not None else defaults.get("max_time", 60)),
+                int(args.trials if args.trials is not None else defaults.get("trials", 4)),
+                list(args.seeds),
+                verbose=True,
+            )
         return
     if args.max_epochs is None:
         args.max_epochs = 30
@@ -107,11 +178,18 @@ def main(argv: list[str] | None = None) -> None:
             print(comparison_table(rows[-1:]), flush=True)
     table = comparison_table(rows)
     print()
-    print(f"budget: {args.max_epochs} epochs per seed, seeds {args.seeds}, extra overrides {args.overrides}")
+    print(
+        f"budget: {args.max_epochs} epochs per seed, seeds {args.seeds}, extra overrides {args.overrides}"
+    )
     print(table)
     if args.table:
         with open(args.table, "a") as handle:
             handle.write(table + "\n")
+
+
+def _one_model(dataset: str, model: str, options: dict):
+    """One (data set, model) of an equal-budget comparison, in a worker process."""
+    return run_equal_budget([dataset], [model], verbose=False, **options)
 
 
 if __name__ == "__main__":

@@ -317,8 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="MUTAG",
         help="MUTAG (bundled), PROTEINS, GCB, ZINC, or any TU data set name with --data-dir",
     )
+    packaged = sorted(
+        f.stem for f in (Path(__file__).parent / "configs" / "model").glob("*/*.yaml")
+    )
     train.add_argument(
-        "--model", default="cellular_transformer", help="cellular_transformer, gin, cwn, sccnn"
+        "--model",
+        default="cellular_transformer",
+        help="packaged model config: " + ", ".join(packaged),
     )
     train.add_argument(
         "--max-epochs", type=_positive_int, default=None, help="epochs per seed (>= 1)"

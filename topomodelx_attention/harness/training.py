@@ -70,6 +70,7 @@ __all__ = [
     "run_seed",
     "search_trials",
     "unused_parameters",
+    "write_budget_tables",
 ]
 
 _HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads", "max_time")
@@ -909,11 +910,11 @@ def run_equal_budget(
                 pick(finite, key=lambda c: c.mean_val).selected = True
             rows.extend(candidates)
         out[dataset] = rows
-        _write_budget_tables(root / dataset, rows, max_time, trials, list(seeds), verbose)
+        write_budget_tables(root / dataset, rows, max_time, trials, list(seeds), verbose)
     return out
 
 
-def _write_budget_tables(
+def write_budget_tables(
     folder: Path,
     rows: Sequence[BudgetTrial],
     max_time: float,
@@ -921,6 +922,27 @@ def _write_budget_tables(
     seeds: list[int],
     verbose: bool,
 ) -> None:
+    """Write the equal-budget tables and plot of one data set (what :func:`run_equal_budget` writes).
+
+    ``results.md`` (selected trials, then every trial), ``trials.csv`` and
+    ``time_to_accuracy.png`` in ``folder``; e.g. to merge trials run in separate processes.
+
+    Parameters
+    ----------
+    folder : path-like
+        Output folder of the data set.
+    rows : sequence of BudgetTrial
+        Every trial of every model, ``selected`` set on one trial per model.
+    max_time : float
+        Budget per seed (seconds), for the header.
+    trials : int
+        Trials per model, for the header.
+    seeds : list of int
+        Seeds, for the header.
+    verbose : bool
+        Also print the table.
+    """
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     selected = [r for r in rows if r.selected]
     lines = [

@@ -200,6 +200,26 @@ def test_final_norm_false_skips_the_extra_layernorm():
     torch.testing.assert_close(without(data), pooled)
 
 
+def test_readout_after_pooling_is_the_mlp_of_the_pooled_cells():
+    """readout_before_pooling=False: MLP_r(Σ_c h_c) per readout rank, summed; empty complexes give a row."""
+    data_list = complexes()
+    empty = CellCycleLifting()(graph_from_edges([], num_nodes=0, feature_dim=3, seed=0))
+    empty.y = torch.tensor([0])
+    data_list.insert(1, empty)
+    batch = Batch.from_data_list([to_double(d) for d in data_list])
+    model = make_model("pairwise", "sparse", readout_before_pooling=False, readout_ranks=(0, 2))
+    h = model.encode(batch)
+    expected = torch.zeros(4, 2, dtype=torch.float64)
+    for r in (0, 2):
+        pooled = torch.zeros(4, h[r].shape[1], dtype=torch.float64).index_add_(0, batch[f"batch_{r}"], h[r])
+        expected += model.readouts[str(r)](pooled)
+    torch.testing.assert_close(model(batch), expected)
+    paper = make_model("pairwise", "sparse", readout_ranks=(0, 2))
+    assert not torch.allclose(paper(batch), expected)  # the paper's Σ_c MLP(h_c) differs
+    with pytest.raises(ValueError, match="readout_before_pooling"):
+        make_model("pairwise", "sparse", readout_before_pooling=False, outputs="cells")
+
+
 @pytest.mark.parametrize("combination", ["sum", "concat"])
 def test_shared_pe_projection_reproduces_eq4(combination):
     data = to_double(complexes()[0])

@@ -311,6 +311,11 @@ class CellularTransformer(nn.Module):
         Ranks pooled by the readout (the paper pools the vertices).
     pooling : {"sum", "mean"}, default="sum"
         Global pooling (the paper: add pool).
+    readout_before_pooling : bool, default=True
+        ``True`` (the paper, Appendix A): the readout MLP runs on every cell, then the cell
+        outputs are pooled, ``Σ_c MLP(h_c)``. ``False``: the cells are pooled first and the
+        MLP reads the pooled vector, ``MLP(Σ_c h_c)`` (the usual GNN readout, as GIN or GPS;
+        nonlinear in the pooled counts). Several readout ranks are summed either way.
     outputs : {"complex", "cells"}, default="complex"
         What :meth:`forward` returns: one row per complex, or the per-cell predictions
         ``{rank: (n_rank, out_channels)}`` of the readout ranks (:meth:`cell_outputs`).
@@ -357,6 +362,7 @@ class CellularTransformer(nn.Module):
         readout_dropout: float = 0.0,
         readout_ranks: Sequence[int] | str = (0,),
         pooling: str = "sum",
+        readout_before_pooling: bool = True,
         outputs: str = "complex",
         final_norm: bool = True,
         bias: bool = False,
@@ -375,6 +381,15 @@ class CellularTransformer(nn.Module):
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if outputs not in OUTPUTS:
             raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
+        if not isinstance(readout_before_pooling, bool):
+            raise TypeError(
+                f"readout_before_pooling must be a bool, got {readout_before_pooling!r}"
+            )
+        if outputs == "cells" and not readout_before_pooling:
+            raise ValueError(
+                "outputs='cells' returns the readout of every cell: it needs "
+                "readout_before_pooling=True (there is no pooling to read after)"
+            )
         if pe_projection not in PE_PROJECTIONS:
             raise ValueError(
                 f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
@@ -401,6 +416,7 @@ class CellularTransformer(nn.Module):
         if int(n_layers) < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         self.pooling = pooling
+        self.readout_before_pooling = readout_before_pooling
         self.outputs = outputs
         self.pe_channels = pe_channels
         self.pe_projection = pe_projection
@@ -576,6 +592,13 @@ class CellularTransformer(nn.Module):
             return h
         return [norm(hr) for norm, hr in zip(self.final_norms, h)]
 
+    def _require_readouts(self) -> None:
+        if self.readouts is None:
+            raise ValueError(
+                "this CellularTransformer was built with out_channels=None (an encoder without "
+                "readout): call encode(data) for the cell features, or build it with out_channels"
+            )
+
     def cell_outputs(self, data: ComplexData | CellularInputs) -> dict[int, Tensor]:
         """Per-cell predictions of the readout ranks (node- or cell-level tasks).
 
@@ -589,11 +612,7 @@ class CellularTransformer(nn.Module):
         dict of int to torch.Tensor
             ``{rank: (n_rank, out_channels)}`` for every readout rank.
         """
-        if self.readouts is None:
-            raise ValueError(
-                "this CellularTransformer was built with out_channels=None (an encoder without "
-                "readout): call encode(data) for the cell features, or build it with out_channels"
-            )
+        self._require_readouts()
         h = self.encode(data)
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
@@ -602,6 +621,7 @@ class CellularTransformer(nn.Module):
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
+        With ``readout_before_pooling=False`` the cells are pooled first, then the MLP.
         ``forward(data)`` is ``forward(prepare(data))``: the second form is the one to compile
         (``torch.compile(model, dynamic=True)(model.prepare(batch))``).
 
@@ -617,10 +637,17 @@ class CellularTransformer(nn.Module):
             with ``outputs="cells"`` the dict of :meth:`cell_outputs`.
         """
         inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        num = inputs.num_complexes
+        if not self.readout_before_pooling:  # MLP(Σ_c h_c) per readout rank
+            self._require_readouts()
+            h = self.encode(inputs)
+            return sum(
+                self.readouts[str(r)](segment_pool(h[r], inputs.batch[r], num, self.pooling))
+                for r in self.readout_ranks
+            )
         outputs = self.cell_outputs(inputs)
         if self.outputs == "cells":
             return outputs
-        num = inputs.num_complexes
         pooled = 0
         for rank, out in outputs.items():
             pooled = pooled + segment_pool(out, inputs.batch[rank], num, self.pooling)
