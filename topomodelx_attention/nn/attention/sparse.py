@@ -6,11 +6,13 @@ k_s\rangle`, softmax over the sources of every target, :math:`O(\mathrm{nnz} \cd
 and memory. Three executions of the same equations:
 
 * eager, CPU, float32 / float64: one fused autograd function (:class:`_FusedSparseAttention`)
-  that treats all heads as one block-diagonal CSR matrix (SDDMM = ``sampled_addmm``, SpMM = CSR
-  × dense), softmax and its gradient by segment reductions over the target-sorted edges, and
-  keeps only ``(nnz, heads)`` tensors for backward; measured ~1.4× faster forward + backward
-  than the composable path on a Cellular Transformer call (``benchmarks/attention_core.py
-  --sparse-backward``);
+  that treats all heads as one CSR matrix on node-major rows (row ``t·H + h``: the contiguous
+  ``(n, heads, d)`` tensors are its dense operands without a copy; SDDMM = ``sampled_addmm``,
+  SpMM = CSR × dense), softmax and its gradient by segment reductions over the CSR rows, and
+  keeps only ``nnz·heads``-sized tensors for backward. Its index plan (:class:`SparsePlan`) can
+  be built once per batch with :func:`sparse_plan` and shared by every call on the same
+  neighbourhood (the Cellular Transformer's layers do); measured faster forward + backward
+  than the composable path (``benchmarks/attention_core.py --sparse-backward``);
 * eager elsewhere (CUDA, other dtypes), and the fused kernel's double backward: the SDDMM /
   SpMM as chunked custom autograd functions that keep only ``(nnz, heads)`` tensors;
 * while ``torch.compile`` traces: plain differentiable gathers and scatters (the compiler
@@ -205,7 +207,7 @@ class SparsePlan:
     order : torch.Tensor or None, shape = (nnz,)
         Permutation that sorted the given edges (``None``: they were sorted).
     crow, col, row, lengths, position : torch.Tensor
-        Node-major CSR pattern (see :func:`_node_major_pattern`) and the storage position
+        Node-major CSR pattern (see :func:`_node_major`) and the storage position
         ``(nnz, heads)`` of every (edge, head).
     crow_t, col_t, to_transposed : torch.Tensor
         The transposed pattern (rows = sources) and the gather that reorders stored values
