@@ -81,9 +81,7 @@ def gcb_graph(adjacency: sp.spmatrix | np.ndarray, features: np.ndarray, label: 
     keep = coo.row != coo.col
     rows, cols = coo.row[keep], coo.col[keep]
     # symmetrise the pattern (the files are symmetric; be robust to one-sided storage)
-    pairs = np.unique(
-        np.concatenate([np.stack([rows, cols]), np.stack([cols, rows])], axis=1), axis=1
-    )
+    pairs = np.unique(np.concatenate([np.stack([rows, cols]), np.stack([cols, rows])], axis=1), axis=1)
     label = np.asarray(label)
     y = int(label.argmax()) if label.ndim else int(label)
     return Data(
@@ -110,9 +108,7 @@ def gcb_plain_path(path: str | os.PathLike) -> Path:
 def _open_npz(path: Path) -> Any:
     """``np.load(path, allow_pickle=False)`` with one ``ValueError`` naming the file when unreadable."""
     if path.is_file() and not zipfile.is_zipfile(path):
-        raise ValueError(
-            f"{path} is not a .npz (zip) archive: it is empty, truncated or another kind of file"
-        )
+        raise ValueError(f"{path} is not a .npz (zip) archive: it is empty, truncated or another kind of file")
     try:
         return np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
@@ -180,59 +176,32 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
         try:
             arrays = {key: archive[key] for key in files}
         except ValueError as error:  # an object array: pickled objects
-            raise ValueError(
-                f"{path} holds pickled Python objects, which are never loaded: {error}"
-            ) from error
+            raise ValueError(f"{path} holds pickled Python objects, which are never loaded: {error}") from error
         except (zipfile.BadZipFile, EOFError, OSError) as error:
-            raise ValueError(
-                f"{path} is truncated or damaged ({type(error).__name__}: {error})"
-            ) from error
+            raise ValueError(f"{path} is truncated or damaged ({type(error).__name__}: {error})") from error
     if str(arrays["format"]) != _PLAIN_FORMAT:
-        raise ValueError(
-            f"{path}: unknown format {str(arrays['format'])!r}, expected {_PLAIN_FORMAT!r}"
-        )
+        raise ValueError(f"{path}: unknown format {str(arrays['format'])!r}, expected {_PLAIN_FORMAT!r}")
     return {split: _plain_split(path, arrays, prefix) for split, prefix in _GCB_PREFIX.items()}
 
 
 def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> list[Data]:
-    names = (
-        "num_nodes",
-        "adj_nnz",
-        "adj_indptr",
-        "adj_indices",
-        "adj_data",
-        "feat_rows",
-        "feat",
-        "class",
-    )
+    names = ("num_nodes", "adj_nnz", "adj_indptr", "adj_indices", "adj_data", "feat_rows", "feat", "class")
     missing = [f"{prefix}_{name}" for name in names if f"{prefix}_{name}" not in arrays]
     if missing:
         raise ValueError(f"{path} is not a complete converted GCB file: keys {missing} are missing")
     get = {name: arrays[f"{prefix}_{name}"] for name in names}
     for name in ("num_nodes", "adj_nnz", "adj_indptr", "adj_indices", "feat_rows"):
         if get[name].dtype.kind not in "iu" or get[name].ndim != 1:
-            raise ValueError(
-                f"{path}: {prefix}_{name} must be a 1-d integer array, got {get[name].dtype} {get[name].shape}"
-            )
+            raise ValueError(f"{path}: {prefix}_{name} must be a 1-d integer array, got {get[name].dtype} {get[name].shape}")
     num_nodes, nnz, rows = get["num_nodes"], get["adj_nnz"], get["feat_rows"]
     count = len(num_nodes)
     if not len(nnz) == len(rows) == len(get["class"]) == count:
-        raise ValueError(
-            f"{path}: {prefix}_num_nodes, _adj_nnz, _feat_rows and _class differ in length"
-        )
+        raise ValueError(f"{path}: {prefix}_num_nodes, _adj_nnz, _feat_rows and _class differ in length")
     if (num_nodes < 0).any() or (nnz < 0).any() or (rows < 0).any():
         raise ValueError(f"{path}: negative counts in {prefix}_num_nodes, _adj_nnz or _feat_rows")
-    if len(get["adj_indptr"]) != int((num_nodes + 1).sum()) or len(get["adj_indices"]) != int(
-        nnz.sum()
-    ):
-        raise ValueError(
-            f"{path}: {prefix}_adj_indptr / _adj_indices do not match _num_nodes / _adj_nnz"
-        )
-    if (
-        len(get["adj_data"]) != len(get["adj_indices"])
-        or get["feat"].ndim != 2
-        or len(get["feat"]) != int(rows.sum())
-    ):
+    if len(get["adj_indptr"]) != int((num_nodes + 1).sum()) or len(get["adj_indices"]) != int(nnz.sum()):
+        raise ValueError(f"{path}: {prefix}_adj_indptr / _adj_indices do not match _num_nodes / _adj_nnz")
+    if len(get["adj_data"]) != len(get["adj_indices"]) or get["feat"].ndim != 2 or len(get["feat"]) != int(rows.sum()):
         raise ValueError(f"{path}: {prefix}_adj_data or {prefix}_feat do not match the counts")
     pointer_start = np.concatenate([[0], np.cumsum(num_nodes + 1)])
     entry_start = np.concatenate([[0], np.cumsum(nnz)])
@@ -244,9 +213,7 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
         indices = get["adj_indices"][entry_start[g] : entry_start[g + 1]]
         data = get["adj_data"][entry_start[g] : entry_start[g + 1]]
         valid = (
-            indptr[0] == 0
-            and indptr[-1] == len(indices)
-            and bool((np.diff(indptr) >= 0).all())
+            indptr[0] == 0 and indptr[-1] == len(indices) and bool((np.diff(indptr) >= 0).all())
             and bool(((indices >= 0) & (indices < n)).all())
         )
         if not valid:
@@ -263,9 +230,7 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
 def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
     """``_codecs.encode`` as numpy's protocol-2 pickles use it (bytes of a latin-1 string)."""
     if not isinstance(text, str) or encoding.replace("-", "").lower() != "latin1":
-        raise pickle.UnpicklingError(
-            f"_codecs.encode is only allowed for latin-1 strings, got {encoding!r}"
-        )
+        raise pickle.UnpicklingError(f"_codecs.encode is only allowed for latin-1 strings, got {encoding!r}")
     return text.encode("latin-1")
 
 
@@ -324,9 +289,7 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> Any:
 
 def _csr_parts(path: Path, member: str, index: int, value: Any) -> sp.csr_matrix:
     if not sp.issparse(value) and not isinstance(value, np.ndarray):
-        raise ValueError(
-            f"{path}: {member}[{index}] is a {type(value).__name__}, expected a sparse matrix"
-        )
+        raise ValueError(f"{path}: {member}[{index}] is a {type(value).__name__}, expected a sparse matrix")
     if isinstance(value, np.ndarray) and (value.dtype.hasobject or value.ndim != 2):
         raise ValueError(f"{path}: {member}[{index}] is not a 2-d numeric array")
     # rebuild from the validated parts: scipy checks indices, pointers and the shape
@@ -374,22 +337,17 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
         with archive:
             members = {name[:-4]: name for name in archive.namelist() if name.endswith(".npy")}
             missing = [
-                f"{p}_{k}"
-                for p in _GCB_PREFIX.values()
-                for k in ("adj", "feat", "class")
+                f"{p}_{k}" for p in _GCB_PREFIX.values() for k in ("adj", "feat", "class")
                 if f"{p}_{k}" not in members
             ]
             if missing:
                 raise ValueError(f"{src} is not an original GCB file: keys {missing} are missing")
             for prefix in _GCB_PREFIX.values():
                 adjacency, features, labels = (
-                    _read_member(src, archive, members[f"{prefix}_{k}"])
-                    for k in ("adj", "feat", "class")
+                    _read_member(src, archive, members[f"{prefix}_{k}"]) for k in ("adj", "feat", "class")
                 )
                 if not len(adjacency) == len(features) == len(labels):
-                    raise ValueError(
-                        f"{src}: {prefix}_adj, {prefix}_feat, {prefix}_class differ in length"
-                    )
+                    raise ValueError(f"{src}: {prefix}_adj, {prefix}_feat, {prefix}_class differ in length")
                 matrices = [_csr_parts(src, f"{prefix}_adj", i, a) for i, a in enumerate(adjacency)]
                 feats = []
                 for i, f in enumerate(features):
@@ -404,19 +362,11 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
                     raise ValueError(f"{src}: {prefix}_class is not numeric")
                 width = feats[0].shape[1] if feats else 0
                 if any(f.shape[1] != width for f in feats):
-                    raise ValueError(
-                        f"{src}: the graphs of {prefix}_feat have different feature widths"
-                    )
-                out[f"{prefix}_num_nodes"] = np.array(
-                    [m.shape[0] for m in matrices], dtype=np.int64
-                )
+                    raise ValueError(f"{src}: the graphs of {prefix}_feat have different feature widths")
+                out[f"{prefix}_num_nodes"] = np.array([m.shape[0] for m in matrices], dtype=np.int64)
                 out[f"{prefix}_adj_nnz"] = np.array([m.nnz for m in matrices], dtype=np.int64)
-                out[f"{prefix}_adj_indptr"] = _concat(
-                    [m.indptr.astype(np.int64) for m in matrices], np.int64
-                )
-                out[f"{prefix}_adj_indices"] = _concat(
-                    [m.indices.astype(np.int64) for m in matrices], np.int64
-                )
+                out[f"{prefix}_adj_indptr"] = _concat([m.indptr.astype(np.int64) for m in matrices], np.int64)
+                out[f"{prefix}_adj_indices"] = _concat([m.indices.astype(np.int64) for m in matrices], np.int64)
                 out[f"{prefix}_adj_data"] = _concat([m.data for m in matrices], np.float64)
                 out[f"{prefix}_feat_rows"] = np.array([len(f) for f in feats], dtype=np.int64)
                 out[f"{prefix}_feat"] = (
@@ -424,9 +374,7 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
                 )
                 out[f"{prefix}_class"] = labels
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:
-        raise ValueError(
-            f"{src} is truncated or damaged ({type(error).__name__}: {error})"
-        ) from error
+        raise ValueError(f"{src} is truncated or damaged ({type(error).__name__}: {error})") from error
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(dst.name + ".part")
     with open(tmp, "wb") as handle:
@@ -480,9 +428,7 @@ def read_zinc12k(
                     f"{index_file}, line {line}: column {name} holds {value!r}, expected a row index"
                 ) from None
             if number != int(number):
-                raise ValueError(
-                    f"{index_file}, line {line}: column {name} holds {value!r}, not an integer"
-                )
+                raise ValueError(f"{index_file}, line {line}: column {name} holds {value!r}, not an integer")
             columns[name].append(int(number))
     limits = dict(limits or {})
     out = {}
@@ -493,9 +439,7 @@ def read_zinc12k(
             indices = indices[: int(limit)]
         bad = [i for i in indices if not 0 <= i < len(rows)]
         if bad:
-            raise ValueError(
-                f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules"
-            )
+            raise ValueError(f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules")
         graphs = []
         for i in indices:
             line = i + 2  # the header is line 1
@@ -520,9 +464,7 @@ def _read_csv(path: Path, required: Sequence[str], numbered: bool = False) -> li
             reader = csv.DictReader(handle)
             missing = [name for name in required if name not in (reader.fieldnames or ())]
             if missing:
-                raise ValueError(
-                    f"{path} needs the columns {list(required)}, got {reader.fieldnames}"
-                )
+                raise ValueError(f"{path} needs the columns {list(required)}, got {reader.fieldnames}")
             rows = []
             for record in reader:
                 if None in record or any(record[name] is None for name in required):
@@ -532,9 +474,7 @@ def _read_csv(path: Path, required: Sequence[str], numbered: bool = False) -> li
                     )
                 rows.append((reader.line_num, record) if numbered else record)
     except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})"
-        ) from None
+        raise ValueError(f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})") from None
     except csv.Error as error:
         raise ValueError(f"{path}: malformed CSV ({error})") from error
     return rows

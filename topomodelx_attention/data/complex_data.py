@@ -183,12 +183,7 @@ class ComplexData(Data):
             # RuntimeError on ``shape`` (or its KeyError on a rank-indexed key: ``shape`` is
             # collated first, see from_boundaries). ``ComplexDataLoader`` checks up front.
             width = getattr(_COLLATING, "shape_width", None)
-            if (
-                width is not None
-                and isinstance(value, Tensor)
-                and value.dim() == 2
-                and value.size(1) != width
-            ):
+            if width is not None and isinstance(value, Tensor) and value.dim() == 2 and value.size(1) != width:
                 _COLLATING.shape_width = None
                 raise ValueError(max_rank_mismatch(width - 1, int(value.size(1)) - 1))
             return 0
@@ -273,17 +268,13 @@ class ComplexData(Data):
         # batching hooks compare the maximal ranks on ``shape`` before any rank-indexed key
         data = cls(
             shape=counts,
-            **build_neighborhoods(
-                boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence
-            ),
+            **build_neighborhoods(boundaries, shape, neighborhoods, oriented, dtype, vertex_incidence),
         )
         for rank, vector in enumerate(batch):
             data[f"batch_{rank}"] = vector
         for rank, value in (features or {}).items():
             if not 0 <= int(rank) < len(shape):
-                raise ValueError(
-                    f"features given for rank {rank}, but the ranks are 0..{len(shape) - 1}"
-                )
+                raise ValueError(f"features given for rank {rank}, but the ranks are 0..{len(shape) - 1}")
             tensor = check_features(value, shape[rank], f"x_{rank}")
             data[f"x_{rank}"] = tensor.to(dtype) if tensor.is_floating_point() else tensor
         data.num_nodes = shape[0]
@@ -438,11 +429,7 @@ class ComplexData(Data):
                 # (index arithmetic in NumPy: torch's threaded kernels cost more on these sizes)
                 idx = indices.numpy()
                 row_ptr = ptr_np[:, rows_of] if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
-                bounds = (
-                    np.searchsorted(idx[0], row_ptr)
-                    if rows_of >= 0
-                    else np.zeros(num + 1, dtype=np.int64)
-                )
+                bounds = np.searchsorted(idx[0], row_ptr) if rows_of >= 0 else np.zeros(num + 1, dtype=np.int64)
                 block = np.repeat(np.arange(num), np.diff(bounds))
                 local = torch.from_numpy(idx - np.stack([row_ptr[block], ptr_np[block, rank]]))
                 bounds = bounds.tolist()

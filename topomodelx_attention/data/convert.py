@@ -124,18 +124,14 @@ def _combinatorial_structure(
     vertex_incidence = []
     for rank_cells in cells:
         lengths = np.fromiter((len(c) for c in rank_cells), dtype=np.int64, count=len(rank_cells))
-        rows = np.fromiter(
-            (position[v] for c in rank_cells for v in c), dtype=np.int64, count=int(lengths.sum())
-        )
+        rows = np.fromiter((position[v] for c in rank_cells for v in c), dtype=np.int64, count=int(lengths.sum()))
         cols = np.repeat(np.arange(len(rank_cells)), lengths)
         vertex_incidence.append(Coo.build(rows, cols, np.ones(rows.size), (n0, len(rank_cells))))
     boundaries = []
     for rank in range(1, dim + 1):
         # shared vertices of (r-1)-cell a and r-cell b; a ⊂ b when they share all of a's
         shared = vertex_incidence[rank - 1].T.matmul(vertex_incidence[rank])
-        sizes = np.fromiter(
-            (len(c) for c in cells[rank - 1]), dtype=np.int64, count=len(cells[rank - 1])
-        )
+        sizes = np.fromiter((len(c) for c in cells[rank - 1]), dtype=np.int64, count=len(cells[rank - 1]))
         keep = shared.vals == sizes[shared.rows]
         boundaries.append(
             Coo(shared.rows[keep], shared.cols[keep], np.ones(int(keep.sum())), shared.shape)
@@ -179,9 +175,7 @@ def _attribute_lookup(
         raw = complex_.get_cell_attributes(name, rank)
     else:
         # CombinatorialComplex.get_cell_attributes fails in TopoNetX 0.2; read the cells' dicts.
-        raw = {
-            cell: complex_[cell][name] for cell in complex_.skeleton(rank) if name in complex_[cell]
-        }
+        raw = {cell: complex_[cell][name] for cell in complex_.skeleton(rank) if name in complex_[cell]}
     out = {}
     for key, value in raw.items():
         vertices = _vertices(key) if not isinstance(key, list) else key
@@ -270,9 +264,7 @@ def from_toponetx(
     for rank, value in (features or {}).items():
         if rank >= len(shape):
             raise ValueError(f"features given for rank {rank}, but the complex has ranks 0..{dim}")
-        rank_features[rank] = (
-            _read_attribute(complex_, cells, value, rank) if isinstance(value, str) else value
-        )
+        rank_features[rank] = _read_attribute(complex_, cells, value, rank) if isinstance(value, str) else value
     if feature_name is not None:
         for rank in range(min(dim, 2 if isinstance(complex_, tnx.CellComplex) else dim) + 1):
             if rank in rank_features:
@@ -366,10 +358,7 @@ def to_toponetx(
     for rank in range(1, max_rank + 1):
         vc = torch_to_scipy(data.vertex_cells(rank)).tocsc()
         vertex_sets.append(
-            [
-                sorted(vc.indices[vc.indptr[c] : vc.indptr[c + 1]].tolist())
-                for c in range(vc.shape[1])
-            ]
+            [sorted(vc.indices[vc.indptr[c] : vc.indptr[c + 1]].tolist()) for c in range(vc.shape[1])]
         )
 
     def features(rank: int) -> dict[int, Any]:
@@ -394,24 +383,17 @@ def to_toponetx(
             for c in range(b2.shape[1]):
                 lo, hi = b2.indptr[c], b2.indptr[c + 1]
                 edge_ids, signs = b2.indices[lo:hi], b2.data[lo:hi]
-                edges = [
-                    tuple(sorted(b1.indices[b1.indptr[e] : b1.indptr[e + 1]].tolist()))
-                    for e in edge_ids
-                ]
+                edges = [tuple(sorted(b1.indices[b1.indptr[e] : b1.indptr[e + 1]].tolist())) for e in edge_ids]
                 complex_.add_cell(_cycle_from_boundary(edges, list(signs)), rank=2)
         for rank in range(max_rank + 1):
             values = features(rank)
             if not values:
                 continue
             if rank == 0:
-                complex_.set_node_attributes(
-                    {v: val for v, val in values.items()}, name=feature_name
-                )
+                complex_.set_node_attributes({v: val for v, val in values.items()}, name=feature_name)
             else:
                 keys = _cell_keys(complex_, rank)
-                complex_.set_cell_attributes(
-                    {keys[i]: val for i, val in values.items()}, rank=rank, name=feature_name
-                )
+                complex_.set_cell_attributes({keys[i]: val for i, val in values.items()}, rank=rank, name=feature_name)
         return complex_
 
     if complex_type == "simplicial":
@@ -429,8 +411,7 @@ def to_toponetx(
             values = features(rank)
             if values:
                 complex_.set_simplex_attributes(
-                    {tuple(vertex_sets[rank][i]): val for i, val in values.items()},
-                    name=feature_name,
+                    {tuple(vertex_sets[rank][i]): val for i, val in values.items()}, name=feature_name
                 )
         return complex_
 

@@ -225,9 +225,7 @@ class Coo:
         )
 
     @staticmethod
-    def many_to_torch(
-        matrices: dict[str, Coo], dtype: torch.dtype = torch.float32
-    ) -> dict[str, Tensor]:
+    def many_to_torch(matrices: dict[str, Coo], dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
         """Convert several canonical matrices at once (one NumPy→torch copy for all).
 
         Parameters
@@ -248,12 +246,7 @@ class Coo:
         sizes = np.fromiter((m.rows.size for _, m in items), dtype=np.int64, count=len(items))
         ends = np.cumsum(sizes)
         indices = torch.from_numpy(
-            np.stack(
-                [
-                    np.concatenate([m.rows for _, m in items]),
-                    np.concatenate([m.cols for _, m in items]),
-                ]
-            )
+            np.stack([np.concatenate([m.rows for _, m in items]), np.concatenate([m.cols for _, m in items])])
         )
         numpy_dtype = _NUMPY_DTYPES.get(dtype, np.float64)
         values = torch.from_numpy(np.concatenate([m.vals for _, m in items]).astype(numpy_dtype))

@@ -163,9 +163,7 @@ def find_tu_raw(name: str, data_dir: str | os.PathLike) -> Path:
     """
     data_dir = Path(data_dir).expanduser()
     if not data_dir.is_dir():
-        raise FileNotFoundError(
-            f"--data-dir {data_dir} is not a folder (it should hold {name}/raw/{name}_A.txt ...)"
-        )
+        raise FileNotFoundError(f"--data-dir {data_dir} is not a folder (it should hold {name}/raw/{name}_A.txt ...)")
     for candidate in (data_dir / name / "raw", data_dir / name, data_dir / "raw", data_dir):
         if (candidate / f"{name}_A.txt").is_file():
             return candidate
@@ -190,20 +188,14 @@ def _check_tu_table(path: Path, integer: bool) -> int:
                     [kind(f) for f in fields]
                 except ValueError:
                     what = "integers" if integer else "numbers"
-                    raise ValueError(
-                        f"{path}, line {number}: expected comma-separated {what}, got {line.strip()[:60]!r}"
-                    ) from None
+                    raise ValueError(f"{path}, line {number}: expected comma-separated {what}, got {line.strip()[:60]!r}") from None
                 if width is None:
                     width = len(fields)
                 elif len(fields) != width:
-                    raise ValueError(
-                        f"{path}, line {number}: {len(fields)} columns, the first line has {width}"
-                    )
+                    raise ValueError(f"{path}, line {number}: {len(fields)} columns, the first line has {width}")
                 count += 1
     except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{path} is not a text file ({error.reason} at byte {error.start})"
-        ) from None
+        raise ValueError(f"{path} is not a text file ({error.reason} at byte {error.start})") from None
     return count
 
 
@@ -236,54 +228,37 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
     labels = [raw_dir / f"{name}_graph_{part}.txt" for part in ("labels", "attributes")]
     missing = [p.name for p in required if not p.is_file()]
     if missing or not any(p.is_file() for p in labels):
-        raise FileNotFoundError(
-            f"TU data set {name} in {raw_dir} is incomplete: expected {_expected_tu_files(name)}"
-        )
+        raise FileNotFoundError(f"TU data set {name} in {raw_dir} is incomplete: expected {_expected_tu_files(name)}")
     # validate every file (first bad line named) and the counts before PyG's parser runs
     num_nodes = _check_tu_table(raw_dir / f"{name}_graph_indicator.txt", integer=True)
     num_edges = _check_tu_table(raw_dir / f"{name}_A.txt", integer=True)
     label_file = next(p for p in labels if p.is_file())
     num_graphs = _check_tu_table(label_file, integer=label_file is labels[0])
     for part, rows, integer in (
-        ("node_labels", num_nodes, True),
-        ("node_attributes", num_nodes, False),
-        ("edge_labels", num_edges, True),
-        ("edge_attributes", num_edges, False),
+        ("node_labels", num_nodes, True), ("node_attributes", num_nodes, False),
+        ("edge_labels", num_edges, True), ("edge_attributes", num_edges, False),
     ):
         path = raw_dir / f"{name}_{part}.txt"
         if path.is_file() and _check_tu_table(path, integer) != rows:
-            raise ValueError(
-                f"{path} has {_check_tu_table(path, integer)} rows, expected {rows} (one per line of {name}_{'graph_indicator' if 'node' in part else 'A'}.txt)"
-            )
+            raise ValueError(f"{path} has {_check_tu_table(path, integer)} rows, expected {rows} (one per line of {name}_{'graph_indicator' if 'node' in part else 'A'}.txt)")
     if num_nodes == 0 or num_graphs == 0:
         raise ValueError(f"TU data set {name} in {raw_dir} has no graphs")
     indicator = torch.as_tensor(
-        [int(v) for v in (raw_dir / f"{name}_graph_indicator.txt").read_text().split()],
-        dtype=torch.long,
+        [int(v) for v in (raw_dir / f"{name}_graph_indicator.txt").read_text().split()], dtype=torch.long
     )
-    if (
-        int(indicator.min()) != 1
-        or int(indicator.max()) != num_graphs
-        or bool((indicator.diff() < 0).any())
-    ):
+    if int(indicator.min()) != 1 or int(indicator.max()) != num_graphs or bool((indicator.diff() < 0).any()):
         raise ValueError(
             f"{raw_dir / f'{name}_graph_indicator.txt'}: graph ids must be sorted and run from 1 to "
             f"{num_graphs} (the lines of {label_file.name}), got {int(indicator.min())}..{int(indicator.max())}"
         )
     if num_edges:
-        pairs = (
-            torch.as_tensor(
-                [int(v) for v in (raw_dir / f"{name}_A.txt").read_text().replace(",", " ").split()],
-                dtype=torch.long,
-            ).view(-1, 2)
-            - 1
-        )
+        pairs = torch.as_tensor(
+            [int(v) for v in (raw_dir / f"{name}_A.txt").read_text().replace(",", " ").split()], dtype=torch.long
+        ).view(-1, 2) - 1
         if int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes:
             raise ValueError(f"{raw_dir / f'{name}_A.txt'}: vertex ids must be in 1..{num_nodes}")
         if bool((indicator[pairs[:, 0]] != indicator[pairs[:, 1]]).any()):
-            raise ValueError(
-                f"{raw_dir / f'{name}_A.txt'}: an edge joins vertices of two different graphs"
-            )
+            raise ValueError(f"{raw_dir / f'{name}_A.txt'}: an edge joins vertices of two different graphs")
     data, slices, sizes = read_tu_data(str(raw_dir), name)
     n_attr = sizes["num_node_attributes"]
     counts = torch.bincount(indicator - 1, minlength=num_graphs)
@@ -298,9 +273,7 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
             x = data.x[lo:hi]  # node attributes only
         else:
             x = torch.ones(hi - lo, 1)
-        graph = Data(
-            x=x, edge_index=data.edge_index[:, e_lo:e_hi], y=data.y[g : g + 1], num_nodes=hi - lo
-        )
+        graph = Data(x=x, edge_index=data.edge_index[:, e_lo:e_hi], y=data.y[g : g + 1], num_nodes=hi - lo)
         if data.edge_attr is not None:
             graph.edge_attr = data.edge_attr[e_lo:e_hi]
         graphs.append(graph)

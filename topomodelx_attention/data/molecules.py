@@ -57,9 +57,7 @@ def smiles_to_graph(smiles: str, **attributes) -> Data:
     try:
         from rdkit import Chem
     except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "smiles_to_graph needs RDKit: pip install 'topomodelx-attention[chem]'"
-        ) from error
+        raise ImportError("smiles_to_graph needs RDKit: pip install 'topomodelx-attention[chem]'") from error
     molecule = Chem.MolFromSmiles(smiles)
     if molecule is None:
         raise ValueError(f"RDKit cannot parse the SMILES {smiles!r}")

@@ -92,9 +92,7 @@ def row_rank(name: str, rank: int) -> int:
     return rank
 
 
-def check_neighborhoods(
-    neighborhoods: Iterable[str] | None, oriented: bool = True
-) -> tuple[str, ...]:
+def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = True) -> tuple[str, ...]:
     """Validate a ``neighborhoods=`` argument and return it as a tuple.
 
     Parameters
@@ -285,12 +283,8 @@ def vertex_cells(boundaries: Sequence[sp.spmatrix | Coo], rank: int, num_vertice
         Entry ``(v, c)`` is 1 when ``v`` is a vertex of cell ``c`` (pattern of
         ``|B_1| |B_2| ... |B_rank|``).
     """
-    product = Coo.build(
-        np.arange(num_vertices),
-        np.arange(num_vertices),
-        np.ones(num_vertices),
-        (num_vertices, num_vertices),
-    )
+    product = Coo.build(np.arange(num_vertices), np.arange(num_vertices), np.ones(num_vertices),
+                        (num_vertices, num_vertices))
     for r in range(1, rank + 1):
         product = product.matmul(_as_coo(boundaries[r - 1]).pattern())
     return product.pattern()

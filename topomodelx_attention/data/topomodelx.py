@@ -169,14 +169,10 @@ def topomodelx_inputs(
             raise ValueError(f"{r}: {h.shape[0]} rows for {cells} cells")
     need = {"cwn": 2, "sccnn": 2, "scn2": 2, "hmc": 2, "can": 1, "scnn": rank}[family]
     if data.max_rank < need:
-        raise ValueError(
-            f"TopoModelX's {family} layers need ranks 0..{need}; this complex stops at {data.max_rank}"
-        )
+        raise ValueError(f"TopoModelX's {family} layers need ranks 0..{need}; this complex stops at {data.max_rank}")
     if family == "cwn":
         return {
-            "x_0": features["x_0"],
-            "x_1": features["x_1"],
-            "x_2": features["x_2"],
+            "x_0": features["x_0"], "x_1": features["x_1"], "x_2": features["x_2"],
             "adjacency_0": data.neighborhood("adjacency", 1),
             "incidence_2": data.neighborhood("incidence", 2),
             "incidence_1_t": _transpose(data.neighborhood("incidence", 1)),
@@ -207,10 +203,7 @@ def topomodelx_inputs(
         if order == 2:  # SCCNNLayer(sc_order=2) reads one Laplacian for rank 2
             laplacians.append(data.neighborhood("hodge_laplacian", 2))
         else:
-            laplacians += [
-                data.neighborhood("down_laplacian", 2),
-                data.neighborhood("up_laplacian", 2),
-            ]
+            laplacians += [data.neighborhood("down_laplacian", 2), data.neighborhood("up_laplacian", 2)]
         return {
             "x_all": (features["x_0"], features["x_1"], features["x_2"]),
             "laplacian_all": tuple(laplacians),
@@ -218,20 +211,14 @@ def topomodelx_inputs(
         }
     if family == "scn2":
         return {
-            "x_0": features["x_0"],
-            "x_1": features["x_1"],
-            "x_2": features["x_2"],
+            "x_0": features["x_0"], "x_1": features["x_1"], "x_2": features["x_2"],
             **{
-                f"laplacian_{r}": normalized_hodge_laplacian(
-                    data.neighborhood("hodge_laplacian", r)
-                )
+                f"laplacian_{r}": normalized_hodge_laplacian(data.neighborhood("hodge_laplacian", r))
                 for r in range(3)
             },
         }
     return {  # hmc
-        "x_0": features["x_0"],
-        "x_1": features["x_1"],
-        "x_2": features["x_2"],
+        "x_0": features["x_0"], "x_1": features["x_1"], "x_2": features["x_2"],
         "adjacency_0": data.neighborhood("adjacency", 0),
         "adjacency_1": data.neighborhood("adjacency", 1),
         "coadjacency_2": data.neighborhood("coadjacency", 2),

@@ -26,19 +26,11 @@ GENERIC_TU = "graph/TU"
 """Config of any TU data set given by name (``dataset.name`` set to the name)."""
 
 _POSITIVE_INTS = (
-    "trainer.max_epochs",
-    "trainer.num_nodes",
-    "dataset.dataloader.batch_size",
-    "model.params.hidden_channels",
-    "model.params.n_layers",
-    "model.params.heads",
+    "trainer.max_epochs", "trainer.num_nodes", "dataset.dataloader.batch_size",
+    "model.params.hidden_channels", "model.params.n_layers", "model.params.heads",
     "dataset.max_graphs",
 )
-_NON_NEGATIVE = (
-    "dataset.dataloader.num_workers",
-    "trainer.early_stopping_patience",
-    "optimizer.weight_decay",
-)
+_NON_NEGATIVE = ("dataset.dataloader.num_workers", "trainer.early_stopping_patience", "optimizer.weight_decay")
 _POSITIVE_FLOATS = ("optimizer.lr",)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -60,9 +52,7 @@ def available(group: str) -> dict[str, str]:
     """
     root = CONFIG_DIR / group
     if not root.is_dir():
-        raise ValueError(
-            f"unknown config group {group!r}; groups: {sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())}"
-        )
+        raise ValueError(f"unknown config group {group!r}; groups: {sorted(p.name for p in CONFIG_DIR.iterdir() if p.is_dir())}")
     return {
         path.stem: path.relative_to(root).with_suffix("").as_posix()
         for path in sorted(root.rglob("*.yaml"))
@@ -160,14 +150,9 @@ def compose_config(
         try:
             cfg = compose(config_name=config_name, overrides=head + overrides)
             choices = [o for o in head + overrides if "=" in o and "." not in o.split("=", 1)[0]]
-            defaults = compose(
-                config_name=config_name,
-                overrides=[o for o in choices if not o.startswith(("+", "~"))],
-            )
+            defaults = compose(config_name=config_name, overrides=[o for o in choices if not o.startswith(("+", "~"))])
         except HydraException as error:
-            raise ValueError(
-                f"invalid configuration override: {' '.join(str(error).split())}"
-            ) from error
+            raise ValueError(f"invalid configuration override: {' '.join(str(error).split())}") from error
     validate_config(cfg, defaults)
     OmegaConf.set_struct(cfg, False)
     return cfg
@@ -231,50 +216,29 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         raise ValueError(f"invalid configuration: {' '.join(str(error).split())}") from error
     if defaults is not None:
         for key, default in _leaves(OmegaConf.to_container(defaults, resolve=True)).items():
-            if (
-                key in values
-                and not key.endswith("._target_")
-                and not _compatible(values[key], default)
-            ):
+            if key in values and not key.endswith("._target_") and not _compatible(values[key], default):
                 raise ValueError(
                     f"invalid configuration: {key}={values[key]!r} must be {_type_name(default)} "
                     f"(packaged default: {default!r})"
                 )
     for key in _POSITIVE_INTS:
         value = values.get(key)
-        if (
-            key == "trainer.max_epochs"
-            and value == -1
-            and values.get("trainer.max_time") is not None
-        ):
+        if key == "trainer.max_epochs" and value == -1 and values.get("trainer.max_time") is not None:
             continue  # Lightning's "no epoch limit": the wall-time budget stops training
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             hint = " (or -1 together with trainer.max_time)" if key == "trainer.max_epochs" else ""
-            raise ValueError(
-                f"invalid configuration: {key}={value!r} must be a positive integer{hint}"
-            )
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a positive integer{hint}")
     for key in _NON_NEGATIVE:
         value = values.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
-        ):
-            raise ValueError(
-                f"invalid configuration: {key}={value!r} must be a non-negative number"
-            )
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a non-negative number")
     for key in _POSITIVE_FLOATS:
         value = values.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
-        ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise ValueError(f"invalid configuration: {key}={value!r} must be a positive number")
     seeds = OmegaConf.to_container(cfg, resolve=True).get("seeds")
     if seeds is not None and (
-        not isinstance(seeds, list)
-        or not seeds
+        not isinstance(seeds, list) or not seeds
         or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
     ):
-        raise ValueError(
-            f"invalid configuration: seeds={seeds!r} must be a non-empty list of non-negative integers"
-        )
+        raise ValueError(f"invalid configuration: seeds={seeds!r} must be a non-empty list of non-negative integers")

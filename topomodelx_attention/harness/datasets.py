@@ -260,10 +260,7 @@ def _plain(value: Any) -> Any:
 def _load_tu(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
     data_dir = cfg.get("data_dir")
     return load_tu_graphs(
-        str(cfg["name"]),
-        data_dir=data_dir,
-        root=cache_dir / "tu",
-        download=bool(cfg.get("download", False)),
+        str(cfg["name"]), data_dir=data_dir, root=cache_dir / "tu", download=bool(cfg.get("download", False))
     )
 
 
@@ -274,9 +271,7 @@ def _gcb_file(data_dir: Path, file: str) -> Path:
     return plain if plain.is_file() and not path.name.endswith(".plain.npz") else path
 
 
-def load_graphs(
-    cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None
-) -> list[Data] | dict[str, list[Data]]:
+def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> list[Data] | dict[str, list[Data]]:
     """Read the graphs of a data set config (``dataset/graph/<NAME>.yaml``).
 
     Parameters
@@ -302,10 +297,8 @@ def load_graphs(
     if loader == "tu":
         graphs: list[Data] | dict[str, list[Data]] = _load_tu(cfg, cache)
     elif data_dir is None:
-        needed = (
-            cfg.get("file", "hard_small.npz")
-            if loader == "gcb"
-            else ("smiles_score.csv and indexes_train_val_test.csv")
+        needed = cfg.get("file", "hard_small.npz") if loader == "gcb" else (
+            "smiles_score.csv and indexes_train_val_test.csv"
         )
         raise FileNotFoundError(
             f"data set {cfg['name']} is not bundled: set dataset.data_dir (command line: "
@@ -313,13 +306,9 @@ def load_graphs(
             "get it)"
         )
     elif loader == "gcb":
-        graphs = read_gcb(
-            _gcb_file(Path(data_dir).expanduser(), str(cfg.get("file", "hard_small.npz")))
-        )
+        graphs = read_gcb(_gcb_file(Path(data_dir).expanduser(), str(cfg.get("file", "hard_small.npz"))))
     else:
-        graphs = read_zinc12k(
-            Path(data_dir).expanduser(), cfg.get("subset"), cfg.get("target", "score")
-        )
+        graphs = read_zinc12k(Path(data_dir).expanduser(), cfg.get("subset"), cfg.get("target", "score"))
     max_graphs = cfg.get("max_graphs")
     if max_graphs is not None:
         if isinstance(graphs, dict):
@@ -336,11 +325,7 @@ def load_graphs(
 # lifting + PE with a cache
 # ----------------------------------------------------------------------------------------------
 def process_graphs(
-    graphs: Sequence[Data],
-    lifting: Any,
-    pe: Any = None,
-    desc: str = "lifting",
-    chunk_size: int = 256,
+    graphs: Sequence[Data], lifting: Any, pe: Any = None, desc: str = "lifting", chunk_size: int = 256
 ) -> list[ComplexData]:
     """Lift graphs (``lifting.lift_many`` in chunks) and apply a PE, with a progress bar.
 
@@ -367,11 +352,7 @@ def process_graphs(
     with tqdm(total=total, desc=desc, unit="graph", leave=False) as bar:
         for start in range(0, len(graphs), chunk_size):
             chunk = list(graphs[start : start + chunk_size])
-            lifted = (
-                lifting.lift_many(chunk)
-                if hasattr(lifting, "lift_many")
-                else [lifting(g) for g in chunk]
-            )
+            lifted = lifting.lift_many(chunk) if hasattr(lifting, "lift_many") else [lifting(g) for g in chunk]
             out.extend(lifted)
             bar.update(len(chunk))
         if pe is not None:
@@ -382,13 +363,7 @@ def process_graphs(
     return out
 
 
-def cache_key(
-    dataset_cfg: Mapping[str, Any],
-    lifting_cfg: Any,
-    pe_cfg: Any,
-    lifting: Any = None,
-    pe: Any = None,
-) -> str:
+def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lifting: Any = None, pe: Any = None) -> str:
     """Hash of everything that determines the processed complexes.
 
     Parameters
@@ -435,45 +410,24 @@ def _pack_complexes(complexes: Sequence[ComplexData]) -> dict[str, Any]:
         present = torch.tensor([key in c for c in complexes], dtype=torch.bool)
         values = [c[key] for c in complexes if key in c]
         first = values[0]
-        if (
-            isinstance(first, Tensor)
-            and first.layout == torch.sparse_coo
-            and first.dim() == 2
-            and first.dense_dim() == 0
-        ):
-            if any(
-                not isinstance(v, Tensor)
-                or v.layout != torch.sparse_coo
-                or v.dim() != 2
-                or v.dtype != first.dtype
-                for v in values
-            ):
+        if isinstance(first, Tensor) and first.layout == torch.sparse_coo and first.dim() == 2 and first.dense_dim() == 0:
+            if any(not isinstance(v, Tensor) or v.layout != torch.sparse_coo or v.dim() != 2 or v.dtype != first.dtype for v in values):
                 raise TypeError(f"cannot cache {key!r}: mixed sparse and other values")
             entry = {
                 "kind": "sparse",
                 "indices": torch.cat([v._indices() for v in values], dim=1),
                 "values": torch.cat([v._values() for v in values]),
-                "sizes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(
-                    -1, 2
-                ),
+                "sizes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(-1, 2),
                 "nnz": torch.tensor([v._nnz() for v in values], dtype=torch.long),
                 "coalesced": torch.tensor([v.is_coalesced() for v in values], dtype=torch.bool),
             }
         elif isinstance(first, Tensor) and first.layout == torch.strided:
-            if any(
-                not isinstance(v, Tensor)
-                or v.layout != torch.strided
-                or v.dim() != first.dim()
-                or v.dtype != first.dtype
-                for v in values
-            ):
+            if any(not isinstance(v, Tensor) or v.layout != torch.strided or v.dim() != first.dim() or v.dtype != first.dtype for v in values):
                 raise TypeError(f"cannot cache {key!r}: tensors of different kinds")
             entry = {
                 "kind": "dense",
                 "values": torch.cat([v.reshape(-1) for v in values]),
-                "shapes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(
-                    len(values), first.dim()
-                ),
+                "shapes": torch.tensor([list(v.shape) for v in values], dtype=torch.long).view(len(values), first.dim()),
             }
         elif isinstance(first, (bool, int, float)) and all(type(v) is type(first) for v in values):
             entry = {"kind": type(first).__name__, "values": list(values)}
@@ -493,29 +447,17 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
         if not isinstance(key, str) or not isinstance(entry, dict):
             raise _CacheError(f"entry {key!r} is not a dict")
         present = entry.get("present")
-        if (
-            not isinstance(present, Tensor)
-            or present.dtype != torch.bool
-            or present.shape != (count,)
-        ):
+        if not isinstance(present, Tensor) or present.dtype != torch.bool or present.shape != (count,):
             raise _CacheError(f"entry {key!r} has no valid 'present' mask")
         owners = present.nonzero().view(-1).tolist()
         kind = entry.get("kind")
         if kind == "dense":
             values, shapes = entry.get("values"), entry.get("shapes")
-            if not (
-                isinstance(values, Tensor)
-                and isinstance(shapes, Tensor)
-                and values.dim() == 1
-                and shapes.dtype == torch.long
-                and shapes.dim() == 2
-                and len(shapes) == len(owners)
-                and bool((shapes >= 0).all())
-            ):
+            if not (isinstance(values, Tensor) and isinstance(shapes, Tensor) and values.dim() == 1
+                    and shapes.dtype == torch.long and shapes.dim() == 2 and len(shapes) == len(owners)
+                    and bool((shapes >= 0).all())):
                 raise _CacheError(f"dense entry {key!r} is malformed")
-            numels = (
-                shapes.prod(dim=1) if shapes.size(1) else torch.ones(len(owners), dtype=torch.long)
-            )
+            numels = shapes.prod(dim=1) if shapes.size(1) else torch.ones(len(owners), dtype=torch.long)
             if int(numels.sum()) != values.numel():
                 raise _CacheError(f"dense entry {key!r}: shapes and values differ in size")
             for owner, part, shape in zip(owners, values.split(numels.tolist()), shapes.tolist()):
@@ -525,47 +467,27 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
                 entry.get(name) for name in ("indices", "values", "sizes", "nnz", "coalesced")
             )
             tensors = (indices, values, sizes, nnz, coalesced)
-            if not (
-                all(isinstance(t, Tensor) for t in tensors)
-                and indices.dtype == torch.long
-                and indices.dim() == 2
-                and indices.size(0) == 2
-                and values.dim() == 1
-                and values.numel() == indices.size(1)
-                and sizes.shape == (len(owners), 2)
-                and nnz.shape == (len(owners),)
-                and coalesced.shape == (len(owners),)
-                and bool((nnz >= 0).all())
-                and bool((sizes >= 0).all())
-                and int(nnz.sum()) == values.numel()
-            ):
+            if not (all(isinstance(t, Tensor) for t in tensors) and indices.dtype == torch.long
+                    and indices.dim() == 2 and indices.size(0) == 2 and values.dim() == 1
+                    and values.numel() == indices.size(1) and sizes.shape == (len(owners), 2)
+                    and nnz.shape == (len(owners),) and coalesced.shape == (len(owners),)
+                    and bool((nnz >= 0).all()) and bool((sizes >= 0).all()) and int(nnz.sum()) == values.numel()):
                 raise _CacheError(f"sparse entry {key!r} is malformed")
             owner = torch.repeat_interleave(torch.arange(len(nnz)), nnz)  # matrix of each entry
             if indices.numel() and (
-                int(indices.min()) < 0
-                or bool((indices[0] >= sizes[owner, 0]).any())
+                int(indices.min()) < 0 or bool((indices[0] >= sizes[owner, 0]).any())
                 or bool((indices[1] >= sizes[owner, 1]).any())
             ):
                 raise _CacheError(f"sparse entry {key!r} has indices outside its matrices")
             counts = nnz.tolist()
             for owner, idx, val, size, flag in zip(
-                owners,
-                indices.split(counts, dim=1),
-                values.split(counts),
-                sizes.tolist(),
-                coalesced.tolist(),
+                owners, indices.split(counts, dim=1), values.split(counts), sizes.tolist(), coalesced.tolist()
             ):
-                items[owner][key] = torch.sparse_coo_tensor(
-                    idx, val, size, is_coalesced=bool(flag), check_invariants=False
-                )
+                items[owner][key] = torch.sparse_coo_tensor(idx, val, size, is_coalesced=bool(flag), check_invariants=False)
         elif kind in ("bool", "int", "float"):
             values = entry.get("values")
             expected = {"bool": bool, "int": int, "float": float}[kind]
-            if (
-                not isinstance(values, list)
-                or len(values) != len(owners)
-                or any(type(v) is not expected for v in values)
-            ):
+            if not isinstance(values, list) or len(values) != len(owners) or any(type(v) is not expected for v in values):
                 raise _CacheError(f"entry {key!r} is malformed")
             for owner, value in zip(owners, values):
                 items[owner][key] = value
@@ -594,9 +516,7 @@ def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
         "format": CACHE_FORMAT,
         "count": len(complexes),
         "complexes": _pack_complexes(complexes),
-        "split": None
-        if split is None
-        else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
+        "split": None if split is None else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
@@ -631,9 +551,7 @@ def load_cache(path: str | os.PathLike) -> dict[str, Any]:
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # truncated, garbage, foreign pickles: all invalid
-        raise _CacheError(
-            f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        ) from error
+        raise _CacheError(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
     if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT:
         raise _CacheError(f"not a cache file of this version (expected format {CACHE_FORMAT!r})")
     count = raw.get("count")
@@ -645,11 +563,8 @@ def load_cache(path: str | os.PathLike) -> dict[str, Any]:
         if not isinstance(split, dict) or set(split) != set(SPLITS):
             raise _CacheError(f"'split' must be None or a dict with keys {list(SPLITS)}")
         for name, idx in split.items():
-            if (
-                not isinstance(idx, Tensor)
-                or idx.dtype != torch.long
-                or idx.dim() != 1
-                or (idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= count))
+            if not isinstance(idx, Tensor) or idx.dtype != torch.long or idx.dim() != 1 or (
+                idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= count)
             ):
                 raise _CacheError(f"split {name!r} is not a vector of complex indices")
         split = {name: idx.numpy() for name, idx in split.items()}
@@ -728,12 +643,8 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
             categorical[rank] = None
     labels = [c.y for c in complexes if "y" in c and c.y is not None]
     if len(labels) != len(complexes):
-        raise ValueError(
-            f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y"
-        )
-    y = torch.cat(
-        [label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels]
-    )
+        raise ValueError(f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y")
+    y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
     task = cfg.get("task") or ("regression" if y.is_floating_point() else "classification")
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
@@ -752,9 +663,7 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
     num_classes = cfg.get("num_classes")
     if task == "classification":
         if y.is_floating_point() and not bool((y == y.round()).all()):
-            raise ValueError(
-                f"data set {cfg['name']} has non-integer labels: set dataset.task=regression"
-            )
+            raise ValueError(f"data set {cfg['name']} has non-integer labels: set dataset.task=regression")
         found = int(y.max()) + 1 if y.numel() else 0
         if int(y.min()) < 0:
             raise ValueError(f"data set {cfg['name']} has negative class labels")
@@ -824,8 +733,7 @@ def prepare_dataset(
             except _CacheError as error:
                 warnings.warn(
                     f"the cache file {cache_file} is invalid ({error}); it was deleted and is "
-                    "being rebuilt",
-                    stacklevel=2,
+                    "being rebuilt", stacklevel=2,
                 )
                 cache_file.unlink(missing_ok=True)
     if payload is None:
@@ -833,21 +741,14 @@ def prepare_dataset(
         if use_cache:
             save_cache(payload, cache_file)
             description = {
-                "dataset": dataset_cfg,
-                "lifting": _plain(lifting_cfg),
-                "pe": _plain(pe_cfg),
-                "lifting_repr": repr(lifting),
-                "pe_repr": repr(pe),
+                "dataset": dataset_cfg, "lifting": _plain(lifting_cfg), "pe": _plain(pe_cfg),
+                "lifting_repr": repr(lifting), "pe_repr": repr(pe),
             }
-            cache_file.with_suffix(".json").write_text(
-                json.dumps(description, indent=2, default=str)
-            )
+            cache_file.with_suffix(".json").write_text(json.dumps(description, indent=2, default=str))
     complexes = payload["complexes"]
     fixed = payload.get("split")
     if fixed is None and split_cfg.get("type", "random") == "fixed":
-        raise ValueError(
-            f"dataset.split.type=fixed but {dataset_cfg['name']} has no split of its own"
-        )
+        raise ValueError(f"dataset.split.type=fixed but {dataset_cfg['name']} has no split of its own")
     if fixed is not None and split_cfg.get("type", "fixed") == "random":
         fixed = None  # a random split over the union of the file's splits
     info = _infer_info(dataset_cfg, complexes, pe)
@@ -855,10 +756,7 @@ def prepare_dataset(
         info=info,
         complexes=complexes,
         fixed_split=None if fixed is None else {k: np.asarray(v) for k, v in fixed.items()},
-        split_props=(
-            float(split_cfg.get("train_prop", 0.5)),
-            float(split_cfg.get("val_prop", 0.25)),
-        ),
+        split_props=(float(split_cfg.get("train_prop", 0.5)), float(split_cfg.get("val_prop", 0.25))),
         cache_file=cache_file if use_cache else None,
     )
 

@@ -157,18 +157,14 @@ def build_model(name: str, params: Mapping[str, Any] | None, info: DatasetInfo) 
     try:
         return spec.build(params, info)
     except TypeError as error:
-        raise TypeError(
-            f"model {name!r}: invalid model.params {sorted(params)}: {error}"
-        ) from error
+        raise TypeError(f"model {name!r}: invalid model.params {sorted(params)}: {error}") from error
 
 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
 # ----------------------------------------------------------------------------------------------
 def _encoders(info: DatasetInfo, hidden: int, ranks: Sequence[int]) -> nn.ModuleList:
-    return nn.ModuleList(
-        FeatureEncoder(info.in_channels[r], hidden, info.categorical[r]) for r in ranks
-    )
+    return nn.ModuleList(FeatureEncoder(info.in_channels[r], hidden, info.categorical[r]) for r in ranks)
 
 
 def _rank_keys(max_rank: int, *names: str) -> set[str]:
@@ -301,9 +297,7 @@ def edge_graph(incidence_1: Tensor) -> tuple[Tensor, Tensor]:
     incidence = incidence_1 if incidence_1.is_coalesced() else incidence_1.coalesce()
     n_edges = incidence.shape[1]
     vertices, edges = incidence.indices()
-    if vertices.numel() != 2 * n_edges or bool(
-        (torch.bincount(edges, minlength=n_edges) != 2).any()
-    ):
+    if vertices.numel() != 2 * n_edges or bool((torch.bincount(edges, minlength=n_edges) != 2).any()):
         raise ValueError(
             "incidence_1 must have exactly two vertices per edge (a graph without self-loops); "
             "lift with self_loops='drop'"
@@ -364,15 +358,11 @@ class EdgeGraphBaseline(nn.Module):
         pe = info.pe_channels
         pe_width = int(pe_hidden_channels) if pe is not None else 0
         if pe is not None and not 0 < pe_width < h:
-            raise ValueError(
-                f"pe_hidden_channels must be in 1..{h - 1} (hidden_channels={h}), got {pe_hidden_channels}"
-            )
+            raise ValueError(f"pe_hidden_channels must be in 1..{h - 1} (hidden_channels={h}), got {pe_hidden_channels}")
         self.hidden_channels = h
         self.pooling = pooling
         self.check_inputs = bool(check_inputs)
-        self.node_encoder = FeatureEncoder(
-            info.in_channels[0], h - pe_width, info.categorical[0], name="x_0"
-        )
+        self.node_encoder = FeatureEncoder(info.in_channels[0], h - pe_width, info.categorical[0], name="x_0")
         self.edge_encoder = FeatureEncoder(info.in_channels[1], h, info.categorical[1], name="x_1")
         self.pe_encoder = (
             nn.Sequential(nn.BatchNorm1d(pe), nn.Linear(pe, pe_width)) if pe is not None else None
@@ -415,14 +405,7 @@ class EdgeGraphBaseline(nn.Module):
         """
         pe = batch.pe_0 if self.pe_encoder is not None else None
         n_0, n_1 = batch.incidence_1.shape
-        check_rows(
-            {
-                "x_0": (batch.x_0, n_0),
-                "batch_0": (batch.batch_0, n_0),
-                "x_1": (batch.x_1, n_1),
-                "pe_0": (pe, n_0),
-            }
-        )
+        check_rows({"x_0": (batch.x_0, n_0), "batch_0": (batch.batch_0, n_0), "x_1": (batch.x_1, n_1), "pe_0": (pe, n_0)})
         if self.check_inputs:
             check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
         x = self.node_encoder(batch.x_0)
@@ -448,9 +431,7 @@ def _check_depth(n_layers: int, width: int, heads: int | None = None) -> tuple[i
 
 
 def _gin_mlp(width: int) -> nn.Module:
-    return nn.Sequential(
-        nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width)
-    )
+    return nn.Sequential(nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width))
 
 
 class GINEBaseline(EdgeGraphBaseline):
@@ -492,13 +473,8 @@ class GINEBaseline(EdgeGraphBaseline):
         check_inputs: bool = True,
     ) -> None:
         super().__init__(
-            info,
-            hidden_channels,
-            pe_hidden_channels=pe_hidden_channels,
-            dropout=dropout,
-            readout_layers=readout_layers,
-            pooling=pooling,
-            check_inputs=check_inputs,
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
         )
         from torch_geometric.nn import GINEConv
 
@@ -568,13 +544,8 @@ class GPSBaseline(EdgeGraphBaseline):
         check_inputs: bool = True,
     ) -> None:
         super().__init__(
-            info,
-            hidden_channels,
-            pe_hidden_channels=pe_hidden_channels,
-            dropout=dropout,
-            readout_layers=readout_layers,
-            pooling=pooling,
-            check_inputs=check_inputs,
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
         )
         from torch_geometric.nn import GINEConv, GPSConv
 
@@ -585,14 +556,8 @@ class GPSBaseline(EdgeGraphBaseline):
             raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
         kwargs = {"dropout": float(attention_dropout)} if kind == "dense" else {}
         self.convs = nn.ModuleList(
-            GPSConv(
-                h,
-                GINEConv(_gin_mlp(h)),
-                heads=heads,
-                dropout=float(dropout),
-                attn_type=attn_types[kind],
-                attn_kwargs=kwargs,
-            )
+            GPSConv(h, GINEConv(_gin_mlp(h)), heads=heads, dropout=float(dropout),
+                    attn_type=attn_types[kind], attn_kwargs=kwargs)
             for _ in range(n_layers)
         )
 
@@ -609,13 +574,9 @@ class _TransformerConvBlock(nn.Module):
         super().__init__()
         from torch_geometric.nn import TransformerConv
 
-        self.conv = TransformerConv(
-            width, width // heads, heads=heads, dropout=attention_dropout, edge_dim=width
-        )
+        self.conv = TransformerConv(width, width // heads, heads=heads, dropout=attention_dropout, edge_dim=width)
         self.norm_attention = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(
-            nn.Linear(width, 2 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * width, width)
-        )
+        self.ffn = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * width, width))
         self.norm_ffn = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
@@ -672,13 +633,8 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
         check_inputs: bool = True,
     ) -> None:
         super().__init__(
-            info,
-            hidden_channels,
-            pe_hidden_channels=pe_hidden_channels,
-            dropout=dropout,
-            readout_layers=readout_layers,
-            pooling=pooling,
-            check_inputs=check_inputs,
+            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
+            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
         )
         h = self.hidden_channels
         n_layers, heads = _check_depth(n_layers, h, heads)
@@ -784,9 +740,7 @@ class CWNBaseline(nn.Module):
         _check_ranks(batch, self.check_inputs)
         x = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
         out = self.cwn(
-            x[0],
-            x[1],
-            x[2],
+            x[0], x[1], x[2],
             adjacency_0=batch.adjacency_1,
             incidence_2=batch.incidence_2,
             incidence_1_t=batch.incidence_1.t().coalesce(),
@@ -863,9 +817,7 @@ class SCCNNBaseline(nn.Module):
             raise ValueError(f"conv_order must be at least 1, got {conv_order}")
         h = int(hidden_channels)
         self.encoders = _encoders(info, h, range(3))
-        self.sccnn = SCCNN(
-            (h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(n_layers)
-        )
+        self.sccnn = SCCNN((h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(n_layers))
         self.dropout = nn.Dropout(dropout)
         self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
 
@@ -885,10 +837,7 @@ class SCCNNBaseline(nn.Module):
         _check_ranks(batch, self.check_inputs)
         x = tuple(enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders))
         laplacians = (
-            batch.hodge_laplacian_0,
-            batch.down_laplacian_1,
-            batch.up_laplacian_1,
-            batch.hodge_laplacian_2,
+            batch.hodge_laplacian_0, batch.down_laplacian_1, batch.up_laplacian_1, batch.hodge_laplacian_2,
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
         out = self.sccnn(x, laplacians, incidences)
@@ -900,11 +849,9 @@ class SCCNNBaseline(nn.Module):
 @register_model(
     "sccnn",
     "simplicial",
-    lambda model, info: (
-        _rank_keys(2, "x", "batch")
-        | {"hodge_laplacian_0", "down_laplacian_1", "up_laplacian_1", "hodge_laplacian_2"}
-        | {"signed_incidence_1", "signed_incidence_2"}
-    ),
+    lambda model, info: _rank_keys(2, "x", "batch")
+    | {"hodge_laplacian_0", "down_laplacian_1", "up_laplacian_1", "hodge_laplacian_2"}
+    | {"signed_incidence_1", "signed_incidence_2"},
 )
 def build_sccnn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """SCCNN baseline (``params``: :class:`SCCNNBaseline` arguments)."""
@@ -949,9 +896,7 @@ register_model("tokengt_cell", "cell", _tokengt_keys)(build_tokengt)
 @register_model(
     "n_simplicial",
     "simplicial",
-    lambda model, info: (
-        {"x_0", "batch_0"} | {f"incidence_{r}" for r in range(1, info.max_rank + 1)}
-    ),
+    lambda model, info: {"x_0", "batch_0"} | {f"incidence_{r}" for r in range(1, info.max_rank + 1)},
 )
 def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples."""
@@ -965,3 +910,4 @@ def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Modul
         num_categories=None if categories is None else max(categories),
         **params,
     )
+

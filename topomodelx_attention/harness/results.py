@@ -120,9 +120,7 @@ def format_mean_std(values: Sequence[float], scale: float = 1.0, digits: int = 2
     str
         The formatted cell (``"n/a"`` when there is no finite value).
     """
-    array = (
-        np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float) * scale
-    )
+    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float) * scale
     if array.size == 0:
         return "n/a"
     if array.size == 1:
@@ -278,14 +276,8 @@ def plot_curves(result: ExperimentResult, path: str | os.PathLike) -> Path:
             for stage, style in (("train", "--"), ("val", "-")):
                 key = f"{stage}/{name}"
                 values = [row.get(key, float("nan")) for row in seed.history]
-                ax.plot(
-                    epochs,
-                    values,
-                    style,
-                    color=color,
-                    alpha=0.8,
-                    label=f"seed {seed.seed} {stage}" if name == "loss" else None,
-                )
+                ax.plot(epochs, values, style, color=color, alpha=0.8,
+                        label=f"seed {seed.seed} {stage}" if name == "loss" else None)
     axes[0].set_title(f"{result.dataset} / {result.model}: loss")
     axes[1].set_title(f"{result.metric} (dashed: train, solid: validation)")
     for ax in axes:
@@ -327,9 +319,7 @@ def plot_time_to_accuracy(
         raise ValueError("plot_time_to_accuracy needs at least one experiment")
     metric = results[0].metric
     if any(r.metric != metric for r in results):
-        raise ValueError(
-            f"all experiments must share one metric, got {sorted({r.metric for r in results})}"
-        )
+        raise ValueError(f"all experiments must share one metric, got {sorted({r.metric for r in results})}")
     scale = _SCALE.get(metric, 1.0)
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
@@ -338,15 +328,8 @@ def plot_time_to_accuracy(
         color = colors[i % len(colors)]
         for j, seed in enumerate(result.seeds):
             rows = [r for r in seed.history if "wall_seconds" in r and f"val/{metric}" in r]
-            ax.plot(
-                [r["wall_seconds"] for r in rows],
-                [scale * r[f"val/{metric}"] for r in rows],
-                "-o",
-                markersize=2,
-                color=color,
-                alpha=0.75,
-                label=result.model if j == 0 else None,
-            )
+            ax.plot([r["wall_seconds"] for r in rows], [scale * r[f"val/{metric}"] for r in rows],
+                    "-o", markersize=2, color=color, alpha=0.75, label=result.model if j == 0 else None)
     budgets = {r.max_time for r in results if r.max_time is not None}
     for budget in budgets:
         ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
@@ -379,47 +362,19 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
     """
     out = result.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    files = {
-        "markdown": out / "results.md",
-        "csv": out / "results.csv",
-        "summary": out / "summary.csv",
-    }
+    files = {"markdown": out / "results.md", "csv": out / "results.csv", "summary": out / "summary.csv"}
     files["markdown"].write_text(markdown_table(result) + "\n")
     with open(files["csv"], "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "dataset",
-                "model",
-                "seed",
-                "best_epoch",
-                "epochs",
-                f"val_{result.metric}",
-                f"test_{result.metric}",
-                "seconds",
-                "s_per_epoch",
-                "stopped_by_time",
-                "budget_s",
-                "parameters",
-            ]
-        )
+        writer.writerow(["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
+                         f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
+                         "budget_s", "parameters"])
         for s in result.seeds:
-            writer.writerow(
-                [
-                    result.dataset,
-                    result.model,
-                    s.seed,
-                    s.best_epoch,
-                    s.epochs,
-                    f"{s.val:.6f}",
-                    f"{s.test:.6f}",
-                    f"{s.seconds:.2f}",
-                    f"{seconds_per_epoch(s):.4f}",
-                    int(s.stopped_by_time),
-                    "" if result.max_time is None else f"{result.max_time:g}",
-                    result.num_parameters,
-                ]
-            )
+            writer.writerow([result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
+                             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
+                             f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
+                             "" if result.max_time is None else f"{result.max_time:g}",
+                             result.num_parameters])
     row = summary_row(result)
     with open(files["summary"], "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(row))
@@ -446,8 +401,6 @@ def read_summary(run_dir: str | os.PathLike) -> dict[str, Any]:
     """
     path = Path(run_dir) / "summary.csv"
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} does not exist: is {run_dir} the output folder of a finished run?"
-        )
+        raise FileNotFoundError(f"{path} does not exist: is {run_dir} the output folder of a finished run?")
     with open(path, newline="") as handle:
         return next(csv.DictReader(handle))

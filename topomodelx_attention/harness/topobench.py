@@ -41,18 +41,13 @@ def _pattern(matrix: Tensor) -> Tensor:
     indices = matrix.indices()
     keep = matrix.values() != 0
     return torch.sparse_coo_tensor(
-        indices[:, keep],
-        torch.ones(int(keep.sum()), dtype=torch.float32, device=indices.device),
+        indices[:, keep], torch.ones(int(keep.sum()), dtype=torch.float32, device=indices.device),
         matrix.shape,
     ).coalesce()
 
 
 _RANK_NEIGHBORHOODS = (
-    "adjacency",
-    "coadjacency",
-    "down_laplacian",
-    "up_laplacian",
-    "hodge_laplacian",
+    "adjacency", "coadjacency", "down_laplacian", "up_laplacian", "hodge_laplacian",
 )
 
 
@@ -164,9 +159,7 @@ def _max_rank(max_rank: int | None, num_cell_dimensions: int | None) -> int:
     return int(max_rank)
 
 
-def to_complex_data(
-    batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_key: str = "pe"
-) -> ComplexData:
+def to_complex_data(batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_key: str = "pe") -> ComplexData:
     """View a TopoBench batch (a PyG ``Data``/``Batch``) as a batched :class:`ComplexData`.
 
     Parameters
@@ -203,9 +196,7 @@ def to_complex_data(
         elif num == 1:
             index = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
         else:
-            raise ValueError(
-                f"the batch has no {key}: cannot tell which complex each {rank}-cell belongs to"
-            )
+            raise ValueError(f"the batch has no {key}: cannot tell which complex each {rank}-cell belongs to")
         data[key] = index
         counts.append(torch.bincount(index, minlength=num))
         pe = f"{pe_key}_{rank}"
@@ -263,13 +254,8 @@ class CellularTransformerBackbone(nn.Module):
         # out_channels=None: no readout, whose parameters would never get a gradient (DDP's
         # "unused parameters" error); the backbone only calls encode()
         self.transformer = CellularTransformer(
-            [int(in_channels)] * (self.max_rank + 1),
-            hidden_channels,
-            None,
-            n_layers=n_layers,
-            heads=heads,
-            pe_channels=pe_channels,
-            **kwargs,
+            [int(in_channels)] * (self.max_rank + 1), hidden_channels, None,
+            n_layers=n_layers, heads=heads, pe_channels=pe_channels, **kwargs,
         )
         self.neighborhoods = sorted({arrow.neighborhood for arrow in self.transformer.arrows})
 
@@ -289,9 +275,7 @@ class CellularTransformerBackbone(nn.Module):
         return self.transformer.encode(_complex_view(batch, self.max_rank, self.neighborhoods))
 
 
-def _complex_view(
-    batch: Any, max_rank: int, neighborhoods: Sequence[str] | None = None
-) -> ComplexData:
+def _complex_view(batch: Any, max_rank: int, neighborhoods: Sequence[str] | None = None) -> ComplexData:
     """Pad the TopoBench batch's missing ranks and view it as a ``ComplexData``.
 
     ``neighborhoods`` default to the incidences ``incidence_1..incidence_{max_rank}``.
@@ -359,21 +343,15 @@ class NSimplicialBackbone(nn.Module):
         if int(n_layers) < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
         self.rank, self.order = int(rank), int(order)
-        self.include_lower = (
-            bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
-        )
+        self.include_lower = bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
         self.self_loops = bool(self_loops)
         self.out_channels = int(in_channels)
         same = int(in_channels) == int(hidden_channels)
         self.lift = nn.Identity() if same else nn.Linear(in_channels, hidden_channels)
         self.layers = nn.ModuleList(
             NSimplicialTransformerLayer(
-                hidden_channels,
-                heads,
-                self.order,
-                include_lower=self.include_lower,
-                self_loops=self.self_loops,
-                **layer_kwargs,
+                hidden_channels, heads, self.order, include_lower=self.include_lower,
+                self_loops=self.self_loops, **layer_kwargs,
             )
             for _ in range(int(n_layers))
         )
@@ -396,9 +374,7 @@ class NSimplicialBackbone(nn.Module):
         from topomodelx_attention.nn.simplicial.masks import complex_data_to_tuples
 
         data = _complex_view(batch, self.max_rank)
-        tuples = complex_data_to_tuples(
-            data, self.order, self.rank, self.include_lower, self.self_loops
-        )
+        tuples = complex_data_to_tuples(data, self.order, self.rank, self.include_lower, self.self_loops)
         x = data[f"x_{self.rank}"]
         # prepared once for every layer (the layers share tuple options)
         mask = self.layers[0].prepare_tuples(tuples, x.shape[0], device=x.device)
@@ -463,14 +439,9 @@ class OrderKTokenGTBackbone(nn.Module):
         self.eval_seed = int(eval_seed)
         self.out_channels = int(in_channels)
         self.model = OrderKTokenGT(
-            [int(in_channels)] * (self.max_rank + 1),
-            hidden_channels,
-            in_channels,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            outputs=tuple(range(self.max_rank + 1)),
-            **kwargs,
+            [int(in_channels)] * (self.max_rank + 1), hidden_channels, in_channels,
+            n_layers=n_layers, heads=heads, node_id_dim=node_id_dim,
+            outputs=tuple(range(self.max_rank + 1)), **kwargs,
         )
 
     def forward(self, batch: Any) -> list[Tensor]:

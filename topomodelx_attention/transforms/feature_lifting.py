@@ -165,9 +165,7 @@ class FeatureLifting(BaseTransform):
             if method == "concat":
                 if rank != 1 or not bool((np.bincount(cells.cols, minlength=n_cells) == 2).all()):
                     raise ValueError("edge_method='concat' needs edges with exactly two vertices")
-                data[f"x_{rank}"] = x0[vertex].reshape(
-                    n_cells, 2 * x0.size(1)
-                )  # [x_u, x_v], u < v; no edges: 0 rows
+                data[f"x_{rank}"] = x0[vertex].reshape(n_cells, 2 * x0.size(1))  # [x_u, x_v], u < v; no edges: 0 rows
                 continue
             if one_hot is None:
                 one_hot = x0 if x0.is_floating_point() else self._one_hot(x0)

@@ -63,9 +63,7 @@ def graph_num_nodes(data: Data) -> int:
     x = data.x if "x" in data else None
     if x is not None:
         if not isinstance(x, Tensor) or x.dim() == 0:
-            raise TypeError(
-                f"x must be a 1-D or 2-D torch.Tensor (one row per vertex), got {type(x)!r}"
-            )
+            raise TypeError(f"x must be a 1-D or 2-D torch.Tensor (one row per vertex), got {type(x)!r}")
         num_nodes = int(x.size(0))
         if "num_nodes" in data and int(data.num_nodes) != num_nodes:
             raise ValueError(f"num_nodes={data.num_nodes} but x has {num_nodes} rows")

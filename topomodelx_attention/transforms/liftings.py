@@ -271,9 +271,7 @@ class _GraphLifting(BaseTransform):
         graphs = list(graphs)
         for i, graph in enumerate(graphs):
             if not isinstance(graph, Data):
-                raise TypeError(
-                    f"graph {i} of the list is a {type(graph).__name__}, not a torch_geometric Data"
-                )
+                raise TypeError(f"graph {i} of the list is a {type(graph).__name__}, not a torch_geometric Data")
         for name in ("x", "edge_attr"):
             present = [graph.get(name, None) is not None for graph in graphs]
             if any(present) and not all(present):
@@ -362,9 +360,7 @@ class _GraphLifting(BaseTransform):
             for name, values in features.items():
                 present = [v is not None for v in values]
                 if any(present) and not all(present):
-                    raise ValueError(
-                        f"some graphs have {name} and others not: they cannot be lifted together"
-                    )
+                    raise ValueError(f"some graphs have {name} and others not: they cannot be lifted together")
                 if all(present) and values:
                     union[name] = torch.cat(values)
             validated = undirected_graph(union, self.self_loops)
@@ -540,3 +536,4 @@ class SimplicialCliqueLifting(_GraphLifting):
             boundaries.append(_simplex_boundary(faces, simplices, n))
             faces = simplices
         return boundaries
+

@@ -188,9 +188,7 @@ def _prepare(
     layout: LayoutArg | None,
 ) -> tuple[PaddedLayout, PaddedLayout, Tensor | None]:
     """Check the inputs of both dense functions; return the ``(target, source)`` layouts and SDPA mask."""
-    target, source = qkv_layouts(
-        query, key, value, batch_target, batch_source, num_complexes, layout
-    )
+    target, source = qkv_layouts(query, key, value, batch_target, batch_source, num_complexes, layout)
     return target, source, _attention_mask(query, key, target, source, bias, bias_scale)
 
 

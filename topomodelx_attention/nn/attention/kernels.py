@@ -280,11 +280,7 @@ class DenseKernel(AttentionKernel):
     ) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
         return dense_attention_weights(
-            query,
-            key,
-            batch_target,
-            batch_source,
-            **self._options(neighborhood, num_complexes, layout),
+            query, key, batch_target, batch_source, **self._options(neighborhood, num_complexes, layout)
         )
 
     def extra_repr(self) -> str:

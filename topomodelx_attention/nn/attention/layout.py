@@ -256,12 +256,8 @@ def padded_layout(batch: Tensor, num_complexes: int | None = None) -> PaddedLayo
     top = _graph_bound(batch, "batch")
     if num_complexes is None:
         num_complexes = max(top, 1)
-    elif (
-        not isinstance(num_complexes, int) or isinstance(num_complexes, bool) or num_complexes < top
-    ):
-        raise ValueError(
-            f"num_complexes={num_complexes!r} must be an int >= batch.max() + 1 = {top}"
-        )
+    elif not isinstance(num_complexes, int) or isinstance(num_complexes, bool) or num_complexes < top:
+        raise ValueError(f"num_complexes={num_complexes!r} must be an int >= batch.max() + 1 = {top}")
     return _build_layout(batch, max(num_complexes, 1))
 
 
@@ -380,9 +376,7 @@ def resolve_layouts(
             f"source_layout), got {type(layout)!r}"
         )
     if num_complexes is not None and num_complexes != pair[0].num_complexes:
-        raise ValueError(
-            f"num_complexes={num_complexes} but layout.num_complexes={pair[0].num_complexes}"
-        )
+        raise ValueError(f"num_complexes={num_complexes} but layout.num_complexes={pair[0].num_complexes}")
     return pair
 
 
@@ -403,13 +397,7 @@ def qkv_layouts(
     """
     check_qkv(query, key, value)
     return resolve_layouts(
-        layout,
-        batch_target,
-        batch_source,
-        query.shape[0],
-        key.shape[0],
-        num_complexes,
-        query.device,
+        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
     )
 
 

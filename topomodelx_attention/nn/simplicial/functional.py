@@ -98,11 +98,7 @@ LOGIT_FORMS = ("product", "determinant")
 # validation and mask normalisation
 # ----------------------------------------------------------------------------------------------
 def _validate(
-    query: Tensor,
-    keys: Sequence[Tensor],
-    values: Sequence[Tensor],
-    logit_form: str,
-    dropout_p: float,
+    query: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor], logit_form: str, dropout_p: float
 ) -> tuple[list[Tensor], list[Tensor]]:
     """Check types and shapes; return the keys and values as lists."""
     if not isinstance(query, Tensor):
@@ -234,9 +230,7 @@ def _normalise_mask(
     return mask
 
 
-def _bias_indices(
-    col: Tensor, axis: int, n_real: int, has_bias: bool, size: int, what: str
-) -> Tensor:
+def _bias_indices(col: Tensor, axis: int, n_real: int, has_bias: bool, size: int, what: str) -> Tensor:
     """Map :data:`NULL_KEY` to the bias slot ``n_real`` of one axis and range-check the indices.
 
     The checks read tensor values: they run in eager mode only (as the core's), not while
@@ -305,9 +299,7 @@ def _dense_path(
         try:
             expanded = mask.to(q.device).expand(full)
         except RuntimeError as err:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to {full}"
-            ) from err
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {full}") from err
         tail = full[-(order + 1) :]
         if mask.dim() <= order + 1 or all(s == 1 for s in mask.shape[: -(order + 1)]):
             # one mask shared by every leading index: keep it un-replicated
@@ -342,22 +334,12 @@ def _gathered_path(
     for m in range(order):
         idx = selection.indices[m]
         if idx.shape[-2] != n:
-            raise ValueError(
-                f"KeySelection.indices[{m}] covers {idx.shape[-2]} queries, expected {n}"
-            )
+            raise ValueError(f"KeySelection.indices[{m}] covers {idx.shape[-2]} queries, expected {n}")
         idx = _bias_indices(idx, m, n_real[m], has_bias[m], keys[m].shape[1], "KeySelection")
         width = idx.shape[-1]
         idx_l.append(_flat_lead(idx.to(q.device), lead_shape, n, width))
-        valid_l.append(
-            _flat_lead(
-                selection.valid[m] if selection.valid is not None else None, lead_shape, n, width
-            )
-        )
-        gate_l.append(
-            _flat_lead(
-                selection.gate[m] if selection.gate is not None else None, lead_shape, n, width
-            )
-        )
+        valid_l.append(_flat_lead(selection.valid[m] if selection.valid is not None else None, lead_shape, n, width))
+        gate_l.append(_flat_lead(selection.gate[m] if selection.gate is not None else None, lead_shape, n, width))
     widths = [i.shape[-1] for i in idx_l]
     if chunk_size is None:
         cq = max(1, min(n, TILE_BUDGET // max(lead * math.prod(widths), 1)))
@@ -424,14 +406,8 @@ def prepare_tuples(
     """
     mask = tuples if isinstance(tuples, TupleMask) else TupleMask(tuples)
     order = mask.order
-    n_real = (
-        (int(num_keys),) * order if isinstance(num_keys, int) else tuple(int(s) for s in num_keys)
-    )
-    bias = (
-        (bool(has_bias),) * order
-        if isinstance(has_bias, bool)
-        else tuple(bool(b) for b in has_bias)
-    )
+    n_real = (int(num_keys),) * order if isinstance(num_keys, int) else tuple(int(s) for s in num_keys)
+    bias = (bool(has_bias),) * order if isinstance(has_bias, bool) else tuple(bool(b) for b in has_bias)
     if len(n_real) != order or len(bias) != order:
         raise ValueError(
             f"num_keys and has_bias need one entry per key axis (N = {order}), got "
@@ -443,10 +419,7 @@ def prepare_tuples(
         raise ValueError(f"TupleMask query indices must lie in [0, {num_queries})")
     sizes = [n_real[m] + int(bias[m]) for m in range(order)]
     cols = torch.stack(
-        [
-            _bias_indices(t[:, m + 1], m, n_real[m], bias[m], sizes[m], "TupleMask")
-            for m in range(order)
-        ],
+        [_bias_indices(t[:, m + 1], m, n_real[m], bias[m], sizes[m], "TupleMask") for m in range(order)],
         dim=1,
     )
     # tuples are coded as one integer (mixed radix) because a 1-D unique is much faster

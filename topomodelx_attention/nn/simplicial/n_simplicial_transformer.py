@@ -255,9 +255,7 @@ class NSimplicialTransformer(nn.Module):
             if num_complexes is None and hasattr(data, "num_complexes"):
                 num_complexes = int(data.num_complexes)
         if self.check_inputs:
-            check_inputs(
-                {f"x_{self.rank}" if tuples is not None else "x": x, "positions": positions}
-            )
+            check_inputs({f"x_{self.rank}" if tuples is not None else "x": x, "positions": positions})
         categorical = isinstance(self.embedding, nn.Embedding)
         cells = x.dim() <= 2 if categorical else x.dim() == 2
         if cells and tuples is None:
@@ -275,11 +273,7 @@ class NSimplicialTransformer(nn.Module):
         context = None
         for layer in self.layers:
             h, context = layer(
-                h,
-                tuples=tuples,
-                mask=mask,
-                positions=positions,
-                context=context,
+                h, tuples=tuples, mask=mask, positions=positions, context=context,
                 return_context=True,
             )
         h = self.norm(h)

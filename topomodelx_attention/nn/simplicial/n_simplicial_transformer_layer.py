@@ -117,9 +117,7 @@ class NSimplicialTransformerLayer(nn.Module):
         self.gating, self.token_k, self.token_scorer = gating, None, None
         if gating == "token":
             if router_k is None or not isinstance(router_k, int) or router_k < 1:
-                raise ValueError(
-                    f"gating='token' needs router_k = tokens kept (int >= 1), got {router_k!r}"
-                )
+                raise ValueError(f"gating='token' needs router_k = tokens kept (int >= 1), got {router_k!r}")
             if causal:
                 raise ValueError(
                     "gating='token' is not causal (the top-K of a sequence depends on later tokens); "
@@ -219,9 +217,7 @@ class NSimplicialTransformerLayer(nn.Module):
         chosen = xb.gather(1, index.unsqueeze(-1).expand(batch, keep, channels))
         updated, _ = self._block(chosen, positions=pos)
         gate = score.gather(1, index).unsqueeze(-1)
-        out = xb.scatter(
-            1, index.unsqueeze(-1).expand(batch, keep, channels), chosen + gate * (updated - chosen)
-        )
+        out = xb.scatter(1, index.unsqueeze(-1).expand(batch, keep, channels), chosen + gate * (updated - chosen))
         return out.squeeze(0) if squeeze else out
 
     def forward(
@@ -267,7 +263,5 @@ class NSimplicialTransformerLayer(nn.Module):
                 )
             out, own = self._token_gated(x, positions), None
         else:
-            out, own = self._block(
-                x, tuples=tuples, mask=mask, positions=positions, context=context
-            )
+            out, own = self._block(x, tuples=tuples, mask=mask, positions=positions, context=context)
         return (out, own) if return_context else out

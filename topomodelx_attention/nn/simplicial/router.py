@@ -162,9 +162,7 @@ class SimplicialRouter(nn.Module):
             self.query_proj = nn.Linear(channels, order * router_dim, bias=False)
             self.key_proj = nn.Linear(channels, order * router_dim, bias=False)
 
-    def _pairs(
-        self, x: Tensor, context: RouterContext | None
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
+    def _pairs(self, x: Tensor, context: RouterContext | None) -> tuple[Tensor, Tensor, Tensor | None]:
         """Per-axis (query side, key side, head weights): (..., N, [H,] n, r)."""
         if self.kind == "bilinear":
             a = self.query_proj(x).unflatten(-1, (self.order, self.router_dim)).movedim(-2, -3)
@@ -230,9 +228,7 @@ class SimplicialRouter(nn.Module):
                 tie = tie.masked_fill(future, float("-inf")) if tie is not None else None
             parts.append(
                 topk_selection(
-                    list(score.unbind(1)),
-                    self.k,
-                    tie_break=None if tie is None else list(tie.unbind(1)),
+                    list(score.unbind(1)), self.k, tie_break=None if tie is None else list(tie.unbind(1))
                 )
             )
         return KeySelection(
@@ -244,6 +240,4 @@ class SimplicialRouter(nn.Module):
     def extra_repr(self) -> str:
         """Summarise the configuration for ``repr``."""
         extra = f", dim={self.router_dim}" if self.kind == "bilinear" else f", heads={self.heads}"
-        return (
-            f"kind={self.kind!r}, channels={self.channels}, order={self.order}, k={self.k}{extra}"
-        )
+        return f"kind={self.kind!r}, channels={self.channels}, order={self.order}, k={self.k}{extra}"

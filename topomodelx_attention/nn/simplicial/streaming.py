@@ -30,6 +30,7 @@ TILE_BUDGET: int = 1 << 20
 _AXIS_LETTERS = "jkmnoprstuvwxyz"
 
 
+
 # ----------------------------------------------------------------------------------------------
 # einsum equations
 # ----------------------------------------------------------------------------------------------
@@ -358,12 +359,10 @@ class _DenseNSimplicial(torch.autograd.Function):
         return None, None, dq.to(q.dtype), *grads_k, *grads_v
 
 
+
+
 def dense_n_simplicial(
-    spec: DenseSpec,
-    dense: Tensor | None,
-    q: Tensor,
-    keys: Sequence[Tensor],
-    values: Sequence[Tensor],
+    spec: DenseSpec, dense: Tensor | None, q: Tensor, keys: Sequence[Tensor], values: Sequence[Tensor]
 ) -> Tensor:
     """Run the streaming kernel on flattened inputs.
 
