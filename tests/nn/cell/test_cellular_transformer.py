@@ -45,18 +45,15 @@ def complexes():
 def make_model(attention, kind, **kwargs):
     torch.manual_seed(0)
     defaults = dict(
-        in_channels=[3, 3, 3],
-        hidden_channels=16,
-        out_channels=2,
-        n_layers=2,
-        heads=4,
-        attention=attention,
-        kind=kind,
-        attention_dropout=0.0,
-        num_random_features=64,
+        in_channels=[3, 3, 3], hidden_channels=16, out_channels=2, n_layers=2, heads=4,
+        attention=attention, kind=kind, attention_dropout=0.0, num_random_features=64,
     )
     defaults.update(kwargs)
     return CellularTransformer(**defaults).double().eval()
+
+
+
+
 
 
 @pytest.mark.parametrize(("attention", "kind"), COMBOS)
@@ -69,9 +66,7 @@ def test_permutation_equivariance_per_rank(attention, kind):
     h_perm = model.encode(permute_complex(data, perms))
     for r in range(3):
         torch.testing.assert_close(h_perm[r], h[r][perms[r]], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(
-        model(data), model(permute_complex(data, perms)), atol=1e-5, rtol=1e-5
-    )
+    torch.testing.assert_close(model(data), model(permute_complex(data, perms)), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(("attention", "kind"), COMBOS)
@@ -82,9 +77,7 @@ def test_batched_equals_each_complex(attention, kind):
     single = torch.cat([model(c) for c in items])
     torch.testing.assert_close(batched, single, atol=1e-6, rtol=1e-6)
     cells = model.cell_outputs(Batch.from_data_list(items))[0]
-    torch.testing.assert_close(
-        cells, torch.cat([model.cell_outputs(c)[0] for c in items]), atol=1e-6, rtol=1e-6
-    )
+    torch.testing.assert_close(cells, torch.cat([model.cell_outputs(c)[0] for c in items]), atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize(("attention", "kind"), COMBOS)
@@ -99,9 +92,7 @@ def test_no_nan_on_tree_and_isolated_vertices_and_all_parameters_get_gradients(a
         assert torch.isfinite(parameter.grad).all(), name
     # on a complex where every arrow has neighbours, every parameter gets a nonzero gradient
     model.zero_grad()
-    rich = graph_from_edges(
-        [(0, 1), (1, 2), (2, 0), (1, 3), (3, 2), (3, 4), (4, 2)], feature_dim=3, seed=7
-    )
+    rich = graph_from_edges([(0, 1), (1, 2), (2, 0), (1, 3), (3, 2), (3, 4), (4, 2)], feature_dim=3, seed=7)
     model(to_double(CellCycleLifting(cycles="chordless")(rich))).square().sum().backward()
     unused = [n for n, p in model.named_parameters() if p.grad.abs().sum() == 0]
     assert unused == [], unused
@@ -147,12 +138,7 @@ def test_hand_computed_one_head_example_on_three_cells():
     n0, n1 = ln(x0, layer.norm_attention[0]), ln(x1, layer.norm_attention[1])
 
     def weights(block):
-        return (
-            block.lin_query.weight.T,
-            block.lin_key.weight.T,
-            block.lin_value.weight.T,
-            block.lin_out.weight.T,
-        )
+        return (block.lin_query.weight.T, block.lin_key.weight.T, block.lin_value.weight.T, block.lin_out.weight.T)
 
     # 0 -> 0: each vertex has exactly one neighbour: weight 1 on the other vertex
     _, _, v, o = weights(layer.blocks["0->0"])
@@ -187,13 +173,7 @@ def test_categorical_features_and_positional_encodings():
         data[f"pe_{r}"] = torch.randn(data.num_cells(r), 5)
     for combination in ("concat", "sum"):
         model = CellularTransformer(
-            [1, 1, 4],
-            8,
-            3,
-            heads=2,
-            categorical=[[4], [2], None],
-            pe_channels=5,
-            pe_combination=combination,
+            [1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None], pe_channels=5, pe_combination=combination
         )
         assert model(data).shape == (1, 3)
     no_pe = CellularTransformer([1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None])
@@ -225,9 +205,7 @@ def test_custom_tensor_diagram_and_default():
     arrows = default_tensor_diagram(2)
     assert [a.name for a in arrows] == ["0->0", "1->1", "2->2", "1->0", "0->1", "2->1", "1->2"]
     assert Arrow(0, 1, "incidence_1", True) in arrows
-    model = CellularTransformer(
-        [3, 3, 3], 8, 2, heads=2, tensor_diagram=["0->0:adjacency_0", "1->0:incidence_1"]
-    )
+    model = CellularTransformer([3, 3, 3], 8, 2, heads=2, tensor_diagram=["0->0:adjacency_0", "1->0:incidence_1"])
     data = complexes()[0]
     assert torch.isfinite(model(data)).all()
     # ranks without an arrow into them still get the FFN update and keep their shape
@@ -266,14 +244,7 @@ def test_composes_with_a_topomodelx_layer_and_trains_on_mutag(tmp_path):
             h = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
             needed = {a.neighborhood: batch[a.neighborhood] for a in self.ct.arrows}
             h = self.ct(h, needed, [batch[f"batch_{r}"] for r in range(3)], batch.num_graphs)
-            x_1 = self.cwn(
-                h[0],
-                h[1],
-                h[2],
-                batch.adjacency_1,
-                batch.incidence_2,
-                batch.incidence_1.t().coalesce(),
-            )
+            x_1 = self.cwn(h[0], h[1], h[2], batch.adjacency_1, batch.incidence_2, batch.incidence_1.t().coalesce())
             return self.head(scatter_sum(x_1, batch.batch_1, batch.num_graphs))
 
     torch.manual_seed(0)
@@ -300,9 +271,7 @@ def _per_arrow_reference(layer, x, neighborhoods):
             continue
         matrix = neighborhoods[arrow.neighborhood].coalesce()
         matrix = matrix.t().coalesce() if arrow.transpose else matrix
-        update[arrow.target] = update[arrow.target] + layer.blocks[key](
-            normed[arrow.target], normed[arrow.source], matrix
-        )
+        update[arrow.target] = update[arrow.target] + layer.blocks[key](normed[arrow.target], normed[arrow.source], matrix)
     out = []
     for r, xr in enumerate(x):
         h = xr + update[r]
@@ -322,20 +291,14 @@ def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_ran
     for param in layer.parameters():  # non-trivial biases
         torch.nn.init.normal_(param, std=0.3)
     generator = torch.Generator().manual_seed(1)
-    x = [
-        torch.randn(data.num_cells(r), 8, generator=generator, dtype=torch.float64)
-        for r in range(3)
-    ]
+    x = [torch.randn(data.num_cells(r), 8, generator=generator, dtype=torch.float64) for r in range(3)]
     if empty_rank_2:
         x[2] = x[2][:0]
         neighborhoods["coadjacency_2"] = torch.zeros(0, 0, dtype=torch.float64).to_sparse()
-        neighborhoods["incidence_2"] = torch.zeros(
-            x[1].shape[0], 0, dtype=torch.float64
-        ).to_sparse()
+        neighborhoods["incidence_2"] = torch.zeros(x[1].shape[0], 0, dtype=torch.float64).to_sparse()
     expected = _per_arrow_reference(layer, x, neighborhoods)
-    structure = layer.prepare(
-        neighborhoods, [torch.zeros(xr.shape[0], dtype=torch.long) for xr in x], 1
-    )
+    batch = [torch.zeros(xr.shape[0], dtype=torch.long) for xr in x]
+    structure = layer.prepare(neighborhoods, batch, 1)
     # the fused CPU kernel's plan is built once per batch, for the layer's heads
     assert structure.fused_plan is not None and structure.fused_plan.heads == 2
     assert structure.fused_plan.nnz == structure.fused.index_target.shape[0]
@@ -355,19 +318,10 @@ def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_ran
 
 def test_training_dropout_on_joined_arrows_keeps_expectation_shape_and_gradients():
     data = to_double(Batch.from_data_list(complexes()))
-    neighborhoods = {
-        k: data[k]
-        for k in ("adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2")
-    }
+    neighborhoods = {k: data[k] for k in ("adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2")}
     torch.manual_seed(0)
-    layer = (
-        CellularTransformerLayer(8, heads=2, max_rank=2, dropout=0.5, attention_dropout=0.5)
-        .double()
-        .train()
-    )
-    x = [
-        torch.randn(data.num_cells(r), 8, dtype=torch.float64, requires_grad=True) for r in range(3)
-    ]
+    layer = CellularTransformerLayer(8, heads=2, max_rank=2, dropout=0.5, attention_dropout=0.5).double().train()
+    x = [torch.randn(data.num_cells(r), 8, dtype=torch.float64, requires_grad=True) for r in range(3)]
     first, second = layer(x, neighborhoods), layer(x, neighborhoods)
     assert not torch.allclose(torch.cat(first), torch.cat(second))  # dropout is active
     sum(o.sum() for o in first).backward()
