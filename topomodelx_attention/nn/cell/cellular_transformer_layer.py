@@ -958,21 +958,15 @@ class _SplitProjections(torch.autograd.Function):
     @staticmethod
     def forward(ctx, widths, *projected):
         ctx.widths, ctx.rows = widths, [None if p is None else p.shape[0] for p in projected]
+        reference = next(p for p in projected if p is not None)
         tables = []
         for part in range(3):
-            pieces = [
-                p[:, sum(w[:part]) : sum(w[: part + 1])]
-                for p, w in zip(projected, widths)
-                if p is not None and w[part]
-            ]
-            reference = next(p for p in projected if p is not None)
-            channels = sum(w[part] * p.shape[0] for p, w in zip(projected, widths) if p is not None)
-            table = reference.new_empty(channels)
+            pieces = _column_blocks(projected, widths, part)
+            table = reference.new_empty(sum(piece.numel() for piece in pieces))
             start = 0
-            for piece in pieces:
-                size = piece.numel()
-                table[start : start + size].view_as(piece).copy_(piece)
-                start += size
+            for piece in pieces:  # one copy per block, straight into the table
+                table[start : start + piece.numel()].view_as(piece).copy_(piece)
+                start += piece.numel()
             tables.append(table)
         return tuple(tables)
 
@@ -1001,16 +995,22 @@ def _split_projections(
     ``torch.compile`` traces.
     """
     if torch.compiler.is_compiling():
-        tables = []
-        for part in range(3):
-            pieces = [
-                p[:, sum(w[:part]) : sum(w[: part + 1])].reshape(-1)
-                for p, w in zip(projected, widths)
-                if p is not None and w[part]
-            ]
-            tables.append(torch.cat(pieces))
-        return tuple(tables)
+        return tuple(
+            torch.cat([piece.reshape(-1) for piece in _column_blocks(projected, widths, part)])
+            for part in range(3)
+        )
     return _SplitProjections.apply(tuple(widths), *projected)
+
+
+def _column_blocks(
+    projected: Sequence[Tensor | None], widths: Sequence[tuple[int, int, int]], part: int
+) -> list[Tensor]:
+    """Column block ``part`` (0: queries, 1: keys, 2: values) of every rank that has one."""
+    return [
+        p[:, sum(w[:part]) : sum(w[: part + 1])]
+        for p, w in zip(projected, widths)
+        if p is not None and w[part]
+    ]
 
 
 def _stacked_linear(x: Tensor, lins: Sequence[nn.Linear]) -> Tensor:
