@@ -45,7 +45,7 @@ import yaml
 
 from topomodelx_attention.harness import compose_config, run_equal_budget, run_experiment
 from topomodelx_attention.harness.results import comparison_table, summary_row
-from topomodelx_attention.harness.training import write_budget_tables
+from topomodelx_attention.harness.training import resolve_budget, write_budget_tables
 
 DATA_SUBDIR = {"MUTAG": None, "PROTEINS": "tudataset", "GCB": "gcb", "ZINC": "zinc12k"}
 
@@ -123,16 +123,12 @@ def main(argv: list[str] | None = None) -> None:
             for item in args.space:
                 key, _, values = item.partition("=")
                 space[key] = [yaml.safe_load(v) for v in values.split(",")]
+        # resolved once: the workers and the merged tables read the same settings
+        max_time, trials, space, search_seed = resolve_budget(args.max_time, args.trials, space)
         options = dict(
-            seeds=args.seeds,
-            max_time=args.max_time,
-            max_epochs=args.max_epochs,
-            trials=args.trials,
-            space=space,
-            overrides=common,
-            model_overrides=per_model,
-            data_dirs=data_dirs,
-            output_root=Path(args.output_root) / stamp,
+            seeds=args.seeds, max_time=max_time, max_epochs=args.max_epochs, trials=trials,
+            space=space, search_seed=search_seed, overrides=common, model_overrides=per_model,
+            data_dirs=data_dirs, output_root=Path(args.output_root) / stamp,
         )
         if args.jobs <= 1:
             run_equal_budget(args.datasets, args.models, **options)
@@ -144,14 +140,9 @@ def main(argv: list[str] | None = None) -> None:
             results = [f.result() for f in futures]
         for dataset in args.datasets:
             rows = [row for (d, _), out in zip(tasks, results) if d == dataset for row in out[d]]
-            defaults = compose_config().get("budget") or {}
             write_budget_tables(
-                Path(args.output_root) / stamp / dataset,
-                rows,
-                float(args.max_time if args.max_time is not None else defaults.get("max_time", 60)),
-                int(args.trials if args.trials is not None else defaults.get("trials", 4)),
-                list(args.seeds),
-                verbose=True,
+                Path(args.output_root) / stamp / dataset, rows, max_time, trials,
+                list(args.seeds), verbose=True,
             )
         return
     if args.max_epochs is None:

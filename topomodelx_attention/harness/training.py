@@ -65,6 +65,7 @@ __all__ = [
     "default_output_dir",
     "is_rank_zero",
     "max_time_seconds",
+    "resolve_budget",
     "run_equal_budget",
     "run_experiment",
     "run_seed",
@@ -810,6 +811,36 @@ class BudgetTrial:
     selected: bool = False
 
 
+def resolve_budget(
+    max_time: float | None = None,
+    trials: int | None = None,
+    space: Mapping[str, Sequence[Any]] | None = None,
+    search_seed: int | None = None,
+) -> tuple[float, int, dict[str, Sequence[Any]], int]:
+    """Resolve the equal-budget settings: ``budget`` of ``train.yaml`` for those not given.
+
+    Parameters
+    ----------
+    max_time, trials, space, search_seed : optional
+        As for :func:`run_equal_budget`; ``None`` takes the packaged default.
+
+    Returns
+    -------
+    tuple
+        ``(max_time, trials, space, search_seed)``.
+    """
+    from topomodelx_attention.harness.config import compose_config
+
+    defaults = compose_config().get("budget") or {}
+    max_time = float(max_time if max_time is not None else defaults.get("max_time", 60))
+    trials = int(trials if trials is not None else defaults.get("trials", 4))
+    space = dict(
+        space if space is not None else OmegaConf.to_container(defaults.get("space") or {})
+    )
+    search_seed = int(search_seed if search_seed is not None else defaults.get("search_seed", 0))
+    return max_time, trials, space, search_seed
+
+
 def run_equal_budget(
     datasets: Sequence[str],
     models: Sequence[str],
@@ -871,13 +902,7 @@ def run_equal_budget(
     """
     from topomodelx_attention.harness.config import compose_config
 
-    defaults = compose_config().get("budget") or {}
-    max_time = float(max_time if max_time is not None else defaults.get("max_time", 60))
-    trials = int(trials if trials is not None else defaults.get("trials", 4))
-    space = dict(
-        space if space is not None else OmegaConf.to_container(defaults.get("space") or {})
-    )
-    search_seed = int(search_seed if search_seed is not None else defaults.get("search_seed", 0))
+    max_time, trials, space, search_seed = resolve_budget(max_time, trials, space, search_seed)
     settings = search_trials(space, trials, search_seed)
     root = Path(output_root)
     out: dict[str, list[BudgetTrial]] = {}
