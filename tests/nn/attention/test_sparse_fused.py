@@ -108,8 +108,9 @@ def test_segment_softmax_sorted_equals_segment_softmax(gen):
     assert sorted_[index == index[0]].abs().max() == 0
 
 
+@pytest.mark.parametrize("transposed", [True, False])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_shared_plan_gives_the_same_outputs_and_gradients(gen, monkeypatch, shuffle):
+def test_shared_plan_gives_the_same_outputs_and_gradients(gen, monkeypatch, shuffle, transposed):
     """A plan built once (sparse_plan) = the plan each call builds itself, bias and dropout included."""
     n_t, n_s = 15, 11
     index_t, index_s = _edges(gen, n_t, n_s, 50, shuffle)
@@ -118,8 +119,9 @@ def test_shared_plan_gives_the_same_outputs_and_gradients(gen, monkeypatch, shuf
     v = torch.randn(n_s, HEADS, DV, **kw)
     bias = torch.randn(index_t.shape[0], HEADS, **kw)
     edges = (index_t, index_s)
-    plan = sparse_plan(edges, HEADS, n_target=n_t, n_source=n_s)
+    plan = sparse_plan(edges, HEADS, n_target=n_t, n_source=n_s, transposed=transposed)
     assert (plan.order is None) == (not shuffle)
+    assert (plan.crow_t is not None) == transposed  # else the backward builds it
     monkeypatch.setattr(sparse_module, "_use_fused", lambda *args: True)
     results = []
     for given in (None, plan):

@@ -302,6 +302,9 @@ def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_ran
     # the fused CPU kernel's plan is built once per batch, for the layer's heads
     assert structure.fused_plan is not None and structure.fused_plan.heads == 2
     assert structure.fused_plan.nnz == structure.fused.index_target.shape[0]
+    assert structure.fused_plan.crow_t is not None  # grad enabled: the backward's pattern too
+    with torch.no_grad():  # inference: no transposed pattern
+        assert layer.prepare(neighborhoods, batch, 1).fused_plan.crow_t is None
     got = layer(x, structure)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)

@@ -284,6 +284,7 @@ def sparse_plan(
     *,
     n_target: int | None = None,
     n_source: int | None = None,
+    transposed: bool = True,
 ) -> SparsePlan:
     """Build the :class:`SparsePlan` of a neighbourhood once, for every call that attends on it.
 
@@ -297,6 +298,9 @@ def sparse_plan(
     n_target, n_source : int, optional
         Shape of the neighbourhood (needed for index pairs; read from sparse tensors and
         ``NeighborhoodIndex``).
+    transposed : bool, default=True
+        Also build the transposed pattern, which only the key / value gradients read
+        (``False`` for inference: a backward then builds it per call).
 
     Returns
     -------
@@ -315,7 +319,7 @@ def sparse_plan(
     index_t, index_s, _ = neighborhood_index(neighborhood, n_target, n_source)
     # the plan serves the fused CPU kernel only: it is built and kept on the CPU
     index_t, index_s = index_t.cpu().contiguous(), index_s.cpu().contiguous()
-    return _build_plan(index_t, index_s, n_target, n_source, int(heads), True)
+    return _build_plan(index_t, index_s, n_target, n_source, int(heads), bool(transposed))
 
 
 class _FusedSparseAttention(torch.autograd.Function):

@@ -747,8 +747,8 @@ class CellularTransformerLayer(nn.Module):
             active = self._active_fused(sizes)
             if active:
                 fused = _fused_plan(active, prepared, sizes).to(device)
-                if device.type == "cpu":
-                    fused_plan = sparse_plan(fused, self.heads)
+                if device.type == "cpu":  # the transposed pattern serves backward only
+                    fused_plan = sparse_plan(fused, self.heads, transposed=torch.is_grad_enabled())
             for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
                 empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
                 if empty or arrow in self._fused_arrows or self.blocks[key].kind == "linear":
