@@ -1,5 +1,8 @@
 """Data sets of the harness: splits, loaders on tiny files, cached lifting + PE."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -235,3 +238,106 @@ def test_tu_without_node_features_gets_a_constant_column(tmp_path):
 def test_num_classes_smaller_than_the_labels_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="num_classes=1"):
         prepare_dataset(_dataset_cfg("MUTAG", max_graphs=20, num_classes=1), CELL, None, cache_dir=tmp_path)
+
+
+# ------------------------------------------------------------------ the cache key covers the data
+def _tiny_tu(folder, labels=None, name="TINY"):
+    from tests.test_cli_faults import write_tiny_tu
+
+    raw = write_tiny_tu(folder, name=name)
+    if labels is not None:
+        (raw / f"{name}_graph_labels.txt").write_text("".join(f"{v}\n" for v in labels))
+    return raw
+
+
+def _tiny_cfg(data_dir):
+    return compose_config(["dataset.data_dir=" + str(data_dir)], dataset="TINY").dataset
+
+
+def test_same_name_in_another_data_dir_gets_its_own_cache_entry_and_labels(tmp_path, monkeypatch):
+    _tiny_tu(tmp_path / "A", labels=[1, -1, 1, -1])
+    _tiny_tu(tmp_path / "B", labels=[-1, 1, -1, 1])  # same name, same sizes, other labels
+    cache = tmp_path / "cache"
+    first = prepare_dataset(_tiny_cfg(tmp_path / "A"), CELL, None, cache_dir=cache)
+    second = prepare_dataset(_tiny_cfg(tmp_path / "B"), CELL, None, cache_dir=cache)
+    assert second.cache_file != first.cache_file
+    assert [int(c.y) for c in first.complexes] == [1, 0, 1, 0]
+    assert [int(c.y) for c in second.complexes] == [0, 1, 0, 1]  # B's own labels, not A's
+    description = json.loads(second.cache_file.with_suffix(".json").read_text())
+    assert all(str((tmp_path / "B").resolve()) in s["path"] for s in description["sources"])
+
+    def fail(*args, **kwargs):
+        raise AssertionError("an unchanged data set must be read from the cache")
+
+    monkeypatch.setattr(datasets, "_process", fail)
+    again = prepare_dataset(_tiny_cfg(tmp_path / "A"), CELL, None, cache_dir=cache)
+    assert again.cache_file == first.cache_file and [int(c.y) for c in again.complexes] == [1, 0, 1, 0]
+
+
+def test_a_changed_or_touched_raw_file_gets_a_new_cache_entry(tmp_path):
+    raw = _tiny_tu(tmp_path / "data", labels=[1, -1, 1, -1])
+    cache = tmp_path / "cache"
+    cfg = _tiny_cfg(tmp_path / "data")
+    first = prepare_dataset(cfg, CELL, None, cache_dir=cache)
+    labels = raw / "TINY_graph_labels.txt"
+    stat = labels.stat()
+    labels.write_text("-1\n1\n-1\n1\n")  # same size, and the old modification time restored:
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert labels.stat().st_size == stat.st_size and labels.stat().st_mtime_ns == stat.st_mtime_ns
+    changed = prepare_dataset(cfg, CELL, None, cache_dir=cache)  # the digest still tells
+    assert changed.cache_file != first.cache_file
+    assert [int(c.y) for c in changed.complexes] == [0, 1, 0, 1]
+    os.utime(labels, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched: a new entry too
+    touched = prepare_dataset(cfg, CELL, None, cache_dir=cache)
+    assert touched.cache_file not in (first.cache_file, changed.cache_file)
+    (raw / "README.txt").write_text("not read by the TU reader")  # other files: same entry
+    assert prepare_dataset(cfg, CELL, None, cache_dir=cache).cache_file == touched.cache_file
+    nodes = len((raw / "TINY_graph_indicator.txt").read_text().split())
+    (raw / "TINY_node_attributes.txt").write_text("0.5\n" * nodes)  # a file the reader reads: new entry
+    assert prepare_dataset(cfg, CELL, None, cache_dir=cache).cache_file != touched.cache_file
+
+
+def test_data_files_are_those_each_reader_reads(tmp_path, gcb_file, zinc_dir):
+    from topomodelx_attention.data.benchmark_graphs import convert_gcb, gcb_plain_path
+    from topomodelx_attention.data.datasets import embedded_raw_dir
+
+    mutag = datasets.data_files(_dataset_cfg("MUTAG"), tmp_path)
+    assert mutag == sorted(p.resolve() for p in embedded_raw_dir("MUTAG").glob("MUTAG_*.txt"))  # bundled
+    raw = _tiny_tu(tmp_path / "tu")
+    assert [p.name for p in datasets.data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)] == [
+        "TINY_A.txt", "TINY_graph_indicator.txt", "TINY_graph_labels.txt", "TINY_node_labels.txt"
+    ]
+    assert datasets.data_files(_tiny_cfg(tmp_path / "nowhere"), tmp_path) is None  # the reader raises
+    gcb = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
+    assert datasets.data_files(gcb, tmp_path) == [gcb_file.resolve()]
+    convert_gcb(gcb_file)  # the converted file is read instead: the key follows it
+    assert datasets.data_files(gcb, tmp_path) == [gcb_plain_path(gcb_file).resolve()]
+    zinc = datasets.data_files(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+    assert [p.name for p in zinc] == ["indexes_train_val_test.csv", "smiles_score.csv"]
+    assert datasets.data_files(_dataset_cfg("ZINC"), tmp_path) is None
+    link = tmp_path / "link"
+    link.symlink_to(raw.parent.parent, target_is_directory=True)  # the resolved location is hashed
+    assert datasets.data_files(_tiny_cfg(link), tmp_path) == datasets.data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)
+    with pytest.raises(FileNotFoundError, match="cache key covers their content"):
+        cache_key(_tiny_cfg(tmp_path / "nowhere"), CELL, None)
+
+
+def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, monkeypatch):
+    from tests.test_cli_faults import write_tiny_tu
+
+    calls = []
+    real = datasets.load_tu_graphs
+
+    def download(name, data_dir=None, root=None, download=False):  # what the TU download leaves
+        calls.append(name)
+        raw = root / name / "raw"
+        if not raw.is_dir():
+            write_tiny_tu(root, name=name)
+        return real(name, data_dir=data_dir, root=root, download=download)
+
+    monkeypatch.setattr(datasets, "load_tu_graphs", download)
+    cfg = {"name": "TINY", "loader": "tu", "download": True}
+    first = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path)
+    assert first.cache_file.is_file() and len(first.complexes) == 4
+    second = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path)
+    assert second.cache_file == first.cache_file and calls == ["TINY"]  # the second run: the cache

@@ -3,22 +3,34 @@
 The layout follows TopoBench (``dataset/graph/<NAME>.yaml``, ``model/<domain>/<name>.yaml``,
 ``optimizer/``, ``trainer/``, ``paths/``); :func:`compose_config` composes ``train.yaml`` with
 hydra's compose API and a list of overrides, without hydra's run directory or ``chdir``.
+
+Every ``_target_`` of a configuration must name an allowed class (:func:`check_targets`): the
+package's transforms, liftings and models, its TopoBench exports, ``torch.optim`` optimizers and
+schedulers, and classes registered with :func:`register_target`. hydra's ``instantiate`` calls
+any importable callable, so ``model.pe._target_=numpy.load +model.pe.allow_pickle=true`` would
+otherwise unpickle (run) a file; such a configuration is refused before anything is built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 __all__ = [
+    "ALLOWED_TARGETS",
     "CONFIG_DIR",
+    "allowed_targets",
     "available",
+    "check_targets",
     "compose_config",
     "dataset_choice",
     "model_choice",
+    "register_target",
     "validate_config",
 ]
 
@@ -35,6 +47,23 @@ _POSITIVE_FLOATS = ("optimizer.lr",)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 """Folder of the packaged YAML files."""
+
+ALLOWED_TARGETS = (
+    "the public classes of topomodelx_attention.transforms (liftings, positional encodings, node "
+    "identifiers, augmentations), the models and layers of topomodelx_attention.nn and "
+    "topomodelx_attention.harness.models, the TopoBench exports of "
+    "topomodelx_attention.harness.topobench, the optimizers of torch.optim, the schedulers of "
+    "torch.optim.lr_scheduler, and classes registered with "
+    "topomodelx_attention.harness.config.register_target"
+)
+"""What a ``_target_`` may name (:func:`check_targets`; the text of its error)."""
+
+_TARGET_ROOTS = ("topomodelx_attention", "torch.optim")
+"""Modules under which a ``_target_`` path is looked up (besides those of registered classes)."""
+
+_CONVERT_MODES = ("none", "partial", "all", "object")
+
+_REGISTERED: dict[int, Any] = {}
 
 
 def available(group: str) -> dict[str, str]:
@@ -196,7 +225,8 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
 
     Every value must have the type of the packaged default it overrides (an integer stays an
     integer, ...; ``null`` is accepted), counts and sizes must be positive, ``seeds`` a list of
-    non-negative integers.
+    non-negative integers, and every ``_target_`` must name an allowed class
+    (:func:`check_targets`).
 
     Parameters
     ----------
@@ -211,9 +241,13 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         Naming the key, the value and what is expected.
     """
     try:
-        values = _leaves(OmegaConf.to_container(cfg, resolve=True))
+        resolved = OmegaConf.to_container(cfg, resolve=True)
     except Exception as error:  # interpolation errors
         raise ValueError(f"invalid configuration: {' '.join(str(error).split())}") from error
+    check_targets(resolved)
+    if isinstance(resolved.get("dataset"), dict):  # merged into model.lifting when it is built
+        check_targets(resolved["dataset"].get("lifting_kwargs"), "dataset.lifting_kwargs", instantiated=True)
+    values = _leaves(resolved)
     if defaults is not None:
         for key, default in _leaves(OmegaConf.to_container(defaults, resolve=True)).items():
             if key in values and not key.endswith("._target_") and not _compatible(values[key], default):
@@ -242,3 +276,195 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
     ):
         raise ValueError(f"invalid configuration: seeds={seeds!r} must be a non-empty list of non-negative integers")
+
+
+# ----------------------------------------------------------------------------------------------
+# the _target_ allow-list
+# ----------------------------------------------------------------------------------------------
+def _packaged_targets() -> dict[int, Any]:
+    """Return the allowed objects of the package and of ``torch.optim``, by identity."""
+    import torch
+    from torch import nn
+
+    from topomodelx_attention import transforms
+    from topomodelx_attention.harness import models, topobench
+    from topomodelx_attention.nn import attention, cell, common, graph, simplicial
+
+    def classes(module: Any, base: type = object) -> list[type]:
+        found = (getattr(module, name) for name in module.__all__)
+        return [obj for obj in found if inspect.isclass(obj) and issubclass(obj, base)]
+
+    found = classes(transforms) + classes(topobench)
+    for module in (attention, cell, common, graph, simplicial, models):
+        found += classes(module, nn.Module)
+    optim, schedulers = torch.optim, torch.optim.lr_scheduler
+    found += [
+        obj for obj in vars(optim).values()
+        if inspect.isclass(obj) and issubclass(obj, optim.Optimizer) and obj is not optim.Optimizer
+    ]
+    bases = {schedulers.LRScheduler, getattr(schedulers, "_LRScheduler", schedulers.LRScheduler)}
+    found += [
+        obj for obj in vars(schedulers).values()
+        if inspect.isclass(obj) and obj not in bases
+        and (issubclass(obj, schedulers.LRScheduler) or obj is schedulers.ReduceLROnPlateau)
+    ]
+    return {id(obj): obj for obj in found}
+
+
+_PACKAGED: dict[int, Any] = {}
+
+
+def _allowed() -> dict[int, Any]:
+    if not _PACKAGED:
+        _PACKAGED.update(_packaged_targets())
+    return {**_PACKAGED, **_REGISTERED}
+
+
+def register_target(target: Any) -> Any:
+    """Allow a class of your own as a ``_target_`` of the harness configs (usable as a decorator).
+
+    Only Python code can extend the allow-list, never a configuration: register a custom
+    lifting or positional encoding before composing the configuration that names it.
+
+    Parameters
+    ----------
+    target : type
+        The class (or documented factory function) configs may instantiate.
+
+    Returns
+    -------
+    type
+        ``target`` itself.
+    """
+    if not callable(target) or not isinstance(getattr(target, "__module__", None), str) or not hasattr(target, "__qualname__"):
+        raise TypeError(f"register_target needs a class or function defined in a module, got {target!r}")
+    _REGISTERED[id(target)] = target
+    return target
+
+
+def allowed_targets() -> dict[str, Any]:
+    """Return the objects a ``_target_`` may name, by their canonical dotted path.
+
+    Returns
+    -------
+    dict of str to object
+        ``{"topomodelx_attention.transforms.liftings.CellCycleLifting": CellCycleLifting, ...}``
+        (any other path to the same object, e.g. ``topomodelx_attention.transforms.CellCycleLifting``,
+        is accepted too).
+    """
+    return dict(sorted((f"{obj.__module__}.{obj.__qualname__}", obj) for obj in _allowed().values()))
+
+
+def _locate(path: str) -> Any:
+    """Return the object ``path`` names, found as hydra's ``_locate`` finds it but without importing.
+
+    Only paths under :data:`_TARGET_ROOTS` (or the module of a registered class) are looked up:
+    anything else is ``None`` before any attribute is read. The walk follows attributes from the
+    top-level module (a submodule missing as an attribute is taken from ``sys.modules``), so
+    ``topomodelx_attention.transforms.os.system`` resolves to ``os.system`` — and is refused by
+    the identity check of the caller.
+    """
+    parts = path.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    roots = _TARGET_ROOTS + tuple(obj.__module__ for obj in _REGISTERED.values())
+    if not any(path.startswith(f"{root}.") for root in roots):
+        return None
+    obj = sys.modules.get(parts[0])
+    if obj is None:
+        return None
+    for index in range(1, len(parts)):
+        try:
+            obj = getattr(obj, parts[index])
+        except AttributeError:
+            name = ".".join(parts[: index + 1])
+            if not inspect.ismodule(obj) or name not in sys.modules:
+                return None
+            obj = sys.modules[name]
+    return obj
+
+
+def _join(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def _check_target_node(node: Mapping[str, Any], key: str) -> None:
+    where = _join(key, "_target_")
+    target = node["_target_"]
+    if not isinstance(target, str):
+        raise ValueError(f"invalid configuration: {where}={target!r} must be a string naming a class")
+    allowed = _allowed()  # imports the allowed modules first: _locate only reads sys.modules
+    obj = _locate(target)
+    if obj is None or id(obj) not in allowed:
+        raise ValueError(
+            f"invalid configuration: {where}={target!r} is not an allowed target (nothing was "
+            f"instantiated); the harness instantiates only {ALLOWED_TARGETS}"
+        )
+    partial = node.get("_partial_", False)
+    if partial is not False:
+        raise ValueError(
+            f"invalid configuration: {_join(key, '_partial_')}={partial!r} is not supported: the "
+            "harness needs the object itself, not a functools.partial (remove the key)"
+        )
+    if "_recursive_" in node and not isinstance(node["_recursive_"], bool):
+        raise ValueError(f"invalid configuration: {_join(key, '_recursive_')}={node['_recursive_']!r} must be true or false")
+    if "_convert_" in node and node["_convert_"] not in _CONVERT_MODES:
+        raise ValueError(
+            f"invalid configuration: {_join(key, '_convert_')}={node['_convert_']!r} must be one of {list(_CONVERT_MODES)}"
+        )
+    if "_args_" in node and not isinstance(node["_args_"], (list, tuple)):
+        raise ValueError(f"invalid configuration: {_join(key, '_args_')}={node['_args_']!r} must be a list")
+
+
+def _check_node(node: Any, key: str, instantiated: bool) -> None:
+    if isinstance(node, Mapping):
+        if "_target_" in node:
+            _check_target_node(node, key)
+            instantiated = True
+        for name, value in node.items():
+            _check_node(value, _join(key, name), instantiated)
+    elif isinstance(node, (list, tuple)):
+        for index, value in enumerate(node):
+            _check_node(value, f"{key}[{index}]", instantiated)
+    elif instantiated and isinstance(node, str) and "${" in node:
+        raise ValueError(
+            f"invalid configuration: {key}={node!r} is still an interpolation after resolving "
+            "(an escaped \\${...}); hydra would resolve it again when instantiating, so the "
+            "arguments of a _target_ must be plain values"
+        )
+
+
+def check_targets(tree: Any, prefix: str = "", *, instantiated: bool = False) -> None:
+    """Refuse a configuration naming a ``_target_`` outside the allow-list, before any instantiation.
+
+    The whole tree is walked (nested configs, lists, ``_args_``, nodes under
+    ``_recursive_: false``): every ``_target_`` must be a string naming, through any import
+    path, one of :func:`allowed_targets` (the path is resolved without importing anything and
+    the object compared by identity, so an alias such as
+    ``topomodelx_attention.transforms.os.system`` is refused). ``_partial_: true`` is refused
+    (the harness needs the objects themselves), ``_recursive_`` must be a boolean, ``_convert_``
+    a hydra conversion mode and ``_args_`` a list. Inside a config that is instantiated, no
+    string may still be an interpolation after resolution (hydra would resolve it again, e.g.
+    ``${oc.create:...}`` into a new ``_target_``).
+
+    Parameters
+    ----------
+    tree : mapping, list, omegaconf config or None
+        The configuration (resolved here when it is an omegaconf config).
+    prefix : str, default=""
+        Dotted key of ``tree`` in the whole configuration (``"model.pe"``), used in errors.
+    instantiated : bool, default=False
+        ``tree`` is passed to a target as arguments even without a ``_target_`` of its own
+        (``dataset.lifting_kwargs``).
+
+    Raises
+    ------
+    ValueError
+        Naming the key (``model.pe._target_='numpy.load' is not an allowed target ...``).
+    """
+    if OmegaConf.is_config(tree):
+        try:
+            tree = OmegaConf.to_container(tree, resolve=True)
+        except Exception as error:  # interpolation errors of any kind
+            raise ValueError(f"invalid configuration{' ' + prefix if prefix else ''}: {' '.join(str(error).split())}") from error
+    _check_node(tree, prefix, instantiated)

@@ -3,8 +3,10 @@
 :func:`prepare_dataset` reads the graphs of a data set (TU, GCB or ZINC-12k), lifts them with
 the model's lifting (``lift_many``) and applies its positional encoding, with a progress bar;
 the result is stored under ``<cache_dir>/processed/<NAME>/<key>.pt`` where ``key`` hashes the
-data set's reading options and the lifting/PE configurations, so a second run with the same
-configuration reads the cache and different configurations never collide.
+data set's reading options, the lifting/PE configurations and the raw files read (resolved
+path, size, modification time and SHA-256 of each), so a second run with the same
+configuration and data reads the cache, and different configurations, another ``data_dir`` or
+changed files never collide.
 
 Protocol (as TopoBench): TU data sets use random 50/25/25 splits drawn per seed
 (:func:`random_split`); GCB and ZINC-12k keep the split of their files.
@@ -39,7 +41,13 @@ from topomodelx_attention.data.benchmark_graphs import (
     read_gcb,
     read_zinc12k,
 )
-from topomodelx_attention.data.datasets import default_root, load_tu_graphs
+from topomodelx_attention.data.datasets import (
+    EMBEDDED_DATASETS,
+    default_root,
+    embedded_raw_dir,
+    find_tu_raw,
+    load_tu_graphs,
+)
 
 __all__ = [
     "CACHE_FORMAT",
@@ -49,6 +57,8 @@ __all__ = [
     "DatasetInfo",
     "PreparedDataset",
     "cache_key",
+    "data_files",
+    "data_fingerprint",
     "instantiate_transform",
     "load_cache",
     "load_graphs",
@@ -219,13 +229,20 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
     return Path(cache_dir).expanduser() if cache_dir else default_root()
 
 
-def instantiate_transform(spec: Any, **extra: Any) -> Any:
+def instantiate_transform(spec: Any, *, config_key: str = "transform", **extra: Any) -> Any:
     """Build a lifting or PE from a ``{_target_: ..., **kwargs}`` config (``None`` stays ``None``).
+
+    The spec, merged with ``extra``, is resolved to plain values and checked by
+    :func:`~topomodelx_attention.harness.config.check_targets` first: every ``_target_`` in it
+    (nested ones too) must name an allowed class, so a config can never make hydra call
+    ``numpy.load``, ``torch.load`` or any other function.
 
     Parameters
     ----------
     spec : mapping or None
         Hydra-style spec.
+    config_key : str, default="transform"
+        Key of the spec in the configuration (``"model.pe"``), named by errors.
     **extra
         Additional keyword arguments (e.g. the data set's ``lifting_kwargs``).
 
@@ -233,19 +250,32 @@ def instantiate_transform(spec: Any, **extra: Any) -> Any:
     -------
     object or None
         The transform.
+
+    Raises
+    ------
+    ValueError
+        A spec without ``_target_``, a ``_target_`` outside the allow-list (nothing is
+        instantiated then), or a target that fails to build.
     """
     if spec is None:
         return None
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    spec = OmegaConf.create(_plain(spec))
-    if "_target_" not in spec:
-        raise ValueError(f"a transform config needs a _target_ (a class path), got {_plain(spec)}")
+    from topomodelx_attention.harness.config import check_targets
+
+    plain = _plain(spec)
+    if not isinstance(plain, Mapping) or "_target_" not in plain:
+        raise ValueError(f"a transform config needs a _target_ (a class path), got {config_key}={plain!r}")
+    check_targets(plain, config_key)
+    extra = {key: _plain(value) for key, value in extra.items()}
+    check_targets(extra, config_key, instantiated=True)
+    merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(plain), OmegaConf.create(extra)), resolve=True)
+    check_targets(merged, config_key)  # what hydra receives: no interpolation, no other target
     try:
-        return instantiate(spec, **extra)
+        return instantiate(OmegaConf.create(merged))
     except InstantiationException as error:
-        raise ValueError(f"cannot build {spec._target_}: {error}") from error
+        raise ValueError(f"cannot build {config_key}._target_={merged['_target_']}: {error}") from error
 
 
 def _plain(value: Any) -> Any:
@@ -363,8 +393,109 @@ def process_graphs(
     return out
 
 
-def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lifting: Any = None, pe: Any = None) -> str:
+def _tu_raw_dir(name: str, data_dir: Any, root: Path) -> Path | None:
+    """Folder :func:`~topomodelx_attention.data.datasets.load_tu_graphs` reads, or ``None`` (not there yet)."""
+    if name in EMBEDDED_DATASETS and data_dir is None:
+        return embedded_raw_dir(name)
+    if data_dir is not None:
+        try:
+            return find_tu_raw(name, data_dir)
+        except FileNotFoundError:
+            return None  # the reader raises its own error
+    raw = root / name / "raw"
+    return raw if (raw / f"{name}_A.txt").is_file() else None
+
+
+def data_files(dataset_cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> list[Path] | None:
+    """Return the raw files :func:`load_graphs` reads for a data set config, resolved.
+
+    TU: every ``<NAME>_*.txt`` of the folder read (the bundled copy, ``data_dir`` or the
+    downloaded ``<cache_dir>/tu/<NAME>/raw``); GCB: the ``.npz`` read (the converted
+    ``<stem>.plain.npz`` when present); ZINC-12k: both CSV files.
+
+    Parameters
+    ----------
+    dataset_cfg : mapping
+        ``dataset`` config.
+    cache_dir : path-like, optional
+        Cache folder (where TU downloads go).
+
+    Returns
+    -------
+    list of pathlib.Path or None
+        Absolute paths, sorted; ``None`` when the files are not there (the reader then raises
+        its error naming them, or downloads them).
+    """
+    cfg = _plain(dataset_cfg)
+    loader, name, data_dir = cfg.get("loader"), str(cfg.get("name")), cfg.get("data_dir")
+    if loader == "tu":
+        raw = _tu_raw_dir(name, data_dir, resolve_cache_dir(cache_dir) / "tu")
+        if raw is None:
+            return None
+        files = [p for p in raw.iterdir() if p.name.startswith(f"{name}_") and p.name.endswith(".txt") and p.is_file()]
+    elif loader in ("gcb", "zinc") and data_dir is not None:
+        folder = Path(data_dir).expanduser()
+        if loader == "gcb":
+            files = [_gcb_file(folder, str(cfg.get("file", "hard_small.npz")))]
+        else:
+            files = [folder / "smiles_score.csv", folder / "indexes_train_val_test.csv"]
+        if not all(p.is_file() for p in files):
+            return None
+    else:
+        return None
+    return sorted(p.resolve() for p in files)
+
+
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+"""SHA-256 of files already hashed by this process, by (path, device, inode, size, mtime, ctime)."""
+
+
+def data_fingerprint(files: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+    """Path, size, modification time and SHA-256 digest of every file (what the cache key hashes).
+
+    Parameters
+    ----------
+    files : sequence of path-like
+        The raw files of a data set (:func:`data_files`).
+
+    Returns
+    -------
+    list of dict
+        ``{"path", "size", "mtime_ns", "sha256"}`` per file, in the given order.
+    """
+    out = []
+    for file in files:
+        path = Path(file).resolve()
+        stat = path.stat()
+        # ctime changes with every write and every utime: a digest is reused only for the same bytes
+        memo = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        digest = _DIGESTS.get(memo)
+        if digest is None:
+            sha = hashlib.sha256()
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    sha.update(block)
+            digest = _DIGESTS[memo] = sha.hexdigest()
+        out.append({"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest})
+    return out
+
+
+def cache_key(
+    dataset_cfg: Mapping[str, Any],
+    lifting_cfg: Any,
+    pe_cfg: Any,
+    lifting: Any = None,
+    pe: Any = None,
+    *,
+    sources: Sequence[Mapping[str, Any]] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> str:
     """Hash of everything that determines the processed complexes.
+
+    That is the data set's reading options, the lifting and PE configurations (and ``repr``),
+    and where the data came from: the resolved path, size, modification time and SHA-256 of
+    every raw file read (:func:`data_fingerprint`). Another ``--data-dir`` with the same data
+    set name, or an edited or replaced file, gives another key.
 
     Parameters
     ----------
@@ -375,13 +506,30 @@ def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lif
         Lifting and PE configs.
     lifting, pe : object, optional
         The instantiated transforms (their ``repr`` is hashed too).
+    sources : sequence of mapping, optional
+        :func:`data_fingerprint` of the raw files (default: computed from ``dataset_cfg``).
+    cache_dir : path-like, optional
+        Cache folder (where downloaded TU files are), when ``sources`` is not given.
 
     Returns
     -------
     str
         Hex digest (first 16 characters).
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``sources`` is not given and the raw files are not found.
     """
     dataset_cfg = _plain(dataset_cfg)
+    if sources is None:
+        files = data_files(dataset_cfg, cache_dir)
+        if files is None:
+            raise FileNotFoundError(
+                f"the raw files of data set {dataset_cfg.get('name')} are not found (dataset.data_dir="
+                f"{dataset_cfg.get('data_dir')!r}): the cache key covers their content"
+            )
+        sources = data_fingerprint(files)
     reading = {
         key: dataset_cfg.get(key)
         for key in ("name", "loader", "file", "target", "subset", "max_graphs", "lifting_kwargs")
@@ -389,6 +537,7 @@ def cache_key(dataset_cfg: Mapping[str, Any], lifting_cfg: Any, pe_cfg: Any, lif
     payload = {
         "version": CACHE_VERSION,
         "dataset": reading,
+        "sources": [dict(source) for source in sources],
         "lifting": _plain(lifting_cfg),
         "pe": _plain(pe_cfg),
         "lifting_repr": repr(lifting) if lifting is not None else None,
@@ -714,20 +863,31 @@ def prepare_dataset(
     PreparedDataset
         Complexes, info and split protocol.
     """
+    from topomodelx_attention.harness.config import check_targets
+
     dataset_cfg = _plain(dataset_cfg)
-    lifting = instantiate_transform(lifting_cfg, **(dataset_cfg.get("lifting_kwargs") or {}))
+    lifting_kwargs = dataset_cfg.get("lifting_kwargs") or {}
+    check_targets(lifting_kwargs, "dataset.lifting_kwargs", instantiated=True)
+    lifting = instantiate_transform(lifting_cfg, config_key="model.lifting", **lifting_kwargs)
     if lifting is None:
         raise ValueError("model.lifting is required (a graph → complex lifting)")
-    pe = instantiate_transform(pe_cfg)
+    pe = instantiate_transform(pe_cfg, config_key="model.pe")
     cache = resolve_cache_dir(cache_dir)
-    key = cache_key(dataset_cfg, lifting_cfg, pe_cfg, lifting, pe)
-    cache_file = cache / "processed" / str(dataset_cfg["name"]) / f"{key}.pt"
+    folder = cache / "processed" / str(dataset_cfg["name"])
     split_cfg = dataset_cfg.get("split") or {}
-    payload = None
+    payload = cache_file = sources = None
+
+    def entry(fingerprint: list[dict[str, Any]]) -> Path:
+        return folder / f"{cache_key(dataset_cfg, lifting_cfg, pe_cfg, lifting, pe, sources=fingerprint)}.pt"
+
     if use_cache:
-        _check_writable(cache_file.parent)  # before the lifting: fail fast
-        _clean_orphans(cache_file.parent)
-        if cache_file.is_file():
+        _check_writable(folder)  # before the lifting: fail fast
+        _clean_orphans(folder)
+        files = data_files(dataset_cfg, cache)  # None: not there yet (a TU download), or missing
+        if files is not None:
+            sources = data_fingerprint(files)
+            cache_file = entry(sources)
+        if cache_file is not None and cache_file.is_file():
             try:
                 payload = load_cache(cache_file)
             except _CacheError as error:
@@ -739,12 +899,24 @@ def prepare_dataset(
     if payload is None:
         payload = _process(dataset_cfg, lifting, pe, cache)
         if use_cache:
-            save_cache(payload, cache_file)
-            description = {
-                "dataset": dataset_cfg, "lifting": _plain(lifting_cfg), "pe": _plain(pe_cfg),
-                "lifting_repr": repr(lifting), "pe_repr": repr(pe),
-            }
-            cache_file.with_suffix(".json").write_text(json.dumps(description, indent=2, default=str))
+            files = data_files(dataset_cfg, cache)
+            if files is None:
+                raise RuntimeError(f"the raw files of {dataset_cfg['name']} were read but cannot be located for the cache key")
+            after = data_fingerprint(files)
+            if sources is not None and after != sources:
+                warnings.warn(
+                    f"the files of data set {dataset_cfg['name']} changed while they were read; "
+                    "the complexes are not cached (run again to cache them)", stacklevel=2,
+                )
+                cache_file = None
+            else:
+                sources, cache_file = after, entry(after)
+                save_cache(payload, cache_file)
+                description = {
+                    "dataset": dataset_cfg, "sources": sources, "lifting": _plain(lifting_cfg),
+                    "pe": _plain(pe_cfg), "lifting_repr": repr(lifting), "pe_repr": repr(pe),
+                }
+                cache_file.with_suffix(".json").write_text(json.dumps(description, indent=2, default=str))
     complexes = payload["complexes"]
     fixed = payload.get("split")
     if fixed is None and split_cfg.get("type", "random") == "fixed":
@@ -757,7 +929,7 @@ def prepare_dataset(
         complexes=complexes,
         fixed_split=None if fixed is None else {k: np.asarray(v) for k, v in fixed.items()},
         split_props=(float(split_cfg.get("train_prop", 0.5)), float(split_cfg.get("val_prop", 0.25))),
-        cache_file=cache_file if use_cache else None,
+        cache_file=cache_file,
     )
 
 

@@ -432,8 +432,8 @@ def _training_augment(cfg: DictConfig) -> Any:
     transforms = []
     pe_cfg = cfg.model.get("pe")
     if pe_cfg is not None and pe_cfg.get("resample"):
-        transforms.append(ResampleNodeIds(instantiate_transform(pe_cfg)))
-    augment = instantiate_transform(cfg.model.get("augment"))
+        transforms.append(ResampleNodeIds(instantiate_transform(pe_cfg, config_key="model.pe")))
+    augment = instantiate_transform(cfg.model.get("augment"), config_key="model.augment")
     if augment is not None:
         transforms.append(augment)
     if not transforms:
@@ -670,6 +670,9 @@ def run_experiment(
         ``time_to_accuracy.png`` and ``config.yaml`` are in ``output_dir`` (written by the
         rank-0 process).
     """
+    from topomodelx_attention.harness.config import check_targets
+
+    check_targets(cfg)  # every _target_ allowed before anything is built (also for hand-made configs)
     _quiet_warnings()
     seeds: Sequence[int] = list(cfg.get("seeds") or [0])
     name = cfg.model.get("name")
