@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -281,22 +282,23 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
 # ----------------------------------------------------------------------------------------------
 # the _target_ allow-list
 # ----------------------------------------------------------------------------------------------
+def _classes(module: Any, base: type = object) -> list[type]:
+    found = (getattr(module, name) for name in module.__all__)
+    return [obj for obj in found if inspect.isclass(obj) and issubclass(obj, base)]
+
+
 def _packaged_targets() -> dict[int, Any]:
     """Return the allowed objects of the package and of ``torch.optim``, by identity."""
     import torch
     from torch import nn
 
     from topomodelx_attention import transforms
-    from topomodelx_attention.harness import models, topobench
+    from topomodelx_attention.harness import models
     from topomodelx_attention.nn import attention, cell, common, graph, simplicial
 
-    def classes(module: Any, base: type = object) -> list[type]:
-        found = (getattr(module, name) for name in module.__all__)
-        return [obj for obj in found if inspect.isclass(obj) and issubclass(obj, base)]
-
-    found = classes(transforms) + classes(topobench)
+    found = _classes(transforms)
     for module in (attention, cell, common, graph, simplicial, models):
-        found += classes(module, nn.Module)
+        found += _classes(module, nn.Module)
     optim, schedulers = torch.optim, torch.optim.lr_scheduler
     found += [
         obj for obj in vars(optim).values()
@@ -313,11 +315,16 @@ def _packaged_targets() -> dict[int, Any]:
 
 _PACKAGED: dict[int, Any] = {}
 
+_TOPOBENCH_EXPORTS = "topomodelx_attention.harness.topobench"
+"""Imported only when a path names it (importing it imports TopoBench where installed)."""
+
 
 def _allowed() -> dict[int, Any]:
     if not _PACKAGED:
         _PACKAGED.update(_packaged_targets())
-    return {**_PACKAGED, **_REGISTERED}
+    exports = sys.modules.get(_TOPOBENCH_EXPORTS)
+    extra = {} if exports is None else {id(obj): obj for obj in _classes(exports)}
+    return {**_PACKAGED, **extra, **_REGISTERED}
 
 
 def register_target(target: Any) -> Any:
@@ -352,6 +359,7 @@ def allowed_targets() -> dict[str, Any]:
         (any other path to the same object, e.g. ``topomodelx_attention.transforms.CellCycleLifting``,
         is accepted too).
     """
+    import_module(_TOPOBENCH_EXPORTS)
     return dict(sorted((f"{obj.__module__}.{obj.__qualname__}", obj) for obj in _allowed().values()))
 
 
@@ -393,6 +401,8 @@ def _check_target_node(node: Mapping[str, Any], key: str) -> None:
     target = node["_target_"]
     if not isinstance(target, str):
         raise ValueError(f"invalid configuration: {where}={target!r} must be a string naming a class")
+    if target.startswith(f"{_TOPOBENCH_EXPORTS}."):
+        import_module(_TOPOBENCH_EXPORTS)
     allowed = _allowed()  # imports the allowed modules first: _locate only reads sys.modules
     obj = _locate(target)
     if obj is None or id(obj) not in allowed:
