@@ -48,6 +48,7 @@ from topomodelx_attention.data.datasets import (
     find_tu_raw,
     load_tu_graphs,
 )
+from topomodelx_attention.harness.config import check_targets
 
 __all__ = [
     "CACHE_FORMAT",
@@ -262,18 +263,18 @@ def instantiate_transform(spec: Any, *, config_key: str = "transform", **extra: 
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    from topomodelx_attention.harness.config import check_targets
-
     plain = _plain(spec)
     if not isinstance(plain, Mapping) or "_target_" not in plain:
         raise ValueError(f"a transform config needs a _target_ (a class path), got {config_key}={plain!r}")
     check_targets(plain, config_key)
     extra = {key: _plain(value) for key, value in extra.items()}
     check_targets(extra, config_key, instantiated=True)
-    merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(plain), OmegaConf.create(extra)), resolve=True)
+    objects = {"allow_objects": True}  # as hydra's own merge of keyword arguments (Python objects)
+    merged = OmegaConf.merge(OmegaConf.create(plain, flags=objects), OmegaConf.create(extra, flags=objects))
+    merged = OmegaConf.to_container(merged, resolve=True)
     check_targets(merged, config_key)  # what hydra receives: no interpolation, no other target
     try:
-        return instantiate(OmegaConf.create(merged))
+        return instantiate(OmegaConf.create(merged, flags=objects))
     except InstantiationException as error:
         raise ValueError(f"cannot build {config_key}._target_={merged['_target_']}: {error}") from error
 
@@ -863,8 +864,6 @@ def prepare_dataset(
     PreparedDataset
         Complexes, info and split protocol.
     """
-    from topomodelx_attention.harness.config import check_targets
-
     dataset_cfg = _plain(dataset_cfg)
     lifting_kwargs = dataset_cfg.get("lifting_kwargs") or {}
     check_targets(lifting_kwargs, "dataset.lifting_kwargs", instantiated=True)

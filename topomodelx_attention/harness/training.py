@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from topomodelx_attention.harness.config import check_targets
 from topomodelx_attention.harness.datasets import (
     DatasetInfo,
     PreparedDataset,
@@ -670,8 +671,6 @@ def run_experiment(
         ``time_to_accuracy.png`` and ``config.yaml`` are in ``output_dir`` (written by the
         rank-0 process).
     """
-    from topomodelx_attention.harness.config import check_targets
-
     check_targets(cfg)  # every _target_ allowed before anything is built (also for hand-made configs)
     _quiet_warnings()
     seeds: Sequence[int] = list(cfg.get("seeds") or [0])
