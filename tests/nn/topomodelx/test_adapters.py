@@ -155,6 +155,10 @@ def test_from_can_layer_reads_widths_of_concat_false():
     assert (layer.in_channels, layer.out_channels, layer.heads) == (5, 4, 2)
     assert layer.layer.attention_dropout == pytest.approx(0.1)
     assert CellAttentionLayer.from_can_layer(CANLayer(5, 8, heads=2), kind="dense").kind == "dense"
+    odd = CANLayer(5, 6, heads=2, concat=False)  # output width 3: two heads cannot split it
+    with pytest.raises(ValueError, match="heads=2 do not divide its output width 3"):
+        CellAttentionLayer.from_can_layer(odd)
+    assert CellAttentionLayer.from_can_layer(odd, heads=1).heads == 1
 
 
 # ------------------------------------------------------------------------------ Conv swap

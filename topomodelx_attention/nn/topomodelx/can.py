@@ -140,7 +140,8 @@ class CellAttentionLayer(nn.Module):
 
         Reads ``in_channels``, the output width (``out_channels``, or ``out_channels //
         heads`` for ``concat=False``), ``heads``, ``add_self_loops`` and the attention
-        ``dropout`` from the ``CANLayer``; ``options`` override them or add others.
+        ``dropout`` from the ``CANLayer``; ``options`` override them or add others. When the
+        heads do not divide the output width (possible with ``concat=False``), pass ``heads=``.
 
         Parameters
         ----------
@@ -165,8 +166,14 @@ class CellAttentionLayer(nn.Module):
         out_channels = int(attention.out_channels)
         if not attention.concat:
             out_channels //= heads
+        if "heads" not in options and out_channels % heads:
+            raise ValueError(
+                f"the CANLayer's heads={heads} do not divide its output width {out_channels} "
+                "(concat=False averages the heads); pass heads= a divisor of it to "
+                "from_can_layer"
+            )
         settings: dict[str, Any] = {
-            "heads": heads if out_channels % heads == 0 else 1,
+            "heads": heads,
             "self_loops": bool(getattr(attention, "add_self_loops", True)),
             "attention_dropout": float(getattr(attention, "dropout", 0.0)),
         }
