@@ -27,7 +27,7 @@ the same gathers and scatters: for every attention call, ``index_select`` of the
 Usage::
 
     python benchmarks/epoch_vs_peers.py                       # MUTAG, width 32, 2 layers, batch 32
-    python benchmarks/epoch_vs_peers.py --zinc-csv /work/shared/data/zinc12k/smiles_score.csv
+    python benchmarks/epoch_vs_peers.py --zinc-csv /path/to/data/zinc12k/smiles_score.csv
     python benchmarks/epoch_vs_peers.py --models cellular_transformer gps --repeats 5 --threads 2
 """
 

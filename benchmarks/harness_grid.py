@@ -26,7 +26,7 @@ models)::
 
     python benchmarks/harness_grid.py --equal-budget --datasets MUTAG ZINC \
         --models cellular_transformer tokengt gps graph_transformer gine gin \
-        --max-time 300 --trials 4 --seeds 1 2 3 --data-root /work/shared/data
+        --max-time 300 --trials 4 --seeds 1 2 3 --data-root /path/to/data
 
 ``--jobs N`` runs N models at once (one process and one thread each: all models share the
 machine the same way) and merges their trials into the same tables; ``--space`` replaces the

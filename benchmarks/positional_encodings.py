@@ -66,7 +66,7 @@ from topomodelx_attention.transforms import (
     ZeroPE,
 )
 
-DEFAULT_ZINC_DIR = Path("/work/shared/data/zinc12k")
+DEFAULT_ZINC_DIR = Path("DATA/zinc12k")  # relative to the working directory; see --zinc-dir
 
 
 # ----------------------------------------------------------------------------------------------
@@ -443,7 +443,12 @@ def paper_zero(complex_: tnx.CellComplex, dim: int) -> list[np.ndarray]:
 # ----------------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--zinc-dir", type=Path, default=DEFAULT_ZINC_DIR)
+    parser.add_argument(
+        "--zinc-dir",
+        type=Path,
+        default=DEFAULT_ZINC_DIR,
+        help="folder holding ZINC-12k's smiles_score.csv (default: DATA/zinc12k)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="use the first N molecules")
     parser.add_argument(
         "--baseline-limit", type=int, default=1000, help="complexes timed for the baselines"
@@ -462,6 +467,8 @@ def main() -> None:
         dense_random_complex_table(args.dim, args.walk_dim)
         return
 
+    if not (args.zinc_dir / "smiles_score.csv").is_file():
+        parser.error(f"--zinc-dir {args.zinc_dir}: no smiles_score.csv there (ZINC-12k's CSV)")
     complexes, lift_seconds = load_complexes(args.zinc_dir, args.limit)
     total = len(complexes)
     cells_per_complex = np.mean([sum(c.cell_counts()) for c in complexes])

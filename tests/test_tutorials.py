@@ -32,4 +32,30 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
 
 
 def test_there_are_tutorials():
-    assert len(NOTEBOOKS) >= 2
+    assert len(NOTEBOOKS) >= 5
+
+
+def _source(name: str) -> str:
+    notebook = nbformat.read(TUTORIALS / name, as_version=4)
+    return "\n".join(cell.source for cell in notebook.cells)
+
+
+def test_tutorial_one_says_its_number_is_no_benchmark_result():
+    text = " ".join(_source("01_cellular_transformer_mutag.ipynb").split())
+    assert "15 epochs" in text and "not a benchmark result" in text
+
+
+def test_topomodelx_tutorial_uses_the_drop_ins_and_the_input_mapping():
+    text = _source("04_topomodelx_hybrid.ipynb")
+    for name in ("topomodelx_inputs", "CellAttentionLayer.from_can_layer", "AttentionConv", "CAN(",
+                 "CellularTransformerLayer", "plt."):
+        assert name in text, name
+
+
+def test_toponetx_tutorial_covers_every_complex_with_apis_of_both_toponetx_versions():
+    text = _source("05_toponetx_in_and_out.ipynb")
+    for name in ("tnx.CellComplex(", "tnx.SimplicialComplex(", "tnx.CombinatorialComplex(",
+                 "hypergraph", "from_toponetx(", "to_toponetx(", "CellCycleLifting", "plt."):
+        assert name in text, name
+    for name in (".boundary", "maxdim", "graph_2_"):  # absent from TopoNetX 0.2 or 0.4
+        assert name not in text, name

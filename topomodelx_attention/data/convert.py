@@ -369,8 +369,20 @@ def to_toponetx(
         return {i: (row if row.size > 1 else row.item()) for i, row in enumerate(rows)}
 
     if complex_type == "cell":
+        simplicial = _is_simplicial(vertex_sets)
+        holders = "'simplicial' or 'combinatorial'" if simplicial else "'combinatorial'"
         if max_rank > 2:
-            raise ValueError("toponetx.CellComplex holds ranks up to 2; use 'combinatorial'")
+            raise ValueError(
+                f"to_toponetx(complex_type='cell'): this complex has cells of rank {max_rank}, "
+                f"but toponetx.CellComplex holds ranks up to 2; use complex_type={holders}"
+            )
+        for c, cell in enumerate(vertex_sets[1] if max_rank >= 1 else []):
+            if len(cell) != 2:
+                raise ValueError(
+                    f"to_toponetx(complex_type='cell'): rank-1 cell {c} has {len(cell)} "
+                    f"vertices {cell}, but an edge of a toponetx.CellComplex joins exactly 2 "
+                    f"(a hypergraph-shaped complex); use complex_type={holders}"
+                )
         complex_ = tnx.CellComplex()
         for v in range(n0):
             complex_.add_node(v)
@@ -378,13 +390,30 @@ def to_toponetx(
             for u, v in vertex_sets[1]:
                 complex_.add_edge(u, v)
         if max_rank == 2 and data.num_cells(2):
+            if "signed_incidence_2" not in data:
+                raise ValueError(
+                    "to_toponetx(complex_type='cell'): the 2-cells of a toponetx.CellComplex are "
+                    "oriented cycles, rebuilt from 'signed_incidence_2', which this complex lacks "
+                    f"(rank-2 cell 0 has vertices {vertex_sets[2][0]}; a combinatorial complex "
+                    "carries no orientation, and a cell or simplicial complex converted with "
+                    "neighborhoods= needs 'signed_incidence' among them); use "
+                    f"complex_type={holders}"
+                )
             b2 = torch_to_scipy(data.neighborhood("signed_incidence", 2)).tocsc()
             b1 = unsigned[0].tocsc()
             for c in range(b2.shape[1]):
                 lo, hi = b2.indptr[c], b2.indptr[c + 1]
                 edge_ids, signs = b2.indices[lo:hi], b2.data[lo:hi]
                 edges = [tuple(sorted(b1.indices[b1.indptr[e] : b1.indptr[e + 1]].tolist())) for e in edge_ids]
-                complex_.add_cell(_cycle_from_boundary(edges, list(signs)), rank=2)
+                try:
+                    cycle = _cycle_from_boundary(edges, list(signs))
+                except ValueError as error:
+                    raise ValueError(
+                        f"to_toponetx(complex_type='cell'): rank-2 cell {c} (vertices "
+                        f"{vertex_sets[2][c]}, boundary edges {edges}): {error}; use "
+                        f"complex_type={holders}"
+                    ) from error
+                complex_.add_cell(cycle, rank=2)
         for rank in range(max_rank + 1):
             values = features(rank)
             if not values:
@@ -404,7 +433,10 @@ def to_toponetx(
             for simplex in vertex_sets[rank]:
                 if len(simplex) != rank + 1:
                     raise ValueError(
-                        f"a rank-{rank} cell has {len(simplex)} vertices: not a simplicial complex"
+                        f"to_toponetx(complex_type='simplicial'): rank-{rank} cell "
+                        f"{vertex_sets[rank].index(simplex)} has {len(simplex)} vertices "
+                        f"{simplex}, but a {rank}-simplex has {rank + 1}: not a simplicial "
+                        "complex; use complex_type='combinatorial'"
                     )
                 complex_.add_simplex(simplex)
         for rank in range(max_rank + 1):
@@ -426,6 +458,18 @@ def to_toponetx(
                 {frozenset(vertex_sets[rank][i]): {feature_name: val} for i, val in values.items()}
             )
     return complex_
+
+
+def _is_simplicial(vertex_sets: list[list[list[int]]]) -> bool:
+    """Whether every rank-r cell has r + 1 vertices and all its faces are cells one rank below."""
+    below = {frozenset(cell) for cell in vertex_sets[0]}
+    for rank in range(1, len(vertex_sets)):
+        cells = [frozenset(cell) for cell in vertex_sets[rank]]
+        for cell in cells:
+            if len(cell) != rank + 1 or any(cell - {v} not in below for v in cell):
+                return False
+        below = set(cells)
+    return True
 
 
 def _cell_keys(complex_: tnx.CellComplex, rank: int) -> list[Hashable]:

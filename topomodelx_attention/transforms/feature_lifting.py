@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,7 +49,12 @@ class FeatureLifting(BaseTransform):
     (or mean) of the one-hot encodings of its vertices' categories — a bag of categories.
     Without it, an error says so. ``x2_from="edges"`` needs floating-point ``x_1``.
 
-    Ranks that already have ``x_r`` are left unchanged.
+    Ranks that already have ``x_r`` are left unchanged, unless listed in ``overwrite``. A
+    lifting that should give TopoBench's 2-cell features takes the transform as its feature
+    lifting, ``CellCycleLifting(feature_lifting=FeatureLifting(x2_from="edges"))``; applied
+    to an already lifted complex (which has ``x_2``), ``FeatureLifting(x2_from="edges",
+    overwrite=[2])`` recomputes ``x_2`` from its ``x_1`` (without ``overwrite`` it warns that
+    ``x_2`` is kept).
 
     Parameters
     ----------
@@ -61,6 +67,9 @@ class FeatureLifting(BaseTransform):
     x2_from : {"vertices", "edges"}, default="vertices"
         Source of the 2-cell features: vertex features ``x_0`` or edge features ``x_1``
         (TopoBench's convention).
+    overwrite : sequence of int, default=()
+        Ranks (``>= 1``) whose existing ``x_r`` is replaced by the lifted features, e.g.
+        ``[2]`` to re-lift ``x_2`` of a lifted complex from its edges.
     """
 
     def __init__(
@@ -70,10 +79,20 @@ class FeatureLifting(BaseTransform):
         categorical_cardinalities: Sequence[int] | None = None,
         *,
         x2_from: str = "vertices",
+        overwrite: Sequence[int] = (),
     ) -> None:
         if x2_from not in ("vertices", "edges"):
             raise ValueError(f"x2_from must be 'vertices' or 'edges', got {x2_from!r}")
         self.x2_from = x2_from
+        if isinstance(overwrite, (str, bytes)) or not all(
+            isinstance(r, (int, np.integer)) and not isinstance(r, bool) for r in overwrite
+        ):
+            raise TypeError(f"overwrite must be a sequence of ranks (ints), got {overwrite!r}")
+        if any(int(r) < 1 for r in overwrite):
+            raise ValueError(
+                f"overwrite lists ranks >= 1 (x_0 is the source, never lifted), got {list(overwrite)}"
+            )
+        self.overwrite = tuple(sorted({int(r) for r in overwrite}))
         if method not in ("sum", "mean"):
             raise ValueError(f"method must be 'sum' or 'mean', got {method!r}")
         edge_method = method if edge_method is None else edge_method
@@ -91,7 +110,8 @@ class FeatureLifting(BaseTransform):
         return (
             f"{self.__class__.__name__}(method={self.method!r}, edge_method={self.edge_method!r}, "
             f"categorical_cardinalities={self.categorical_cardinalities}, "
-            f"x2_from={self.x2_from!r})"
+            f"x2_from={self.x2_from!r}"
+            + (f", overwrite={list(self.overwrite)})" if self.overwrite else ")")
         )
 
     def _one_hot(self, x: Tensor) -> Tensor:
@@ -152,7 +172,16 @@ class FeatureLifting(BaseTransform):
         x0 = data.x_0
         one_hot = None
         for rank in range(1, data.max_rank + 1):
-            if f"x_{rank}" in data:
+            if f"x_{rank}" in data and rank not in self.overwrite:
+                if rank == 2 and self.x2_from == "edges":
+                    warnings.warn(
+                        "FeatureLifting(x2_from='edges'): this complex already has x_2, which is "
+                        "kept unchanged; pass overwrite=[2] to recompute it from the edge "
+                        "features, or lift with CellCycleLifting(feature_lifting="
+                        "FeatureLifting(x2_from='edges'))",
+                        UserWarning,
+                        stacklevel=3,
+                    )
                 continue
             method = self.edge_method if rank == 1 else self.method
             if rank == 2 and self.x2_from == "edges":

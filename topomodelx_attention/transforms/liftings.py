@@ -190,16 +190,38 @@ class _GraphLifting(BaseTransform):
 
     def __init__(
         self,
-        feature_lifting: str = "sum",
+        feature_lifting: str | FeatureLifting = "sum",
         edge_feature_lifting: str | None = None,
         categorical_cardinalities: Sequence[int] | None = None,
         neighborhoods: Iterable[str] | None = None,
         self_loops: str = "raise",
         keep_edge_index: bool = True,
     ) -> None:
-        self.feature_lifting = FeatureLifting(
-            feature_lifting, edge_feature_lifting, categorical_cardinalities
-        )
+        if isinstance(feature_lifting, FeatureLifting):
+            given = [
+                name
+                for name, value in (
+                    ("edge_feature_lifting", edge_feature_lifting),
+                    ("categorical_cardinalities", categorical_cardinalities),
+                )
+                if value is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"feature_lifting is a FeatureLifting, so {' and '.join(given)} must be left "
+                    "out: give them to the FeatureLifting itself (FeatureLifting(method, "
+                    "edge_method, categorical_cardinalities, x2_from=...))"
+                )
+            self.feature_lifting = feature_lifting
+        elif isinstance(feature_lifting, str):
+            self.feature_lifting = FeatureLifting(
+                feature_lifting, edge_feature_lifting, categorical_cardinalities
+            )
+        else:
+            raise TypeError(
+                "feature_lifting must be 'sum', 'mean' or a FeatureLifting (e.g. "
+                f"FeatureLifting(x2_from='edges')), got {type(feature_lifting).__name__}"
+            )
         self.neighborhoods = None if neighborhoods is None else tuple(neighborhoods)
         if self_loops not in ("raise", "drop"):
             raise ValueError(f"self_loops must be 'raise' or 'drop', got {self_loops!r}")
@@ -380,8 +402,12 @@ class CellCycleLifting(_GraphLifting):
         ``"basis"``: a cycle basis (``networkx.cycle_basis``), as TopoBench and TopoX do.
         ``"chordless"``: every chordless cycle up to ``max_cell_length`` — every ring of a
         molecule, also fused ones (a basis may miss one of three rings sharing edges).
-    feature_lifting : {"sum", "mean"}, default="sum"
-        Features of cells without any (see :class:`FeatureLifting`).
+    feature_lifting : {"sum", "mean"} or FeatureLifting, default="sum"
+        Features of cells without any (see :class:`FeatureLifting`). A
+        :class:`FeatureLifting` instance is used as given, e.g.
+        ``FeatureLifting(x2_from="edges")`` for TopoBench's ``x_2 = |B_2|ᵀ x_1``; then
+        ``edge_feature_lifting`` and ``categorical_cardinalities`` belong to it and must be
+        left out here.
     edge_feature_lifting : {"sum", "mean", "concat"}, optional
         Edge features when the graph has no ``edge_attr`` (default: ``feature_lifting``).
     categorical_cardinalities : sequence of int, optional

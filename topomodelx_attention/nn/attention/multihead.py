@@ -12,6 +12,7 @@ projection per rank, calls :meth:`~MultiHeadAttention.attend` on its own concate
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.heads import HeadwiseLinear, merge_heads, split_heads
@@ -480,6 +481,13 @@ class MultiHeadAttention(nn.Module):
     def _check_features(self, x: Tensor, channels: int, name: str) -> None:
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.layout != torch.strided:
+            raise TypeError(
+                f"{name} must be a dense feature matrix, got a sparse {tuple(x.shape)} tensor: the "
+                "arguments are (x_target, x_source, neighborhood); for TopoModelX's Conv order "
+                "(x_source, neighborhood, x_target) use topomodelx_attention.nn.topomodelx."
+                "AttentionConv"
+            )
         if x.dim() != 2 or x.shape[1] != channels:
             raise ValueError(f"{name} must have shape (n, {channels}), got {tuple(x.shape)}")
         if not x.is_floating_point():

@@ -1077,7 +1077,15 @@ class OrderKTokenGT(_TokenModel):
     The vertices of every cell come from the unsigned incidences (``incidence_r``; ring
     boundaries are walked from ``incidence_2`` and ``incidence_1``), so any complex works,
     including hypergraphs (:class:`toponetx.CombinatorialComplex` via
-    :func:`~topomodelx_attention.data.from_toponetx`).
+    :func:`~topomodelx_attention.data.from_toponetx`), **once it carries node identifiers**:
+    with the default ``node_id_dim=16`` the model reads ``data.node_id`` of shape
+    ``(n_0, node_id_dim)`` and raises a ``ValueError`` without it. Write them on every complex
+    before batching with :class:`~topomodelx_attention.transforms.LaplacianNodeId` or
+    :class:`~topomodelx_attention.transforms.OrthogonalRandomNodeId` (both accept a
+    ``ComplexData``; the Laplacian ones come from the vertex adjacency through the rank-1
+    cells, ``incidence_1``), e.g.
+    ``model(OrthogonalRandomNodeId(dim=16)(from_toponetx(complex_)))``, or build the model with
+    ``node_id_dim=0`` (no identifiers: tokens of the same features are then indistinguishable).
 
     Parameters
     ----------
