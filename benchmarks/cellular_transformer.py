@@ -125,7 +125,7 @@ def scaling_table(args, device, dtype) -> None:
             torch.manual_seed(0)
             layer = CellularTransformerLayer(
                 args.channels, heads=args.heads, max_rank=2, attention=attention, kind=kind,
-                num_random_features=args.features,
+                kernel_options={"num_random_features": args.features} if kind == "linear" else None,
             ).to(device, dtype)
             seconds, mib = measure_once(lambda layer=layer: torch.cat(layer(x, neighborhoods, batch, 1)), device)
             if cells <= 20_000:  # repeat small sizes for stable numbers

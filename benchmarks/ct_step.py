@@ -51,6 +51,7 @@ from torch_geometric.data import Batch, Data  # noqa: E402
 from torch_geometric.nn import GINEConv, GPSConv, global_add_pool  # noqa: E402
 from torch_geometric.transforms import AddRandomWalkPE  # noqa: E402
 
+import topomodelx_attention.nn.attention.kernels as kernels_module  # noqa: E402
 import topomodelx_attention.nn.cell.cellular_transformer_layer as layer_module  # noqa: E402
 from topomodelx_attention.data.datasets import load_tu_dataset  # noqa: E402
 from topomodelx_attention.nn.attention import MultiHeadAttention  # noqa: E402
@@ -212,8 +213,8 @@ PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (layer_module.CellularTransformerLayer, "forward"): "layer",
     (layer_module.CellularTransformerLayer, "_pairwise"): "attention block",
     (MultiHeadAttention, "attend"): "attend",
-    (layer_module, "sparse_attention"): "attend",  # the joined sparse arrows (if the layer has them)
-    (layer_module, "_fused_plan"): "plan",  # their index plan, built once per forward
+    (kernels_module, "sparse_attention"): "attend",  # the fused sparse arrows (if the layer has them)
+    (layer_module, "prepare_fused"): "plan",  # their index plan, built once per forward
 }
 
 

@@ -107,9 +107,9 @@ def attention_cost(
 
     Returns ``(attention_ns, floor_ns, entries)`` for one epoch.
     """
-    # Every sparse attention call of the CT layers goes through the core's ``sparse_attention``
-    # (the joined call of all sparse arrows, or one call per arrow): time it there.
-    from topomodelx_attention.nn.cell import cellular_transformer_layer as ct_layer
+    # Every sparse attention call of the CT layers goes through the core's sparse kernel
+    # (the fused call of all sparse arrows, or one call per arrow): time it there.
+    from topomodelx_attention.nn.attention import kernels as ct_layer
 
     calls: list[tuple[torch.Tensor, int, int, int]] = []  # (indices, n_target, n_source, width)
     seconds = [0.0]

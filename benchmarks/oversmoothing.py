@@ -33,7 +33,7 @@ from torch import Tensor
 
 from topomodelx_attention.nn.simplicial import build_stack, mixed_norm, oversmoothing_profile
 
-KINDS = {
+VARIANTS = {
     "pure": ("pure", {}),
     "pure causal": ("pure", {"causal": True}),
     "skip": ("skip", {}),
@@ -44,10 +44,10 @@ KINDS = {
 
 def run(order: int, label: str, args: argparse.Namespace, seed: int) -> tuple[Tensor, Tensor]:
     """Relative residual and ‖X‖ per layer and sequence: two tensors (depth + 1, batch)."""
-    kind, extra = KINDS[label]
+    variant, extra = VARIANTS[label]
     torch.manual_seed(seed)
     x = torch.randn(args.batch, args.tokens, args.channels, dtype=torch.float64)
-    stack = build_stack(kind, args.channels, args.depth, heads=args.heads, order=order, **extra)
+    stack = build_stack(variant, args.channels, args.depth, heads=args.heads, order=order, **extra)
     stack = stack.double()
     relative = oversmoothing_profile(stack, x)
     norms = [mixed_norm(x)]
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---:|---|" + "---:|" * (len(layers) + 1))
     curves: dict[tuple[int, str], list[float]] = {}
     for order in args.orders:
-        for label in KINDS:
+        for label in VARIANTS:
             runs = [run(order, label, args, seed) for seed in range(args.seeds)]
             rel, norms = summarise(
                 torch.cat([r[0] for r in runs], -1), torch.cat([r[1] for r in runs], -1)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         fig, axes = plt.subplots(1, len(args.orders), figsize=(4 * len(args.orders), 3.2))
         axes = [axes] if len(args.orders) == 1 else list(axes)
         for ax, order in zip(axes, args.orders):
-            for label in KINDS:
+            for label in VARIANTS:
                 ys = [
                     max(v, 1e-17) if not math.isnan(v) else float("nan")
                     for v in curves[(order, label)]

@@ -104,7 +104,8 @@ def test_fuzz_cellular_transformer(fuzz_seeds):
         expect = corrupt(batch, key, how, rng)
         model = CellularTransformer(
             [2] * (dim + 1), WIDTH, OUT, n_layers=1, heads=2, attention=attention, kind=kind,
-            attention_dropout=0.0, pe_channels=PE if use_pe else None, num_random_features=8,
+            attention_dropout=0.0, pe_channels=PE if use_pe else None,
+            kernel_options={"num_random_features": 8} if kind == "linear" else None,
         )
         shapes = batch.shape.tolist()
         return f"CT {attention}/{kind} dim={dim} {key}:{how} shapes={shapes}", model, batch, len(items), expect
@@ -126,7 +127,8 @@ def test_fuzz_tokengt(fuzz_seeds):
         key = str(rng.choice(["x", "edge_attr", "node_id"]))
         expect = corrupt(batch, key, how, rng)
         model = TokenGT(2, 2, WIDTH, OUT, n_layers=1, heads=2, node_id_dim=NODE_ID, kind=kind,
-                        edge_tokens=edge_tokens, num_random_features=8)
+                        edge_tokens=edge_tokens,
+                        kernel_options={"num_random_features": 8} if kind == "linear" else None)
         sizes = [g.num_nodes for g in graphs]
         return f"TokenGT {kind}/{edge_tokens} {key}:{how} n={sizes}", model, batch, size, expect
 
@@ -145,7 +147,8 @@ def test_fuzz_order_k_tokengt(fuzz_seeds):
         key = "node_id" if rng.integers(4) == 0 else f"x_{int(rng.integers(dim + 1))}"
         expect = corrupt(batch, key, how, rng)
         model = OrderKTokenGT([2] * (dim + 1), WIDTH, OUT, n_layers=1, heads=2, node_id_dim=NODE_ID,
-                              kind=kind, identifiers=identifiers, num_random_features=8)
+                              kind=kind, identifiers=identifiers,
+                              kernel_options={"num_random_features": 8} if kind == "linear" else None)
         return f"OrderKTokenGT {kind}/{identifiers} dim={dim} {key}:{how} shapes={batch.shape.tolist()}", model, batch, len(items), expect
 
     run_model_cases(fuzz_seeds, "OrderKTokenGT", make)

@@ -13,7 +13,12 @@ from topomodelx_attention.data.neighborhoods import (
     build_neighborhoods,
     shared_face_counts,
 )
-from topomodelx_attention.data.sparse import empty_sparse, scipy_to_torch, torch_to_scipy
+from topomodelx_attention.data.sparse import (
+    scipy_to_torch,
+    sparsity_pattern,
+    to_coalesced_coo,
+    torch_to_scipy,
+)
 
 __all__ = [
     "NEIGHBORHOODS",
@@ -24,10 +29,11 @@ __all__ = [
     "check_batchable",
     "check_features",
     "collate_complexes",
-    "empty_sparse",
     "from_toponetx",
     "scipy_to_torch",
     "shared_face_counts",
+    "sparsity_pattern",
+    "to_coalesced_coo",
     "to_toponetx",
     "torch_to_scipy",
 ]

@@ -12,7 +12,13 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-__all__ = ["empty_sparse", "has_explicit_zeros", "scipy_to_torch", "torch_to_scipy"]
+__all__ = [
+    "has_explicit_zeros",
+    "scipy_to_torch",
+    "sparsity_pattern",
+    "to_coalesced_coo",
+    "torch_to_scipy",
+]
 
 
 def scipy_to_torch(matrix: sp.spmatrix | sp.sparray, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -66,25 +72,57 @@ def torch_to_scipy(tensor: Tensor) -> sp.csr_matrix:
     return sp.csr_matrix((data, (row, col)), shape=tuple(tensor.shape))
 
 
-def empty_sparse(n_rows: int, n_cols: int, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Return an all-zero coalesced COO tensor (no stored entries).
+def to_coalesced_coo(matrix: Tensor, name: str = "neighborhood") -> Tensor:
+    """Convert a matrix of any torch layout to a coalesced sparse COO matrix.
 
     Parameters
     ----------
-    n_rows, n_cols : int
-        Shape of the matrix.
-    dtype : torch.dtype, default=torch.float32
-        Value dtype.
+    matrix : torch.Tensor, shape = (n_rows, n_cols)
+        Sparse COO / CSR / CSC / BSR / BSC tensor, or a dense tensor (its zero entries are not
+        stored).
+    name : str, default="neighborhood"
+        Name used in error messages.
 
     Returns
     -------
     torch.Tensor, shape = (n_rows, n_cols)
-        Sparse COO tensor with ``nnz == 0``.
+        Coalesced ``torch.sparse_coo`` tensor (the input itself when it already is one).
     """
-    indices = torch.zeros((2, 0), dtype=torch.long)
-    values = torch.zeros(0, dtype=dtype)
+    if not isinstance(matrix, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(matrix).__name__}")
+    if matrix.dim() != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {tuple(matrix.shape)}")
+    if matrix.layout == torch.strided:
+        matrix = matrix.to_sparse()
+    elif matrix.layout != torch.sparse_coo:
+        matrix = matrix.to_sparse_coo()
+    return matrix if matrix.is_coalesced() else matrix.coalesce()
+
+
+def sparsity_pattern(
+    matrix: Tensor, name: str = "neighborhood", dtype: torch.dtype | None = None
+) -> Tensor:
+    """Return the 0/1 pattern of the non-zero entries of a matrix of any torch layout.
+
+    Parameters
+    ----------
+    matrix : torch.Tensor, shape = (n_rows, n_cols)
+        Sparse (any layout) or dense matrix; stored zeros are not part of the pattern.
+    name : str, default="neighborhood"
+        Name used in error messages.
+    dtype : torch.dtype, optional
+        Value dtype of the result (default: that of ``matrix``).
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_rows, n_cols)
+        Coalesced ``torch.sparse_coo`` tensor of ones, no explicit zeros.
+    """
+    coo = to_coalesced_coo(matrix, name)
+    index = coo.indices()[:, coo.values() != 0]
+    ones = torch.ones(index.shape[1], dtype=dtype or coo.dtype, device=index.device)
     return torch.sparse_coo_tensor(
-        indices, values, (n_rows, n_cols), is_coalesced=True, check_invariants=False
+        index, ones, coo.shape, is_coalesced=True, check_invariants=False
     )
 
 

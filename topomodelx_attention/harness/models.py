@@ -902,12 +902,10 @@ def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Modul
     """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples."""
     from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 
-    params = dict(params)
-    categories = info.categorical[0]
     return NSimplicialTransformer(
         in_channels=info.in_channels[0],
         out_channels=info.out_channels,
-        num_categories=None if categories is None else max(categories),
+        categorical=info.categorical[0],
         **params,
     )
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.data import ComplexData
+from topomodelx_attention.data import ComplexData, sparsity_pattern
 
 __all__ = [
     "TOPOBENCH_TRANSFORMS",
@@ -33,17 +33,6 @@ __all__ = [
     "register_topobench_transforms",
     "to_complex_data",
 ]
-
-
-def _pattern(matrix: Tensor) -> Tensor:
-    """0/1 coalesced copy of a sparse matrix (TopoBench incidences may carry signs)."""
-    matrix = matrix.coalesce()
-    indices = matrix.indices()
-    keep = matrix.values() != 0
-    return torch.sparse_coo_tensor(
-        indices[:, keep], torch.ones(int(keep.sum()), dtype=torch.float32, device=indices.device),
-        matrix.shape,
-    ).coalesce()
 
 
 _RANK_NEIGHBORHOODS = (
@@ -203,7 +192,8 @@ def to_complex_data(batch: Any, max_rank: int, neighborhoods: Sequence[str], pe_
         if pe in batch:
             data[pe] = batch[pe]
     for key in neighborhoods:
-        data[key] = _pattern(batch[key])
+        # 0/1 pattern: TopoBench incidences may carry signs
+        data[key] = sparsity_pattern(batch[key], key, torch.float32)
     data.shape = torch.stack(counts, dim=1)
     return data
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from topomodelx_attention.nn.attention import (
-    ATTENTION_KINDS,
+    KERNELS,
     MultiHeadAttention,
     dense_attention,
     merge_heads,
@@ -14,7 +14,7 @@ from topomodelx_attention.nn.attention import (
 )
 
 SIZES = [4, 3, 5]
-KINDS = list(ATTENTION_KINDS)
+KINDS = ["sparse", "dense", "linear"]
 
 
 def _inputs(helpers, gen, channels=8, sizes=SIZES, density=0.5):
@@ -31,6 +31,11 @@ def _module(kind, gen_seed=0, **kw):
     return MultiHeadAttention(8, kind=kind, **kw).double()
 
 
+def _dropout(kind, p):
+    """Attention dropout ``p`` for kernels with weights (the linear kind takes none)."""
+    return {"attention_dropout": p} if KERNELS[kind].has_weights else {}
+
+
 def _forward(module, x, batch, mask, helpers, x_source=None, batch_source=None):
     nb = None
     if module.kind in ("sparse", "dense") and mask is not None:
@@ -38,8 +43,18 @@ def _forward(module, x, batch, mask, helpers, x_source=None, batch_source=None):
     return module(x, x_source, nb, batch, batch_source)
 
 
-def test_attention_kinds_constant():
-    assert set(KINDS) == {"sparse", "dense", "linear"}
+def test_registered_kernels_and_their_capabilities():
+    assert set(KINDS) <= set(KERNELS)
+    flags = {
+        k: (c.needs_neighborhood, c.accepts_bias, c.needs_layout, c.returns_weights, c.has_weights)
+        for k, c in KERNELS.items()
+        if k in KINDS
+    }
+    assert flags == {
+        "sparse": (True, False, False, False, True),
+        "dense": (False, True, True, True, True),
+        "linear": (False, False, True, False, False),
+    }
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -65,7 +80,7 @@ def test_forward_shapes_self_and_cross(helpers, gen, kind):
 @pytest.mark.parametrize("share_qk", [False, True])
 def test_every_parameter_gets_a_gradient(helpers, gen, kind, bias, share_qk):
     x, batch, mask = _inputs(helpers, gen)
-    module = _module(kind, bias=bias, share_qk=share_qk, dropout=0.1)
+    module = _module(kind, bias=bias, share_qk=share_qk, kernel_options=_dropout(kind, 0.1))
     module.train()
     out = _forward(module, x, batch, mask, helpers)
     (out**2).sum().backward()
@@ -82,8 +97,8 @@ def test_every_parameter_gets_a_gradient(helpers, gen, kind, bias, share_qk):
 @pytest.mark.parametrize("kind", KINDS)
 def test_dropout_inactive_in_eval(helpers, gen, kind):
     x, batch, mask = _inputs(helpers, gen)
-    with_dropout = _module(kind, dropout=0.5)
-    without = _module(kind, dropout=0.0)
+    with_dropout = _module(kind, kernel_options=_dropout(kind, 0.5))
+    without = _module(kind)
     without.load_state_dict(with_dropout.state_dict())
     with_dropout.eval()
     without.eval()
@@ -147,13 +162,16 @@ def test_module_targets_without_sources_get_zeros(helpers, gen, kind):
 
 def test_bias_scale_per_head_shared_and_fixed(helpers, gen):
     per_head = MultiHeadAttention(8, heads=4, kind="dense")
-    assert isinstance(per_head.bias_scale, torch.nn.Parameter)
-    assert per_head.bias_scale.shape == (4,)
-    assert torch.equal(per_head.bias_scale.detach(), torch.ones(4))
-    shared = MultiHeadAttention(8, heads=4, kind="dense", bias_scale_per_head=False)
-    assert shared.bias_scale.shape == (1,)
+    assert isinstance(per_head.kernel.bias_scale, torch.nn.Parameter)
+    assert per_head.kernel.bias_scale.shape == (4,)
+    assert torch.equal(per_head.kernel.bias_scale.detach(), torch.ones(4))
+    shared = MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "shared"})
+    assert shared.kernel.bias_scale.shape == (1,)
     fixed = MultiHeadAttention(
-        8, heads=4, kind="dense", learn_bias_scale=False, bias_scale_init=0.0
+        8,
+        heads=4,
+        kind="dense",
+        kernel_options={"learn_bias_scale": False, "bias_scale_init": 0.0},
     )
     assert "kernel.bias_scale" not in dict(fixed.named_parameters())
     assert "kernel.bias_scale" in dict(fixed.named_buffers())
@@ -163,7 +181,7 @@ def test_bias_scale_per_head_shared_and_fixed(helpers, gen):
     a = fixed(x, None, helpers.to_sparse(mask), batch)
     b = fixed(x, None, None, batch)
     torch.testing.assert_close(a, b)
-    assert MultiHeadAttention(8, kind="sparse").bias_scale is None
+    assert not hasattr(MultiHeadAttention(8, kind="sparse").kernel, "bias_scale")
 
 
 def test_dense_neighbourhood_bias_changes_output(helpers, gen):
@@ -177,13 +195,14 @@ def test_dense_neighbourhood_bias_changes_output(helpers, gen):
 def test_linear_redraw_features(helpers, gen):
     x, batch, _ = _inputs(helpers, gen)
     module = _module("linear").eval()
-    assert module.projection.shape == (module.num_random_features, module.head_channels)
+    kernel = module.kernel
+    assert kernel.projection.shape == (kernel.num_random_features, module.head_channels)
     assert "kernel.projection" in module.state_dict()
-    before = module.projection.clone()
+    before = kernel.projection.clone()
     out = module(x, None, None, batch)
     module.redraw_features(generator=torch.Generator().manual_seed(5))
-    assert not torch.equal(module.projection, before)
-    assert module.projection.dtype == torch.float64
+    assert not torch.equal(kernel.projection, before)
+    assert kernel.projection.dtype == torch.float64
     assert not torch.allclose(module(x, None, None, batch), out)
     with pytest.raises(ValueError, match="linear"):
         _module("dense").redraw_features()
@@ -191,25 +210,27 @@ def test_linear_redraw_features(helpers, gen):
 
 def test_linear_redraw_in_training_does_not_store_state(helpers, gen):
     x, batch, _ = _inputs(helpers, gen)
-    module = _module("linear", redraw_features_in_training=True)
-    stored = module.projection.clone()
+    module = _module("linear", kernel_options={"redraw_features_in_training": True})
+    stored = module.kernel.projection.clone()
     module.train()
     a = module(x, None, None, batch)
     b = module(x, None, None, batch)
     assert not torch.allclose(a, b)  # fresh features at every training step
-    assert torch.equal(module.projection, stored)  # ... never written to the module
+    assert torch.equal(module.kernel.projection, stored)  # ... never written to the module
     module.eval()
     torch.testing.assert_close(module(x, None, None, batch), module(x, None, None, batch))
 
 
 def test_num_random_features_and_head_channels(helpers, gen):
-    module = MultiHeadAttention(8, heads=2, kind="linear", num_random_features=7, head_channels=3)
-    assert module.projection.shape == (7, 3)
+    module = MultiHeadAttention(
+        8, heads=2, kind="linear", kernel_options={"num_random_features": 7}, head_channels=3
+    )
+    assert module.kernel.projection.shape == (7, 3)
     assert module.lin_query.out_features == 6
     assert module.lin_value.out_features == 8
     x, batch, _ = _inputs(helpers, gen)
     assert module.double()(x, None, None, batch).shape == (x.shape[0], 8)
-    assert MultiHeadAttention(16, heads=2, kind="linear").num_random_features == 32
+    assert MultiHeadAttention(16, heads=2, kind="linear").kernel.num_random_features == 32
 
 
 def test_projections_reusable_for_general_attention(helpers, gen):
@@ -228,7 +249,7 @@ def test_projections_reusable_for_general_attention(helpers, gen):
     o = module.attend(q, k, split_heads(v_general, 2), nb, batch, batch)
     general = module.project_output(o)
     ref = dense_attention(
-        q, k, split_heads(v_general, 2), batch, batch, bias=nb, bias_scale=module.bias_scale
+        q, k, split_heads(v_general, 2), batch, batch, bias=nb, bias_scale=module.kernel.bias_scale
     )
     torch.testing.assert_close(general, module.lin_out(merge_heads(ref)))
     assert not torch.allclose(general, out)
@@ -258,8 +279,12 @@ def test_module_errors(helpers, gen):
         MultiHeadAttention(8, heads=3)
     with pytest.raises(ValueError, match="share_qk"):
         MultiHeadAttention(8, source_channels=4, share_qk=True)
-    with pytest.raises(ValueError, match="dropout"):
-        MultiHeadAttention(8, dropout=1.0)
+    with pytest.raises(ValueError, match="attention_dropout"):
+        MultiHeadAttention(8, kernel_options={"attention_dropout": 1.0})
+    with pytest.raises(ValueError, match=r"not options of kind='sparse'.*scale"):
+        MultiHeadAttention(8, kernel_options={"num_random_features": 8})
+    with pytest.raises(ValueError, match="never forms"):  # one behaviour: a clear error
+        MultiHeadAttention(8, kind="linear", kernel_options={"attention_dropout": 0.1})
     with pytest.raises(TypeError, match="heads"):
         MultiHeadAttention(8, heads=2.0)
     with pytest.raises(ValueError, match="positive"):

@@ -26,7 +26,7 @@ def _paper_reference(module, xt, xs, n_dense, kind):
     """Hand-written Eq. (2) per head on the split cochains; one complex."""
     outs = []
     wq, wk, wv = module.lin_query.weight, module.lin_key.weight, module.lin_value.weight
-    theta = module.bias_scale
+    theta = getattr(module.kernel, "bias_scale", None)
     for h in range(HEADS):
         xt_h = xt[:, h * D_T // HEADS : (h + 1) * D_T // HEADS]  # X_t^h
         xs_h = xs[:, h * D_S // HEADS : (h + 1) * D_S // HEADS]  # X_s^h
@@ -49,9 +49,8 @@ def test_paper_form_matches_hand_written_eq2(gen, kind):
         source_channels=D_S,
         head_channels=3,
         kind=kind,
-        scale=1.0,
+        kernel_options={"scale": 1.0, **({"bias_scale": "shared"} if kind == "dense" else {})},
         output_projection=False,
-        bias_scale="shared",
     ).double()
     assert module.lin_out is None
     assert isinstance(module.lin_query, HeadwiseLinear)
@@ -60,9 +59,9 @@ def test_paper_form_matches_hand_written_eq2(gen, kind):
     assert module.lin_key.weight.shape == (HEADS, D_S // HEADS, 3)
     assert module.lin_value.weight.shape == (HEADS, D_S // HEADS, D_OUT // HEADS)
     if kind == "dense":
-        assert module.bias_scale.shape == (1,)
+        assert module.kernel.bias_scale.shape == (1,)
         with torch.no_grad():
-            module.bias_scale.fill_(0.7)
+            module.kernel.bias_scale.fill_(0.7)
     xt = torch.randn(5, D_T, generator=gen, dtype=torch.float64)
     xs = torch.randn(7, D_S, generator=gen, dtype=torch.float64)
     n_dense = (torch.rand(5, 7, generator=gen) < 0.5).double()
@@ -77,8 +76,12 @@ def test_paper_form_matches_hand_written_eq2(gen, kind):
 
 def test_scale_one_removes_sqrt_d(gen):
     torch.manual_seed(0)
-    plain = MultiHeadAttention(8, heads=2, kind="dense", neighborhood_bias=False).double()
-    paper = MultiHeadAttention(8, heads=2, kind="dense", neighborhood_bias=False, scale=1.0)
+    plain = MultiHeadAttention(
+        8, heads=2, kind="dense", kernel_options={"neighborhood_bias": False}
+    ).double()
+    paper = MultiHeadAttention(
+        8, heads=2, kind="dense", kernel_options={"neighborhood_bias": False, "scale": 1.0}
+    )
     paper.load_state_dict(plain.state_dict())
     paper = paper.double()
     x = torch.randn(6, 8, generator=gen, dtype=torch.float64)
@@ -92,15 +95,13 @@ def test_scale_one_removes_sqrt_d(gen):
 
 def test_bias_scale_options():
     per_head = MultiHeadAttention(8, heads=4, kind="dense")
-    assert per_head.bias_scale.shape == (4,)
-    shared = MultiHeadAttention(8, heads=4, kind="dense", bias_scale="shared")
-    assert shared.bias_scale.shape == (1,)
-    legacy = MultiHeadAttention(8, heads=4, kind="dense", bias_scale_per_head=False)
-    assert legacy.bias_scale.shape == (1,)
+    assert per_head.kernel.bias_scale.shape == (4,)
+    shared = MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "shared"})
+    assert shared.kernel.bias_scale.shape == (1,)
     with pytest.raises(ValueError, match="bias_scale"):
-        MultiHeadAttention(8, heads=4, kind="dense", bias_scale="per_cell")
-    with pytest.raises(ValueError, match="contradicts"):
-        MultiHeadAttention(8, kind="dense", bias_scale="shared", bias_scale_per_head=True)
+        MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "per_cell"})
+    with pytest.raises(ValueError, match="bias_scale"):  # a dense option on the sparse kind
+        MultiHeadAttention(8, heads=4, kind="sparse", kernel_options={"bias_scale": "shared"})
 
 
 def test_output_projection_false_needs_divisible_inputs():
@@ -112,27 +113,35 @@ def test_output_projection_false_needs_divisible_inputs():
 
 def test_kernels_own_their_options(gen):
     """θ exists only where a θ·N bias is used; injected kernels work like the front door."""
-    assert MultiHeadAttention(8, kind="dense", neighborhood_bias=False).bias_scale is None
+    no_bias = MultiHeadAttention(8, kind="dense", kernel_options={"neighborhood_bias": False})
+    assert no_bias.kernel.bias_scale is None
     assert not any(
         "bias_scale" in n for n, _ in MultiHeadAttention(8, kind="sparse").named_parameters()
     )
-    no_bias = MultiHeadAttention(8, kind="dense", neighborhood_bias=False)
     assert "kernel.bias_scale" not in dict(no_bias.named_parameters())
     x = torch.randn(4, 8, generator=gen)
     with pytest.raises(ValueError, match="no neighbourhood bias"):
         no_bias(x, None, torch.ones(4, 4).to_sparse())
     torch.manual_seed(0)
-    front = MultiHeadAttention(8, heads=2, kind="dense", bias_scale="shared", scale=0.5)
+    front = MultiHeadAttention(
+        8, heads=2, kind="dense", kernel_options={"bias_scale": "shared", "scale": 0.5}
+    )
     torch.manual_seed(0)
-    injected = MultiHeadAttention(8, heads=2, kernel=DenseKernel(2, bias_scale="shared", scale=0.5))
+    injected = MultiHeadAttention(
+        8, heads=2, kernel=DenseKernel(2, 4, bias_scale="shared", scale=0.5)
+    )
     assert injected.kind == "dense"
     nb = (torch.rand(4, 4, generator=gen) < 0.5).float().to_sparse()
     torch.testing.assert_close(injected(x, None, nb), front(x, None, nb))
-    assert MultiHeadAttention(8, kernel=SparseKernel()).kind == "sparse"
+    assert MultiHeadAttention(8, kernel=SparseKernel(1, 8)).kind == "sparse"
     assert MultiHeadAttention(
-        8, kernel=LinearKernel(8, num_random_features=5)
-    ).projection.shape == (5, 8)
+        8, kernel=LinearKernel(1, 8, num_random_features=5)
+    ).kernel.projection.shape == (5, 8)
     with pytest.raises(ValueError, match="kernel is of kind"):
-        MultiHeadAttention(8, kind="dense", kernel=SparseKernel())
+        MultiHeadAttention(8, kind="dense", kernel=SparseKernel(1, 8))
+    with pytest.raises(ValueError, match="heads"):  # a kernel built for other heads
+        MultiHeadAttention(8, heads=2, kernel=SparseKernel(1, 8))
+    with pytest.raises(ValueError, match="prebuilt kernel"):
+        MultiHeadAttention(8, kernel=SparseKernel(1, 8), kernel_options={"scale": 1.0})
     with pytest.raises(TypeError, match="AttentionKernel"):
         MultiHeadAttention(8, kernel=torch.nn.Identity())

@@ -46,7 +46,8 @@ def make_model(attention, kind, **kwargs):
     torch.manual_seed(0)
     defaults = dict(
         in_channels=[3, 3, 3], hidden_channels=16, out_channels=2, n_layers=2, heads=4,
-        attention=attention, kind=kind, attention_dropout=0.0, num_random_features=64,
+        attention=attention, kind=kind, attention_dropout=0.0,
+        kernel_options={"num_random_features": 64} if kind == "linear" else None,
     )
     defaults.update(kwargs)
     return CellularTransformer(**defaults).double().eval()
@@ -104,9 +105,8 @@ def test_sparse_with_all_ones_equals_dense_without_bias():
     sparse = CellularTransformerLayer(8, heads=2, max_rank=1, kind="sparse").double()
     state = {k: v for k, v in dense.state_dict().items() if "bias_scale" not in k}
     sparse.load_state_dict(state)
-    for module in dense.modules():
-        if getattr(module, "bias_scale", None) is not None:
-            module.bias_scale.data.zero_()  # θ = 0: no neighbourhood bias
+    for block in dense.blocks.values():
+        block.kernel.bias_scale.data.zero_()  # θ = 0: no neighbourhood bias
     x = [torch.randn(4, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64)]
     batch = [torch.tensor([0, 0, 1, 1]), torch.tensor([0, 1, 1])]
     blocks = {}
@@ -300,15 +300,17 @@ def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_ran
     batch = [torch.zeros(xr.shape[0], dtype=torch.long) for xr in x]
     structure = layer.prepare(neighborhoods, batch, 1)
     # the fused CPU kernel's plan is built once per batch, for the layer's heads
-    assert structure.fused_plan is not None and structure.fused_plan.heads == 2
-    assert structure.fused_plan.nnz == structure.fused.index_target.shape[0]
-    assert structure.fused_plan.crow_t is not None  # grad enabled: the backward's pattern too
+    plan = structure.fused.plan
+    assert plan is not None and plan.heads == 2
+    assert plan.nnz == structure.fused.index.index_target.shape[0]
+    assert plan.crow_t is not None  # grad enabled: the backward's pattern too
     with torch.no_grad():  # inference: no transposed pattern
-        assert layer.prepare(neighborhoods, batch, 1).fused_plan.crow_t is None
+        assert layer.prepare(neighborhoods, batch, 1).fused.plan.crow_t is None
     got = layer(x, structure)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
-    without_plan = layer(x, replace(structure, fused_plan=None))  # each call builds its own
+    # each call builds its own plan
+    without_plan = layer(x, replace(structure, fused=replace(structure.fused, plan=None)))
     for g, e in zip(without_plan, expected):
         torch.testing.assert_close(g, e)
     # gradients reach every Q/K/V/O projection of the arrows that have cells on both ends

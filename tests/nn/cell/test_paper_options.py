@@ -1,11 +1,9 @@
 """Paper-exact switches of the Cellular Transformer and the robustness fixes (issues 10-12).
 
 Each paper form is checked against a small hand-written dense reference of Eq. 2 / Eq. 3 / Eq. 4
-or against a hand example. Tests of attention-core options that a given core version may not
-have yet (``output_projection``) are skipped by probing ``MultiHeadAttention``'s signature.
+or against a hand example.
 """
 
-import inspect
 import math
 import warnings
 from pathlib import Path
@@ -28,15 +26,6 @@ from topomodelx_attention.nn.cell import (
 )
 from topomodelx_attention.transforms import CellCycleLifting
 
-CORE = inspect.signature(MultiHeadAttention).parameters
-HAS_OUTPUT_PROJECTION = "output_projection" in CORE
-HAS_SHARED_BIAS = "bias_scale" in CORE or "bias_scale_per_head" in CORE
-needs_output_projection = pytest.mark.skipif(
-    not HAS_OUTPUT_PROJECTION, reason="attention core without MultiHeadAttention(output_projection=...)"
-)
-needs_shared_bias = pytest.mark.skipif(
-    not HAS_SHARED_BIAS, reason="attention core without a shared bias scale θ"
-)
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "topomodelx_attention" / "configs" / "model" / "cell"
 KEYS = ("adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2", "adjacency_1",
         "hodge_laplacian_1")
@@ -99,7 +88,7 @@ def general_reference(layer, x, neighborhoods, scale, output_projection):
     block = layer.general
     tokens = torch.cat(normed)
     q, k = block.project_query(tokens), block.project_key(tokens)
-    v = torch.cat([lin(xr).reshape(xr.shape[0], layer.heads, -1) for lin, xr in zip(layer.values, normed)])
+    v = torch.cat([lin(xr).reshape(xr.shape[0], layer.heads, -1) for lin, xr in zip(block.values, normed)])
     logits = torch.einsum("thd,shd->hts", q, k) * scale
     logits = logits + big if block.kind == "dense" else logits.masked_fill(big == 0, -math.inf)
     out = torch.einsum("hts,shd->thd", torch.softmax(logits, -1).nan_to_num(0.0), v)
@@ -112,6 +101,11 @@ def build_layer(attention, kind, **kwargs):
     return CellularTransformerLayer(8, heads=2, max_rank=2, attention=attention, kind=kind, **kwargs).double()
 
 
+def paper_kernel(kind, scale=1.0):
+    """Paper kernel options: unscaled logits, one shared θ where the kind has a dense kernel."""
+    return {"scale": scale, **({"bias_scale": "shared"} if kind in ("dense", "mixed") else {})}
+
+
 REFERENCE_COMBOS = [("pairwise", "sparse"), ("pairwise", "dense"), ("pairwise", "mixed"),
                     ("general", "sparse"), ("general", "dense")]
 
@@ -120,7 +114,7 @@ REFERENCE_COMBOS = [("pairwise", "sparse"), ("pairwise", "dense"), ("pairwise", 
 @pytest.mark.parametrize("attention_scale", [None, 1.0])
 def test_layer_matches_dense_reference_of_eq2_eq3(attention, kind, attention_scale):
     data, neighborhoods = one_complex()
-    layer = build_layer(attention, kind, attention_scale=attention_scale)
+    layer = build_layer(attention, kind, kernel_options={"scale": attention_scale})
     x = random_cochains(data, 8)
     scale = 1.0 if attention_scale == 1.0 else 1.0 / math.sqrt(4)
     reference = pairwise_reference if attention == "pairwise" else general_reference
@@ -132,13 +126,12 @@ def test_layer_matches_dense_reference_of_eq2_eq3(attention, kind, attention_sca
     assert not torch.allclose(torch.cat(other), torch.cat(expected))
 
 
-@needs_output_projection
 @pytest.mark.parametrize(("attention", "kind"), REFERENCE_COMBOS)
 def test_paper_heads_without_output_projection_match_reference(attention, kind):
     data, neighborhoods = one_complex()
-    layer = build_layer(attention, kind, attention_scale=1.0, output_projection=False, bias_scale="shared")
+    layer = build_layer(attention, kind, kernel_options=paper_kernel(kind), output_projection=False)
     assert not any("lin_out" in name for name, _ in layer.named_parameters())
-    with_o = build_layer(attention, kind, attention_scale=1.0)
+    with_o = build_layer(attention, kind, kernel_options={"scale": 1.0})
     assert sum(p.numel() for p in layer.parameters()) < sum(p.numel() for p in with_o.parameters())
     x = random_cochains(data, 8)
     reference = pairwise_reference if attention == "pairwise" else general_reference
@@ -146,18 +139,17 @@ def test_paper_heads_without_output_projection_match_reference(attention, kind):
     for got, want in zip(layer(x, neighborhoods), expected):
         torch.testing.assert_close(got, want)
     if attention == "general":  # per-rank values act on each head's own slice (split input)
-        values = layer.values[0]
+        values = layer.general.values[0]
         probe = torch.zeros(1, 8, dtype=torch.float64)
         probe[0, :4] = 1.0  # only head 0's slice
         assert values(probe).reshape(1, 2, 4)[0, 1].abs().max() == 0  # bias=False
 
 
-@needs_shared_bias
 @pytest.mark.parametrize(("attention", "kind"), [("pairwise", "dense"), ("pairwise", "mixed"), ("general", "dense")])
 def test_shared_bias_scale_has_one_theta_per_dense_block(attention, kind):
     data, neighborhoods = one_complex()
     per_head = build_layer(attention, kind)
-    shared = build_layer(attention, kind, bias_scale="shared")
+    shared = build_layer(attention, kind, kernel_options={"bias_scale": "shared"})
     dense_blocks = sum(m.kind == "dense" for m in per_head.modules() if isinstance(m, MultiHeadAttention))
     assert dense_blocks > 0
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
@@ -170,17 +162,18 @@ def test_shared_bias_scale_has_one_theta_per_dense_block(attention, kind):
 
 
 def test_bad_paper_switches():
-    with pytest.raises(ValueError, match="bias_scale"):
-        CellularTransformerLayer(8, heads=2, bias_scale="per_rank")
-    with pytest.raises(ValueError, match="attention_scale"):
-        CellularTransformerLayer(8, heads=2, attention_scale=0.0)
+    with pytest.raises(ValueError, match="bias_scale must be one of"):
+        CellularTransformerLayer(8, heads=2, kind="dense", kernel_options={"bias_scale": "per_rank"})
+    with pytest.raises(ValueError, match=r"\['bias_scale'\] are not options of kind='sparse'"):
+        CellularTransformerLayer(8, heads=2, kernel_options={"bias_scale": "shared"})
+    with pytest.raises(ValueError, match="scale must be positive"):
+        CellularTransformerLayer(8, heads=2, kernel_options={"scale": 0.0})
     with pytest.raises(ValueError, match="pe_projection"):
         CellularTransformer([3, 3, 3], 8, 2, pe_projection="both")
     with pytest.raises(ValueError, match="cell_embedding"):
         CellularTransformer([3, 3, 3], 8, 2, cell_embedding="edge_sum")
-    if not HAS_OUTPUT_PROJECTION:
-        with pytest.raises(ValueError, match="output_projection"):
-            CellularTransformerLayer(8, heads=2, output_projection=False)
+    with pytest.raises(TypeError, match="output_projection"):
+        CellularTransformerLayer(8, heads=2, output_projection="no")
 
 
 # ---------------------------------------------------------------- model-level switches (Eq. 4, App. A)
@@ -321,9 +314,11 @@ def test_paper_configs_hold_table_3(name):
     assert (p.n_layers, p.hidden_channels, p.ffn_channels, p.heads) == (12, hidden, hidden, heads)
     assert (p.attention_dropout, p.embedding_dropout, p.readout_dropout) == (0.1, 0.0, readout_dropout)
     assert p.readout_layers == readout_layers and p.pooling == "sum" and list(p.readout_ranks) == [0]
-    assert (p.attention_scale, p.output_projection, p.bias_scale, p.final_norm) == (1.0, False, "shared", False)
+    assert (p.kernel_options.scale, p.output_projection, p.final_norm) == (1.0, False, False)
+    # the paper's one shared θ of θ·N, where the config's kind has a dense kernel
+    assert p.kernel_options.get("bias_scale") == ("shared" if p.kind in ("dense", "mixed") else None)
     assert (p.cell_embedding, p.pe_combination, p.pe_projection) == ("vertex_sum", "concat", "shared")
-    if HAS_OUTPUT_PROJECTION and name != "molhiv":  # molhiv (width 768) is too big for a unit test
+    if name != "molhiv":  # molhiv (width 768) is too big for a unit test
         params = OmegaConf.to_container(p)
         params["readout_ranks"] = tuple(params["readout_ranks"])
         torch.manual_seed(0)

@@ -71,7 +71,7 @@ def make_model(kind="dense", edge_tokens="directed", **kwargs) -> TokenGT:
         node_id_dim=NODE_ID_DIM,
         kind=kind,
         edge_tokens=edge_tokens,
-        num_random_features=32,
+        kernel_options={"num_random_features": 32} if kind == "linear" else None,
         outputs=("complex", "node", "edge"),
     )
     defaults.update(kwargs)
@@ -156,7 +156,9 @@ def test_performer_approximates_softmax_on_small_inputs():
                 layer.attention.lin_query.weight.mul_(0.5)
                 layer.attention.lin_key.weight.mul_(0.5)
         torch.manual_seed(1)
-        performer = make_model("linear", outputs=("complex",), num_random_features=features)
+        performer = make_model(
+            "linear", outputs=("complex",), kernel_options={"num_random_features": features}
+        )
         missing = performer.load_state_dict(exact.state_dict(), strict=False)
         assert all(key.endswith("projection") for key in missing.missing_keys)
         with torch.no_grad():
@@ -315,8 +317,8 @@ def test_feature_less_graphs_and_categorical_features():
         n_layers=1,
         heads=2,
         node_id_dim=NODE_ID_DIM,
-        node_cardinalities=[3, 3],
-        edge_cardinalities=[3],
+        categorical=[3, 3],
+        edge_categorical=[3],
     )
     assert torch.isfinite(categorical(coded)).all()
     with pytest.raises(TypeError, match="cardinalities"):

@@ -44,7 +44,7 @@ def make_model(max_rank: int = 2, kind: str = "dense", **kwargs) -> OrderKTokenG
         heads=4,
         node_id_dim=DIM,
         kind=kind,
-        num_random_features=32,
+        kernel_options={"num_random_features": 32} if kind == "linear" else None,
         outputs=("complex", *range(max_rank + 1)),
     )
     defaults.update(kwargs)
@@ -151,7 +151,7 @@ def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
     with torch.no_grad():
         tokengt.graph_token.copy_(order_k.graph_token)
         tokengt.encoder.load_state_dict(order_k.encoder.state_dict())
-        tokengt.heads["complex"].load_state_dict(order_k.heads["complex"].state_dict())
+        tokengt.readouts["complex"].load_state_dict(order_k.readouts["complex"].state_dict())
         tokengt.tokenizer.node_encoder.load_state_dict(order_k.encoders["0"].state_dict())
         tokengt.tokenizer.id_first.weight.copy_(order_k.id_projection.weight)
         tokengt.tokenizer.id_second.weight.zero_()
@@ -198,7 +198,7 @@ def test_ordered_graph_case_matches_tokengt_with_directed_edge_tokens():
         order_k.size_embedding.weight.zero_()  # sizes are fixed per rank on a graph
         tokengt.graph_token.copy_(order_k.graph_token)
         tokengt.encoder.load_state_dict(order_k.encoder.state_dict())
-        tokengt.heads["complex"].load_state_dict(order_k.heads["complex"].state_dict())
+        tokengt.readouts["complex"].load_state_dict(order_k.readouts["complex"].state_dict())
         tokengt.tokenizer.node_encoder.load_state_dict(order_k.encoders["0"].state_dict())
         tokengt.tokenizer.id_first.weight.copy_(order_k.id_projection.weight[:d])
         tokengt.tokenizer.id_second.weight.copy_(order_k.id_projection.weight[d:])

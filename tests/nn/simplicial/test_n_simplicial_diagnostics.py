@@ -56,6 +56,6 @@ def test_relative_residual_is_nan_for_zero_tokens():
     assert torch.isnan(residual_norm(torch.zeros(3, 4), relative=True))
 
 
-def test_build_stack_rejects_unknown_kind():
-    with pytest.raises(ValueError, match="kind"):
+def test_build_stack_rejects_unknown_variant():
+    with pytest.raises(ValueError, match="variant"):
         build_stack("post_norm", 8, 2)

@@ -211,10 +211,14 @@ def test_model_complex_data_batched_equals_unbatched():
 
 def test_model_categorical_inputs_and_errors():
     _seed_modules()
-    model = NSimplicialTransformer(1, 12, 2, n_layers=1, num_categories=10)
+    model = NSimplicialTransformer(2, 12, 2, n_layers=1, categorical=[10, 4])
     sc = _complex_with_isolated_vertex()
-    codes = torch.randint(0, 10, (8, 2))
+    codes = torch.stack([torch.randint(0, 10, (8,)), torch.randint(0, 4, (8,))], dim=1)
     assert model(codes, sc).shape == (1, 2)
+    sequences = torch.stack([torch.randint(0, 10, (3, 5)), torch.randint(0, 4, (3, 5))], dim=-1)
+    assert model(sequences).shape == (3, 2)  # (batch, n, columns): one embedding per token
+    with pytest.raises(ValueError, match="codes outside"):
+        model(torch.full((8, 2), 7), sc)  # column 1 has 4 categories
     with pytest.raises(TypeError, match="category"):
         model(torch.randn(8, 2), sc)
     float_model = NSimplicialTransformer(3, 12, 2, n_layers=1)

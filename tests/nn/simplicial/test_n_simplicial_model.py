@@ -44,7 +44,7 @@ def test_one_row_per_complex_with_empty_and_rankless_complexes(pooling):
     assert batch.num_complexes == 4
     out = model(batch)
     assert out.shape == (4, 2) and torch.isfinite(out).all()
-    empty_row = model.head(torch.zeros(1, 8, dtype=torch.float64))[0]
+    empty_row = model.readout(torch.zeros(1, 8, dtype=torch.float64))[0]
     torch.testing.assert_close(out[1], empty_row)  # nothing pooled: the head of a zero vector
     torch.testing.assert_close(out[3], empty_row)
     for row, data in ((0, full), (2, vertices_only)):  # batched = unbatched
@@ -53,7 +53,7 @@ def test_one_row_per_complex_with_empty_and_rankless_complexes(pooling):
     edges = NSimplicialTransformer(3, 8, 2, n_layers=1, order=1, rank=1, kv_bias=True).double()
     out = edges(batch)
     assert out.shape == (4, 2)
-    torch.testing.assert_close(out[2], edges.head(torch.zeros(1, 8, dtype=torch.float64))[0])
+    torch.testing.assert_close(out[2], edges.readout(torch.zeros(1, 8, dtype=torch.float64))[0])
     torch.testing.assert_close(out[0], edges(full)[0])
 
 

@@ -85,7 +85,7 @@ def test_gradients_reach_the_scorer(router):
 
 def test_router_errors():
     with pytest.raises(ValueError, match="router"):
-        SimplicialRouter(8, 2, 2, kind="learned")
+        SimplicialRouter(8, 2, 2, scorer="learned")
     router = SimplicialRouter(8, 2, 2, heads=2)
     with pytest.raises(ValueError, match="context"):
         router(torch.randn(1, 5, 8))

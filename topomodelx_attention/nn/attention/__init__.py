@@ -7,7 +7,8 @@
 * :mod:`~topomodelx_attention.nn.attention.sparse` / :mod:`~.dense` / :mod:`~.linear`: the
   three attention kinds on projected, head-split tensors (re-exported by
   :mod:`~topomodelx_attention.nn.attention.functional`).
-* :mod:`~topomodelx_attention.nn.attention.kernels`: one module per kind owning its options.
+* :mod:`~topomodelx_attention.nn.attention.kernels`: one module per kind owning its options,
+  registered by kind (:data:`KERNELS`, :func:`register_kernel`) with capability flags.
 * :mod:`~topomodelx_attention.nn.attention.multihead`: :class:`MultiHeadAttention`, the
   projected module (Eq. 2 of the Cellular Transformer paper).
 """
@@ -33,12 +34,16 @@ from topomodelx_attention.nn.attention.functional import (
 )
 from topomodelx_attention.nn.attention.kernels import (
     BIAS_SCALES,
+    KERNELS,
     AttentionKernel,
     DenseKernel,
     LinearKernel,
     SparseKernel,
+    build_kernel,
+    kernel_class,
+    register_kernel,
 )
-from topomodelx_attention.nn.attention.multihead import ATTENTION_KINDS, MultiHeadAttention
+from topomodelx_attention.nn.attention.multihead import MultiGroupAttention, MultiHeadAttention
 from topomodelx_attention.nn.attention.scatter import (
     HAS_TORCH_SCATTER,
     scatter_max,
@@ -47,28 +52,32 @@ from topomodelx_attention.nn.attention.scatter import (
 )
 
 __all__ = [
-    "ATTENTION_KINDS",
     "BIAS_SCALES",
     "HAS_TORCH_SCATTER",
+    "KERNELS",
     "AttentionKernel",
     "DenseKernel",
     "HeadwiseLinear",
     "LinearKernel",
+    "MultiGroupAttention",
     "MultiHeadAttention",
     "NeighborhoodIndex",
     "PaddedLayout",
     "SparseKernel",
     "SparsePlan",
+    "build_kernel",
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
     "favor_features",
+    "kernel_class",
     "linear_attention",
     "merge_heads",
     "neighborhood_index",
     "orthogonal_random_matrix",
     "padded_layout",
     "prepare_neighborhood",
+    "register_kernel",
     "scatter_max",
     "scatter_sum",
     "segment_softmax",

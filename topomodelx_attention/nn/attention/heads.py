@@ -12,11 +12,12 @@ r"""Head handling and input checks shared by every attention kernel.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["HeadwiseLinear", "merge_heads", "split_heads"]
+__all__ = ["HeadwiseLinear", "check_dropout", "merge_heads", "split_heads"]
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -171,10 +172,39 @@ def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
         )
 
 
-def check_dropout(dropout_p: float) -> None:
-    """Raise unless ``0 <= dropout_p < 1``."""
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+def positive_int(value: object, name: str) -> int:
+    """Return ``value`` if it is a positive int; raise ``TypeError`` / ``ValueError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def check_dropout(value: float, name: str = "dropout_p") -> float:
+    """Return ``value`` as a float if it is a dropout probability in ``[0, 1)``.
+
+    The one dropout check of the package: every dropout option of every layer and model
+    (``dropout``, ``attention_dropout``, ``embedding_dropout``, ``drop_path``, ...) goes through
+    it, so a bad value gets the same message everywhere.
+
+    Parameters
+    ----------
+    value : float
+        The probability.
+    name : str, default="dropout_p"
+        Option name used in the error message.
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__}")
+    if not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+    return float(value)
 
 
 def resolve_scale(scale: float | None, head_dim: int) -> float:

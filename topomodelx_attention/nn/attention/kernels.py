@@ -1,44 +1,137 @@
-r"""Attention kernels: the per-kind part of :class:`~.multihead.MultiHeadAttention`.
+r"""Attention kernels: the per-kind part of :class:`~.multihead.MultiHeadAttention`, by name.
 
 A kernel maps projected, head-split queries / keys / values to the attention output
 (:math:`\mathrm{softmax}(\mathrm{scale}\; Q K^\top \star \phi(N)) V`, Eq. 2 of the Cellular
 Transformer paper) and owns exactly the options and parameters of its kind:
 
-* :class:`SparseKernel` (``kind="sparse"``): mask ``N``, attention dropout;
-* :class:`DenseKernel` (``kind="dense"``): all pairs per complex, attention dropout, and the
-  optional :math:`\theta N` bias with its :math:`\theta` (created only when the bias is on);
+* :class:`SparseKernel` (``kind="sparse"``): mask ``N``;
+* :class:`DenseKernel` (``kind="dense"``): all pairs per complex, and the optional
+  :math:`\theta N` bias with its :math:`\theta` (created only when the bias is on);
 * :class:`LinearKernel` (``kind="linear"``): Performer / FAVOR+ random features.
 
-Every kernel takes ``scale`` (``None``: :math:`1/\sqrt{d}`; ``1.0``: the paper's logits).
+Every kernel takes ``heads`` and ``head_channels`` (positional), ``scale`` (``None``:
+:math:`1/\sqrt{d}`; ``1.0``: the paper's logits) and ``attention_dropout``, plus the options
+listed in its :attr:`~AttentionKernel.options`. Kernels are registered by kind
+(:data:`KERNELS`, :func:`register_kernel`); every model that takes ``kind`` builds its kernels
+with :func:`build_kernel` from ``kind`` and one ``kernel_options`` mapping, and reads the
+kernel's capability flags (:attr:`~AttentionKernel.needs_neighborhood`,
+:attr:`~AttentionKernel.accepts_bias`, :attr:`~AttentionKernel.needs_layout`,
+:attr:`~AttentionKernel.returns_weights`, :attr:`~AttentionKernel.has_weights`) instead of
+comparing kind names. A new kernel is one registered subclass; every model can then use it by
+its name.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.dense import dense_attention, dense_attention_weights
+from topomodelx_attention.nn.attention.heads import check_dropout, positive_int
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 from topomodelx_attention.nn.attention.linear import (
     default_num_random_features,
     linear_attention,
     orthogonal_random_matrix,
 )
-from topomodelx_attention.nn.attention.sparse import sparse_attention
+from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_attention
 
-__all__ = ["BIAS_SCALES", "AttentionKernel", "DenseKernel", "LinearKernel", "SparseKernel"]
+__all__ = [
+    "BIAS_SCALES",
+    "COMMON_OPTIONS",
+    "KERNELS",
+    "AttentionKernel",
+    "DenseKernel",
+    "LinearKernel",
+    "SparseKernel",
+    "build_kernel",
+    "kernel_class",
+    "register_kernel",
+]
 
 #: Values of ``bias_scale``: one :math:`\theta` per head, or one shared scalar (the paper's).
 BIAS_SCALES: tuple[str, ...] = ("per_head", "shared")
 
+#: Options every kernel takes (keyword-only), besides the ones of its own ``options``.
+COMMON_OPTIONS: tuple[str, ...] = ("scale", "attention_dropout")
 
-def positive_int(value: object, name: str) -> int:
-    """Return ``value`` if it is a positive int; raise ``TypeError`` / ``ValueError`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be positive, got {value}")
-    return value
+#: Registered kernels by kind (``"sparse"``, ``"dense"``, ``"linear"``, and any added with
+#: :func:`register_kernel`).
+KERNELS: dict[str, type[AttentionKernel]] = {}
+
+
+def register_kernel(cls: type[AttentionKernel]) -> type[AttentionKernel]:
+    """Register a kernel class under its ``kind`` (class decorator).
+
+    Parameters
+    ----------
+    cls : type
+        A subclass of :class:`AttentionKernel` with a non-empty ``kind``.
+
+    Returns
+    -------
+    type
+        ``cls`` itself.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, AttentionKernel)) or not cls.kind:
+        raise TypeError(
+            f"register_kernel takes an AttentionKernel subclass with a kind, got {cls!r}"
+        )
+    if KERNELS.get(cls.kind, cls) is not cls:
+        raise ValueError(
+            f"an attention kernel of kind {cls.kind!r} is already registered "
+            f"({KERNELS[cls.kind].__name__}); give the new kernel another kind"
+        )
+    KERNELS[cls.kind] = cls
+    return cls
+
+
+def kernel_class(kind: str) -> type[AttentionKernel]:
+    """Return the registered kernel class of ``kind`` (a clear error for unknown kinds)."""
+    if kind not in KERNELS:
+        raise ValueError(f"unknown attention kind {kind!r}; registered kinds: {tuple(KERNELS)}")
+    return KERNELS[kind]
+
+
+def build_kernel(
+    kind: str, heads: int, head_channels: int, options: Mapping[str, Any] | None = None
+) -> AttentionKernel:
+    """Build the kernel of ``kind`` from one options mapping.
+
+    Parameters
+    ----------
+    kind : str
+        A registered kind (:data:`KERNELS`).
+    heads : int
+        Number of heads.
+    head_channels : int
+        Query/key dimension per head.
+    options : mapping, optional
+        Keyword options: :data:`COMMON_OPTIONS` and the kernel's own ``options``.
+
+    Returns
+    -------
+    AttentionKernel
+        The kernel.
+
+    Raises
+    ------
+    ValueError
+        For an unknown kind, or an option the kernel does not take (naming the kernel's
+        options).
+    """
+    cls = kernel_class(kind)
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(cls.option_names()))
+    if unknown:
+        raise ValueError(
+            f"kernel_options {unknown} are not options of kind={kind!r}; it takes "
+            f"{cls.option_names()}"
+        )
+    return cls(heads, head_channels, **options)
 
 
 def _check_scale(scale: float | None) -> float | None:
@@ -47,28 +140,63 @@ def _check_scale(scale: float | None) -> float | None:
     return None if scale is None else float(scale)
 
 
-def _check_dropout(dropout: float) -> float:
-    if not 0.0 <= float(dropout) < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-    return float(dropout)
-
-
 class AttentionKernel(nn.Module):
     r"""Base class: attention of one kind on projected, head-split tensors.
 
     Parameters
     ----------
+    heads : int
+        Number of heads.
+    head_channels : int
+        Query/key dimension per head ``d``.
     scale : float, optional
-        Logit scale; ``1 / sqrt(head_dim)`` when ``None``; ``1.0`` gives the paper's Eq. (2)
-        logits :math:`X_t Q (X_s K)^\top` without scaling.
+        Logit scale; ``1 / sqrt(head_channels)`` when ``None``; ``1.0`` gives the paper's
+        Eq. (2) logits :math:`X_t Q (X_s K)^\top` without scaling.
+    attention_dropout : float, default = 0.0
+        Dropout on the attention weights (training only); a kernel without weights
+        (``has_weights = False``) raises for a positive value.
     """
 
-    #: The attention kind (``"sparse"``, ``"dense"`` or ``"linear"``).
-    kind: str = ""
+    #: The attention kind, its name in :data:`KERNELS`.
+    kind: ClassVar[str] = ""
+    #: Keyword options of the kernel besides :data:`COMMON_OPTIONS`.
+    options: ClassVar[tuple[str, ...]] = ()
+    #: ``forward`` requires a neighbourhood (a mask).
+    needs_neighborhood: ClassVar[bool] = False
+    #: ``forward`` may take a neighbourhood as an additive bias :math:`\theta N`.
+    accepts_bias: ClassVar[bool] = False
+    #: Attention runs per complex on padded token sets (batch vectors or a ``layout``).
+    needs_layout: ClassVar[bool] = False
+    #: The kernel has ``weights(...)``: explicit attention probabilities.
+    returns_weights: ClassVar[bool] = False
+    #: The kernel forms attention weights, so ``attention_dropout`` applies.
+    has_weights: ClassVar[bool] = True
 
-    def __init__(self, *, scale: float | None = None) -> None:
+    def __init__(
+        self,
+        heads: int,
+        head_channels: int,
+        *,
+        scale: float | None = None,
+        attention_dropout: float = 0.0,
+    ) -> None:
         super().__init__()
+        self.heads = positive_int(heads, "heads")
+        self.head_channels = positive_int(head_channels, "head_channels")
         self.scale = _check_scale(scale)
+        self.attention_dropout = check_dropout(attention_dropout, "attention_dropout")
+        if self.attention_dropout > 0.0 and not self.has_weights:
+            with_weights = tuple(k for k, c in KERNELS.items() if c.has_weights)
+            raise ValueError(
+                f"attention_dropout={attention_dropout} drops attention weights, which "
+                f"kind={self.kind!r} never forms: set attention_dropout=0 or use one of "
+                f"{with_weights}"
+            )
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """Every keyword option of the kernel: :data:`COMMON_OPTIONS` + ``options``."""
+        return (*COMMON_OPTIONS, *cls.options)
 
     def reset_parameters(self) -> None:
         """Reset the kernel's own parameters (none by default)."""
@@ -111,23 +239,29 @@ class AttentionKernel(nn.Module):
         """
         raise NotImplementedError
 
+    def extra_repr(self) -> str:
+        """Describe the configuration in ``repr``."""
+        options = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.options)
+        common = f"scale={self.scale}, attention_dropout={self.attention_dropout}"
+        return f"{common}, {options}" if options else common
 
+
+@register_kernel
 class SparseKernel(AttentionKernel):
     r"""Softmax over the entries of the neighbourhood ``N`` only (mask; Eq. 2, sparse kind).
 
     Parameters
     ----------
+    heads, head_channels : int
+        Heads and query/key dimension per head.
     scale : float, optional
         Logit scale (``None``: :math:`1/\sqrt{d}`).
-    dropout : float, default = 0.0
+    attention_dropout : float, default = 0.0
         Dropout on the attention weights (training only).
     """
 
     kind = "sparse"
-
-    def __init__(self, *, scale: float | None = None, dropout: float = 0.0) -> None:
-        super().__init__(scale=scale)
-        self.dropout = _check_dropout(dropout)
+    needs_neighborhood = True
 
     def forward(
         self,
@@ -139,8 +273,14 @@ class SparseKernel(AttentionKernel):
         batch_source: Tensor | None = None,
         num_complexes: int | None = None,
         layout: LayoutArg | None = None,
+        *,
+        plan: SparsePlan | None = None,
     ) -> Tensor:
-        """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused)."""
+        """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused).
+
+        ``plan``: the fused CPU kernel's :class:`~.sparse.SparsePlan` of ``neighborhood``,
+        built once per batch (:func:`~.sparse.sparse_plan`).
+        """
         if neighborhood is None:
             raise ValueError(
                 "kind='sparse' needs a neighborhood (n_target, n_source); use kind='dense' "
@@ -152,27 +292,25 @@ class SparseKernel(AttentionKernel):
             value,
             neighborhood,
             scale=self.scale,
-            dropout_p=self.dropout,
+            dropout_p=self.attention_dropout,
             training=self.training,
+            plan=plan,
         )
 
-    def extra_repr(self) -> str:
-        """Describe the configuration in ``repr``."""
-        return f"scale={self.scale}, dropout={self.dropout}"
 
-
+@register_kernel
 class DenseKernel(AttentionKernel):
     r"""All pairs inside every complex, optional :math:`\theta N` bias (Eq. 2, dense kind).
 
     Parameters
     ----------
-    heads : int, default = 1
-        Number of heads (size of a per-head :math:`\theta`).
+    heads, head_channels : int
+        Heads (size of a per-head :math:`\theta`) and query/key dimension per head.
     scale : float, optional
         Logit scale (``None``: :math:`1/\sqrt{d}`).
-    dropout : float, default = 0.0
+    attention_dropout : float, default = 0.0
         Dropout on the attention weights (training only).
-    bias : bool, default = True
+    neighborhood_bias : bool, default = True
         Whether the kernel takes a neighbourhood bias :math:`\theta N`. ``False``: plain
         softmax attention (e.g. TokenGT), no :math:`\theta` is created and passing a
         neighbourhood raises ``ValueError``.
@@ -182,35 +320,39 @@ class DenseKernel(AttentionKernel):
     learn_bias_scale : bool, default = True
         Whether :math:`\theta` is a trainable parameter (else a fixed buffer).
     bias_scale_init : float, default = 1.0
-        Initial value of :math:`\theta`.
+        Initial value of :math:`\theta` (neighbours start with a +1 logit).
     """
 
     kind = "dense"
+    options = ("neighborhood_bias", "bias_scale", "learn_bias_scale", "bias_scale_init")
+    accepts_bias = True
+    needs_layout = True
+    returns_weights = True
 
     def __init__(
         self,
-        heads: int = 1,
+        heads: int,
+        head_channels: int,
         *,
         scale: float | None = None,
-        dropout: float = 0.0,
-        bias: bool = True,
+        attention_dropout: float = 0.0,
+        neighborhood_bias: bool = True,
         bias_scale: str = "per_head",
         learn_bias_scale: bool = True,
         bias_scale_init: float = 1.0,
     ) -> None:
-        super().__init__(scale=scale)
-        heads = positive_int(heads, "heads")
+        super().__init__(heads, head_channels, scale=scale, attention_dropout=attention_dropout)
         if bias_scale not in BIAS_SCALES:
             raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
-        self.dropout = _check_dropout(dropout)
-        self.bias = bool(bias)
+        self.neighborhood_bias = bool(neighborhood_bias)
         self.bias_scale_mode = bias_scale
+        self.learn_bias_scale = bool(learn_bias_scale)
         self.bias_scale_init = float(bias_scale_init)
-        if not self.bias:
+        if not self.neighborhood_bias:
             self.bias_scale = None
         else:
-            theta = torch.empty(heads if bias_scale == "per_head" else 1)
-            if learn_bias_scale:
+            theta = torch.empty(self.heads if bias_scale == "per_head" else 1)
+            if self.learn_bias_scale:
                 self.bias_scale = nn.Parameter(theta)
             else:
                 self.register_buffer("bias_scale", theta)
@@ -233,8 +375,8 @@ class DenseKernel(AttentionKernel):
         if neighborhood is not None:
             if self.bias_scale is None:
                 raise ValueError(
-                    "this dense kernel has no neighbourhood bias (bias=False / "
-                    "neighborhood_bias=False): pass neighborhood=None"
+                    "this dense kernel has no neighbourhood bias (neighborhood_bias=False): "
+                    "pass neighborhood=None"
                 )
             theta = self.bias_scale
         return {
@@ -263,7 +405,7 @@ class DenseKernel(AttentionKernel):
             value,
             batch_target,
             batch_source,
-            dropout_p=self.dropout,
+            dropout_p=self.attention_dropout,
             training=self.training,
             **self._options(neighborhood, num_complexes, layout),
         )
@@ -280,24 +422,38 @@ class DenseKernel(AttentionKernel):
     ) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
         return dense_attention_weights(
-            query, key, batch_target, batch_source, **self._options(neighborhood, num_complexes, layout)
+            query,
+            key,
+            batch_target,
+            batch_source,
+            **self._options(neighborhood, num_complexes, layout),
         )
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
-        bias = f"bias_scale={self.bias_scale_mode!r}" if self.bias else "bias=False"
-        return f"scale={self.scale}, dropout={self.dropout}, {bias}"
+        common = f"scale={self.scale}, attention_dropout={self.attention_dropout}"
+        bias = (
+            f"bias_scale={self.bias_scale_mode!r}"
+            if self.neighborhood_bias
+            else "neighborhood_bias=False"
+        )
+        return f"{common}, {bias}"
 
 
+@register_kernel
 class LinearKernel(AttentionKernel):
     r"""Performer / FAVOR+ approximation of the dense kind without bias (linear kind).
 
+    No attention matrix is formed: ``attention_dropout`` must be 0 and a neighbourhood raises.
+
     Parameters
     ----------
-    head_channels : int
-        Query/key dimension per head ``d`` (columns of the random projection).
+    heads, head_channels : int
+        Heads and query/key dimension per head ``d`` (columns of the random projection).
     scale : float, optional
         Logit scale of the approximated softmax (``None``: :math:`1/\sqrt{d}`).
+    attention_dropout : float, default = 0.0
+        Must be 0 (there are no attention weights to drop).
     num_random_features : int, optional
         Random features ``m``; :func:`default_num_random_features` by default
         (:math:`\max(\lceil d \ln d\rceil, 32)`).
@@ -307,23 +463,27 @@ class LinearKernel(AttentionKernel):
     """
 
     kind = "linear"
+    options = ("num_random_features", "redraw_features_in_training")
+    needs_layout = True
+    has_weights = False
 
     def __init__(
         self,
+        heads: int,
         head_channels: int,
         *,
         scale: float | None = None,
+        attention_dropout: float = 0.0,
         num_random_features: int | None = None,
         redraw_features_in_training: bool = False,
     ) -> None:
-        super().__init__(scale=scale)
-        head_channels = positive_int(head_channels, "head_channels")
+        super().__init__(heads, head_channels, scale=scale, attention_dropout=attention_dropout)
         if num_random_features is None:
-            num_random_features = default_num_random_features(head_channels)
+            num_random_features = default_num_random_features(self.head_channels)
         self.num_random_features = positive_int(num_random_features, "num_random_features")
         self.redraw_features_in_training = bool(redraw_features_in_training)
         self.register_buffer(
-            "projection", orthogonal_random_matrix(self.num_random_features, head_channels)
+            "projection", orthogonal_random_matrix(self.num_random_features, self.head_channels)
         )
 
     @torch.no_grad()
@@ -379,11 +539,4 @@ class LinearKernel(AttentionKernel):
             scale=self.scale,
             num_complexes=num_complexes,
             layout=layout,
-        )
-
-    def extra_repr(self) -> str:
-        """Describe the configuration in ``repr``."""
-        return (
-            f"scale={self.scale}, num_random_features={self.num_random_features}, "
-            f"redraw_features_in_training={self.redraw_features_in_training}"
         )

@@ -12,24 +12,22 @@ projection per rank, calls :meth:`~MultiHeadAttention.attend` on its own concate
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention.heads import HeadwiseLinear, merge_heads, split_heads
-from topomodelx_attention.nn.attention.kernels import (
-    BIAS_SCALES,
-    AttentionKernel,
-    DenseKernel,
-    LinearKernel,
-    SparseKernel,
-    _check_dropout,
+from topomodelx_attention.nn.attention.heads import (
+    HeadwiseLinear,
+    merge_heads,
     positive_int,
+    split_heads,
 )
+from topomodelx_attention.nn.attention.kernels import AttentionKernel, build_kernel
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 
-__all__ = ["ATTENTION_KINDS", "MultiHeadAttention"]
-
-ATTENTION_KINDS: tuple[str, ...] = ("sparse", "dense", "linear")
+__all__ = ["MultiGroupAttention", "MultiHeadAttention"]
 
 
 class MultiHeadAttention(nn.Module):
@@ -39,27 +37,28 @@ class MultiHeadAttention(nn.Module):
         \mathrm{MHA}(X_t, X_s) = \mathrm{Concat}_h\big[\mathrm{softmax}\big(
         \mathrm{scale}\; X_t Q_h (X_s K_h)^\top \star \phi(N)\big) X_s V_h\big]\, O
 
+    The per-kind part is an :class:`~topomodelx_attention.nn.attention.kernels.AttentionKernel`
+    (``self.kernel``), built from ``kind`` and ``kernel_options``
+    (:func:`~topomodelx_attention.nn.attention.kernels.build_kernel`) or passed as ``kernel``:
+
     * ``kind="sparse"``: scores only on the entries of the neighbourhood ``N`` (mask,
       :math:`\star` = Hadamard, :math:`\phi` = identity); ``N`` is required and carries the
       block structure itself (PyG batching makes it block-diagonal); the batch vectors are
       only checked for length.
     * ``kind="dense"``: all pairs inside each complex; if ``N`` is given its values are added as
-      :math:`\theta N` (:math:`\star` = sum) with a learnable :math:`\theta` (one per head by
-      default, initialised to ``bias_scale_init = 1``, so neighbours start with a +1 logit).
-      ``neighborhood_bias=False`` gives plain softmax attention without any :math:`\theta`.
-    * ``kind="linear"``: Performer / FAVOR+ approximation of the dense kind (no bias; passing
-      ``N`` raises ``ValueError``; attention dropout does not apply since no attention matrix is
-      formed).
+      :math:`\theta N` (:math:`\star` = sum) with a learnable :math:`\theta` (kernel options
+      ``neighborhood_bias``, ``bias_scale``, ``learn_bias_scale``, ``bias_scale_init``).
+    * ``kind="linear"``: Performer / FAVOR+ approximation of the dense kind (no bias, no
+      attention weights; kernel options ``num_random_features``,
+      ``redraw_features_in_training``).
 
-    The per-kind part is an :class:`~topomodelx_attention.nn.attention.kernels.AttentionKernel`
-    (``self.kernel``) built from ``kind`` and the kind's options, or passed as ``kernel``.
-
-    Paper-exact switches (Cellular Transformer, Eq. 2 and §4.2.1; defaults unchanged):
-    ``scale=1.0`` (logits without :math:`1/\sqrt{d}`), ``output_projection=False`` (the
-    paper's multi-head attention: the target and source cochains are split into ``heads``
-    pieces of smaller dimension, one single-head attention per pair of pieces with its own
-    :math:`Q_h, K_h, V_h`, outputs concatenated, no :math:`O`), ``bias_scale="shared"`` (one
-    scalar :math:`\theta`).
+    Every kernel takes the options ``scale`` (``None``: :math:`1/\sqrt{d}`) and
+    ``attention_dropout``. Paper-exact switches (Cellular Transformer, Eq. 2 and §4.2.1;
+    defaults unchanged): ``kernel_options={"scale": 1.0}`` (logits without :math:`1/\sqrt{d}`),
+    ``output_projection=False`` (the paper's multi-head attention: the target and source
+    cochains are split into ``heads`` pieces of smaller dimension, one single-head attention
+    per pair of pieces with its own :math:`Q_h, K_h, V_h`, outputs concatenated, no :math:`O`),
+    ``kernel_options={"bias_scale": "shared"}`` (one scalar :math:`\theta`, dense kind).
 
     Tokens of different complexes (given by the sorted batch vectors, or a precomputed
     layout) never attend to each other; a target without sources outputs ``O``'s bias (zeros
@@ -79,45 +78,25 @@ class MultiHeadAttention(nn.Module):
         Channels ``d_s`` of the source features (keys/values); ``in_channels`` by default.
     head_channels : int, optional
         Query/key dimension per head; ``out_channels // heads`` by default.
-    kind : {"sparse", "dense", "linear"}, optional
-        Attention kind (``"sparse"`` by default, or the kind of ``kernel``).
+    kind : str, optional
+        Attention kind, a registered kernel (:data:`~.kernels.KERNELS`: ``"sparse"``,
+        ``"dense"``, ``"linear"``, ...); ``"sparse"`` by default, or the kind of ``kernel``.
+    kernel_options : mapping, optional
+        Options of the kernel of ``kind`` (``scale``, ``attention_dropout`` and the kernel's
+        own ``options``); an option the kernel does not take raises ``ValueError``.
     kernel : AttentionKernel, optional
-        A prebuilt kernel (:class:`~.kernels.SparseKernel`, :class:`~.kernels.DenseKernel`,
-        :class:`~.kernels.LinearKernel`); then the kernel options below must keep their
-        defaults.
+        A prebuilt kernel with ``heads`` heads of ``head_channels`` channels (then
+        ``kernel_options`` must be empty).
     bias : bool, default = False
         Bias in the Q/K/V/O projections (the paper uses none "for simplicity").
-    dropout : float, default = 0.0
-        Dropout on the attention weights (training only; ``sparse`` and ``dense``; ignored by
-        ``linear``).
-    neighborhood_bias : bool, default = True
-        Dense kind: whether a neighbourhood may be passed as the :math:`\theta N` bias. With
-        ``False`` no :math:`\theta` is created (plain softmax attention, e.g. TokenGT).
-    bias_scale : {"per_head", "shared"}, default = "per_head"
-        Dense kind: one :math:`\theta` per head, or one shared scalar (the paper's).
-    learn_bias_scale : bool, default = True
-        Whether :math:`\theta` is a trainable parameter (else a fixed buffer). Dense kind only.
-    bias_scale_per_head : bool, optional
-        Former spelling of ``bias_scale`` (``True`` = ``"per_head"``, ``False`` =
-        ``"shared"``); kept for compatibility.
-    bias_scale_init : float, default = 1.0
-        Initial value of :math:`\theta`.
-    num_random_features : int, optional
-        Random features of the linear kind; :func:`default_num_random_features` by default
-        (:math:`\max(\lceil d \ln d\rceil, 32)` for head dimension ``d``).
-    redraw_features_in_training : bool, default = False
-        Linear kind: draw a fresh projection at every training forward (not stored; the
-        ``projection`` buffer, used in eval mode, only changes via :meth:`redraw_features`).
     share_qk : bool, default = False
         Use the same projection for queries and keys (needs ``source_channels ==
         in_channels``).
     value_projection : bool, default = True
         Whether the module owns the value projection ``V``. ``False`` is for callers that
-        project values themselves and call :meth:`attend` (e.g. the general cellular attention
-        of Eq. 3 with one ``V`` per rank); :meth:`project_value` is then the identity (needs
-        ``source_channels == out_channels``), so no parameter stays unused.
-    scale : float, optional
-        Logit scale; ``1 / sqrt(head_channels)`` by default; ``1.0`` is the paper's Eq. (2).
+        project values themselves and call :meth:`attend` (e.g. :class:`MultiGroupAttention`);
+        :meth:`project_value` is then the identity (needs ``source_channels == out_channels``),
+        so no parameter stays unused.
     output_projection : bool, default = True
         ``True``: full-width Q/K/V projections split into heads, heads merged by the output
         projection ``O`` (standard transformer). ``False``: the paper's split-input multi-head
@@ -137,19 +116,11 @@ class MultiHeadAttention(nn.Module):
         source_channels: int | None = None,
         head_channels: int | None = None,
         kind: str | None = None,
+        kernel_options: Mapping[str, Any] | None = None,
         kernel: AttentionKernel | None = None,
         bias: bool = False,
-        dropout: float = 0.0,
-        neighborhood_bias: bool = True,
-        bias_scale: str = "per_head",
-        learn_bias_scale: bool = True,
-        bias_scale_per_head: bool | None = None,
-        bias_scale_init: float = 1.0,
-        num_random_features: int | None = None,
-        redraw_features_in_training: bool = False,
         share_qk: bool = False,
         value_projection: bool = True,
-        scale: float | None = None,
         output_projection: bool = True,
     ) -> None:
         super().__init__()
@@ -163,14 +134,6 @@ class MultiHeadAttention(nn.Module):
             if source_channels is None
             else positive_int(source_channels, "source_channels")
         )
-        if kernel is not None and not isinstance(kernel, AttentionKernel):
-            raise TypeError(f"kernel must be an AttentionKernel, got {type(kernel).__name__}")
-        if kind is None:
-            kind = "sparse" if kernel is None else kernel.kind
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"unknown attention kind {kind!r}; choose one of {ATTENTION_KINDS}")
-        if kernel is not None and kernel.kind != kind:
-            raise ValueError(f"kind={kind!r} but the kernel is of kind {kernel.kind!r}")
         if out_channels % heads != 0:
             raise ValueError(
                 f"heads={heads} must divide out_channels={out_channels} (values are split into "
@@ -199,114 +162,56 @@ class MultiHeadAttention(nn.Module):
                         f"output_projection=False splits the inputs into heads: heads={heads} "
                         f"must divide {name}={channels}"
                     )
-        if bias_scale_per_head is not None:
-            legacy = "per_head" if bias_scale_per_head else "shared"
-            if bias_scale != "per_head" and bias_scale != legacy:
-                raise ValueError(
-                    f"bias_scale={bias_scale!r} contradicts bias_scale_per_head="
-                    f"{bias_scale_per_head}; pass only bias_scale"
-                )
-            bias_scale = legacy
-        if bias_scale not in BIAS_SCALES:
-            raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
-        if kernel is None:
-            kernel = _build_kernel(
-                kind,
-                heads,
-                head_channels,
-                scale=scale,
-                dropout=dropout,
-                neighborhood_bias=neighborhood_bias,
-                bias_scale=bias_scale,
-                learn_bias_scale=learn_bias_scale,
-                bias_scale_init=bias_scale_init,
-                num_random_features=num_random_features,
-                redraw_features_in_training=redraw_features_in_training,
-            )
-
+        self.kernel = _resolve_kernel(kind, kernel_options, kernel, heads, head_channels)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.source_channels = source_channels
         self.heads = heads
         self.head_channels = head_channels
         self.value_channels = out_channels // heads
-        self.kind = kind
+        self.kind = self.kernel.kind
         self.share_qk = share_qk
         self.output_projection = bool(output_projection)
-        self.kernel = kernel
-
-        def projection(channels: int, head_width: int) -> nn.Module:
-            if output_projection:
-                return nn.Linear(channels, heads * head_width, bias=bias)
-            return HeadwiseLinear(channels, head_width, heads, bias=bias)
-
-        self.lin_query = projection(in_channels, head_channels)
-        self.lin_key = None if share_qk else projection(source_channels, head_channels)
+        self.bias = bool(bias)
+        self.lin_query = self._projection(in_channels, head_channels)
+        self.lin_key = None if share_qk else self._projection(source_channels, head_channels)
         self.lin_value = (
-            projection(source_channels, self.value_channels) if value_projection else None
+            self._projection(source_channels, self.value_channels) if value_projection else None
         )
         self.lin_out = (
             nn.Linear(out_channels, out_channels, bias=bias) if output_projection else None
         )
         self.reset_parameters()
 
-    # ------------------------------------------------------------------------------------------
-    # the kernel's options, readable on the module (compatibility)
-    @property
-    def scale(self) -> float | None:
-        """Logit scale of the kernel (``None``: ``1 / sqrt(head_channels)``)."""
-        return self.kernel.scale
-
-    @property
-    def dropout(self) -> float:
-        """Attention dropout of the kernel (0 for the linear kind)."""
-        return getattr(self.kernel, "dropout", 0.0)
-
-    @property
-    def bias_scale(self) -> Tensor | None:
-        r""":math:`\theta` of the dense kernel's θ·N bias (``None`` without one)."""
-        return getattr(self.kernel, "bias_scale", None)
-
-    @property
-    def projection(self) -> Tensor | None:
-        """FAVOR+ random projection of the linear kernel (``None`` for other kinds)."""
-        return getattr(self.kernel, "projection", None)
-
-    @property
-    def num_random_features(self) -> int | None:
-        """Random features of the linear kernel (``None`` for other kinds)."""
-        return getattr(self.kernel, "num_random_features", None)
-
-    @property
-    def redraw_features_in_training(self) -> bool:
-        """Whether the linear kernel redraws its projection at every training forward."""
-        return getattr(self.kernel, "redraw_features_in_training", False)
+    def _projection(self, channels: int, head_width: int) -> nn.Module:
+        """``channels -> heads * head_width``: full width, or per head (split input)."""
+        if self.output_projection:
+            return nn.Linear(channels, self.heads * head_width, bias=self.bias)
+        return HeadwiseLinear(channels, head_width, self.heads, bias=self.bias)
 
     # ------------------------------------------------------------------------------------------
     def reset_parameters(self) -> None:
         r"""Reset: Xavier-uniform weights, zero biases, the kernel's own parameters."""
         for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out):
-            if isinstance(lin, HeadwiseLinear):
-                lin.reset_parameters()
-            elif lin is not None:
-                nn.init.xavier_uniform_(lin.weight)
-                if lin.bias is not None:
-                    nn.init.zeros_(lin.bias)
+            if lin is not None:
+                _reset_projection(lin)
         self.kernel.reset_parameters()
 
-    def redraw_features(self, generator=None) -> None:
-        """Draw a new FAVOR+ projection into the ``projection`` buffer (linear kind only).
+    def redraw_features(self, generator: torch.Generator | None = None) -> None:
+        """Draw new random features of the kernel (the linear kind's FAVOR+ projection).
 
         Parameters
         ----------
         generator : torch.Generator, optional
             CPU generator for reproducibility.
         """
-        if not isinstance(self.kernel, LinearKernel):
+        redraw = getattr(self.kernel, "redraw_features", None)
+        if redraw is None:
             raise ValueError(
-                f"redraw_features is only defined for kind='linear', not {self.kind!r}"
+                f"redraw_features needs a kernel with random features (kind='linear'), not "
+                f"{self.kind!r}"
             )
-        self.kernel.redraw_features(generator)
+        redraw(generator)
 
     # ------------------------------------------------------------------------------------------
     def _project(self, lin: nn.Module, x: Tensor) -> Tensor:
@@ -462,9 +367,10 @@ class MultiHeadAttention(nn.Module):
             ``[b, h, i, j]``: weight of source ``j`` of complex ``b`` for its target ``i``
             (positions inside the complex, or the layout's slots); zero on padding.
         """
-        if not isinstance(self.kernel, DenseKernel):
+        if not self.kernel.returns_weights:
             raise ValueError(
-                f"attention_weights needs kind='dense' (explicit softmax), not {self.kind!r}"
+                f"attention_weights needs a kernel with explicit weights (kind='dense'), not "
+                f"{self.kind!r}"
             )
         x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
         return self.kernel.weights(
@@ -576,46 +482,178 @@ class MultiHeadAttention(nn.Module):
         return self.project_output(out)
 
     def extra_repr(self) -> str:
-        """Describe the configuration in ``repr(module)``."""
-        extra = f", num_random_features={self.num_random_features}" if self.kind == "linear" else ""
+        """Describe the configuration in ``repr(module)`` (the kernel's options in its own)."""
         return (
             f"{self.in_channels}, {self.out_channels}, heads={self.heads}, kind={self.kind!r}, "
             f"source_channels={self.source_channels}, head_channels={self.head_channels}, "
-            f"dropout={self.dropout}, output_projection={self.output_projection}{extra}"
+            f"output_projection={self.output_projection}"
         )
 
+    @torch.no_grad()
+    def load_from_torch(self, attention: nn.MultiheadAttention) -> None:
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` (same width and heads).
 
-def _build_kernel(
-    kind: str,
+        Both modules then compute the same function (self-attention with the dense kind, no
+        dropout): ``in_proj`` gives Q/K/V, ``out_proj`` gives O.
+
+        Parameters
+        ----------
+        attention : torch.nn.MultiheadAttention
+            Source module with ``embed_dim == in_channels == out_channels`` and the same heads.
+        """
+        d = self.in_channels
+        if attention.embed_dim != d or self.out_channels != d or self.source_channels != d:
+            raise ValueError(
+                f"the torch attention has width {attention.embed_dim}; this module maps "
+                f"{self.in_channels} (source {self.source_channels}) to {self.out_channels}"
+            )
+        if attention.num_heads != self.heads:
+            raise ValueError(
+                f"the torch attention has {attention.num_heads} heads, this module {self.heads}"
+            )
+        if not self.output_projection or self.share_qk or self.lin_value is None:
+            raise ValueError(
+                "load_from_torch needs full-width Q/K/V/O projections (output_projection=True, "
+                "share_qk=False, value_projection=True)"
+            )
+        weight, bias = attention.in_proj_weight, attention.in_proj_bias
+        for i, lin in enumerate((self.lin_query, self.lin_key, self.lin_value)):
+            lin.weight.copy_(weight[i * d : (i + 1) * d])
+            if lin.bias is not None and bias is not None:
+                lin.bias.copy_(bias[i * d : (i + 1) * d])
+        self.lin_out.weight.copy_(attention.out_proj.weight)
+        if self.lin_out.bias is not None and attention.out_proj.bias is not None:
+            self.lin_out.bias.copy_(attention.out_proj.bias)
+
+
+class MultiGroupAttention(MultiHeadAttention):
+    r"""Attention over the union of several token groups with one value projection per group.
+
+    The general cellular attention of Eq. (3) (Cellular Transformer, §4.2.2): the tokens of
+    every group (rank) form one token set; queries and keys are shared by all groups,
+    :math:`Q = X Q`, :math:`K = X K`, while the values of group ``g`` have their own
+    :math:`V_g`; the neighbourhood is a block matrix over the concatenated groups. With
+    ``output_projection=False`` the values of every group are split by heads, as the Q/K
+    projections (:class:`~topomodelx_attention.nn.attention.heads.HeadwiseLinear`).
+
+    Parameters
+    ----------
+    channels : int
+        Width of every group (input and output).
+    heads : int
+        Number of heads (must divide ``channels``).
+    groups : int
+        Number of token groups (own value projections).
+    kind : str, default = "sparse"
+        Registered attention kind.
+    kernel_options : mapping, optional
+        Options of the kernel.
+    bias : bool, default = False
+        Bias in the Q/K/V/O projections.
+    output_projection : bool, default = True
+        As in :class:`MultiHeadAttention`.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        heads: int,
+        groups: int,
+        *,
+        kind: str = "sparse",
+        kernel_options: Mapping[str, Any] | None = None,
+        bias: bool = False,
+        output_projection: bool = True,
+    ) -> None:
+        super().__init__(
+            channels,
+            channels,
+            heads,
+            kind=kind,
+            kernel_options=kernel_options,
+            bias=bias,
+            value_projection=False,
+            output_projection=output_projection,
+        )
+        self.values = nn.ModuleList(
+            self._projection(channels, self.value_channels)
+            for _ in range(positive_int(groups, "groups"))
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Reset the shared Q/K/O, the kernel and every group's value projection."""
+        super().reset_parameters()
+        for lin in getattr(self, "values", ()):  # absent while MultiHeadAttention.__init__ runs
+            _reset_projection(lin)
+
+    def forward(
+        self,
+        x: Sequence[Tensor],
+        neighborhood: Neighborhood | None = None,
+        layout: LayoutArg | None = None,
+    ) -> list[Tensor]:
+        """Attend over the concatenated groups.
+
+        Parameters
+        ----------
+        x : sequence of torch.Tensor
+            ``x[g]`` of shape ``(n_g, channels)`` for every group (0 rows allowed).
+        neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
+            Block neighbourhood on the concatenated tokens, group-major
+            ``(Σ n_g, Σ n_g)`` (mask of the sparse kind, bias of the dense kind).
+        layout : PaddedLayout, optional
+            Padding of the concatenated tokens per complex (dense / linear kinds).
+
+        Returns
+        -------
+        list of torch.Tensor
+            Output of every group, ``(n_g, channels)``.
+        """
+        if len(x) != len(self.values):
+            raise ValueError(f"expected {len(self.values)} token groups, got {len(x)}")
+        tokens = torch.cat(list(x), dim=0)  # group-major: the order of the block neighbourhood
+        value = torch.cat([self._project(lin, xg) for lin, xg in zip(self.values, x)])
+        out = self.attend(
+            self.project_query(tokens), self.project_key(tokens), value, neighborhood, layout=layout
+        )
+        return list(torch.split(self.project_output(out), [xg.shape[0] for xg in x], dim=0))
+
+
+def _reset_projection(lin: nn.Module) -> None:
+    """Xavier-uniform weights, zero bias (:class:`HeadwiseLinear` resets itself per head)."""
+    if isinstance(lin, HeadwiseLinear):
+        lin.reset_parameters()
+        return
+    nn.init.xavier_uniform_(lin.weight)
+    if lin.bias is not None:
+        nn.init.zeros_(lin.bias)
+
+
+def _resolve_kernel(
+    kind: str | None,
+    kernel_options: Mapping[str, Any] | None,
+    kernel: AttentionKernel | None,
     heads: int,
     head_channels: int,
-    *,
-    scale: float | None,
-    dropout: float,
-    neighborhood_bias: bool,
-    bias_scale: str,
-    learn_bias_scale: bool,
-    bias_scale_init: float,
-    num_random_features: int | None,
-    redraw_features_in_training: bool,
 ) -> AttentionKernel:
-    """Build the kernel of ``kind`` with the options that apply to it (others unused)."""
-    if kind == "sparse":
-        return SparseKernel(scale=scale, dropout=dropout)
-    if kind == "dense":
-        return DenseKernel(
-            heads,
-            scale=scale,
-            dropout=dropout,
-            bias=neighborhood_bias,
-            bias_scale=bias_scale,
-            learn_bias_scale=learn_bias_scale,
-            bias_scale_init=bias_scale_init,
+    """Return the kernel of :class:`MultiHeadAttention`: ``kernel`` checked, or built from ``kind``."""
+    if kernel is None:
+        return build_kernel(
+            "sparse" if kind is None else kind, heads, head_channels, kernel_options
         )
-    _check_dropout(dropout)  # accepted and unused: no attention matrix
-    return LinearKernel(
-        head_channels,
-        scale=scale,
-        num_random_features=num_random_features,
-        redraw_features_in_training=redraw_features_in_training,
-    )
+    if not isinstance(kernel, AttentionKernel):
+        raise TypeError(f"kernel must be an AttentionKernel, got {type(kernel).__name__}")
+    if kind is not None and kernel.kind != kind:
+        raise ValueError(f"kind={kind!r} but the kernel is of kind {kernel.kind!r}")
+    if kernel_options:
+        raise ValueError(
+            "kernel_options configure a kernel built from kind=; a prebuilt kernel takes its "
+            f"options itself, got kernel_options={dict(kernel_options)}"
+        )
+    if (kernel.heads, kernel.head_channels) != (heads, head_channels):
+        raise ValueError(
+            f"the kernel has {kernel.heads} heads of {kernel.head_channels} channels, the module "
+            f"{heads} heads of {head_channels} (head_channels)"
+        )
+    return kernel

@@ -13,7 +13,6 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellularTransformerLayer,
     default_tensor_diagram,
     parse_tensor_diagram,
-    to_coalesced_coo,
 )
 
 __all__ = [
@@ -26,6 +25,5 @@ __all__ = [
     "CellularTransformerLayer",
     "default_tensor_diagram",
     "parse_tensor_diagram",
-    "to_coalesced_coo",
     "vertex_membership",
 ]

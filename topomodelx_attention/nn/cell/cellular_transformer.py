@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.data import ComplexData
+from topomodelx_attention.data import ComplexData, sparsity_pattern
 from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     Arrow,
     CellStructure,
     CellularTransformerLayer,
     parse_tensor_diagram,
-    to_coalesced_coo,
 )
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
 from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
@@ -210,16 +210,8 @@ def _pattern_product(left: Tensor, right: Tensor) -> Tensor:
     index = torch.stack([a_row[start[b_row[entry]] + offset], b_col[entry]])
     ones = torch.ones(index.shape[1], dtype=left.dtype, device=index.device)
     shape = (left.shape[0], right.shape[1])
-    return _pattern(torch.sparse_coo_tensor(index, ones, shape, check_invariants=False).coalesce())
-
-
-def _pattern(matrix: Tensor) -> Tensor:
-    """Return the 0/1 pattern (nonzero entries) of a coalesced sparse COO matrix."""
-    index = matrix.indices()[:, matrix.values() != 0]
-    ones = torch.ones(index.shape[1], dtype=matrix.dtype, device=index.device)
-    return torch.sparse_coo_tensor(
-        index, ones, matrix.shape, is_coalesced=True, check_invariants=False
-    )
+    product = torch.sparse_coo_tensor(index, ones, shape, check_invariants=False)
+    return sparsity_pattern(product.coalesce())
 
 
 def vertex_membership(data: ComplexData, rank: int) -> Tensor:
@@ -243,10 +235,10 @@ def vertex_membership(data: ComplexData, rank: int) -> Tensor:
     """
     if int(rank) < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
-    product = _pattern(to_coalesced_coo(data.neighborhood("incidence", 1), "incidence_1"))
+    product = sparsity_pattern(data.neighborhood("incidence", 1), "incidence_1")
     for r in range(2, int(rank) + 1):
         product = _pattern_product(
-            product, to_coalesced_coo(data.neighborhood("incidence", r), f"incidence_{r}")
+            product, sparsity_pattern(data.neighborhood("incidence", r), f"incidence_{r}")
         )
     return product
 
@@ -275,8 +267,15 @@ class CellularTransformer(nn.Module):
         Attention heads.
     attention : {"pairwise", "general"}, default="pairwise"
         Cellular attention mechanism (§4.2).
-    kind : {"sparse", "dense", "mixed", "linear"}, default="sparse"
-        Attention kind (see :class:`CellularTransformerLayer`).
+    kind : str, default="sparse"
+        Attention kernel by name: ``"sparse"``, ``"dense"``, ``"linear"`` (or any registered
+        kernel, :data:`~topomodelx_attention.nn.attention.KERNELS`), or ``"mixed"`` (see
+        :class:`CellularTransformerLayer`).
+    kernel_options : mapping, optional
+        Options of the attention kernel(s), passed down to every layer (see
+        :class:`CellularTransformerLayer`): e.g. ``{"scale": 1.0}`` (the paper's unscaled Eq. 2
+        logits; default ``1/sqrt(d_head)``), ``{"bias_scale": "shared"}`` (the paper's single θ
+        of the dense bias θ·N; default one per head), ``{"num_random_features": 64}`` (linear).
     tensor_diagram : sequence, optional
         Arrows of the tensor diagram (default: the paper's, Figure 2).
     categorical : sequence of (sequence of int or None), optional
@@ -299,8 +298,8 @@ class CellularTransformer(nn.Module):
         FFN width (default ``hidden_channels``).
     dropout : float, default=0.0
         Dropout on the output of every sublayer (attention, FFN) and inside the FFN.
-    attention_dropout : float, default=0.1
-        Dropout on the attention weights (Table 3).
+    attention_dropout : float, default=0.0
+        Dropout on the attention weights (Table 3: 0.1, as the packaged configs).
     embedding_dropout : float, default=0.0
         Dropout on the embedded inputs (Table 3).
     readout_layers : int, default=1
@@ -324,15 +323,9 @@ class CellularTransformer(nn.Module):
         transformers; not in the paper's Appendix A: ``False``).
     bias : bool, default=False
         Bias in the attention projections.
-    num_random_features : int, optional
-        Random features of the ``linear`` kind.
-    attention_scale : float, optional
-        Logit scale (``None``: ``1/sqrt(d_head)``; ``1.0``: the paper's Eq. 2).
     output_projection : bool, default=True
         Output projection ``W_O`` after the heads (``False``: the paper's split-input heads,
         concatenated; see :class:`CellularTransformerLayer`).
-    bias_scale : {"per_head", "shared"}, default="per_head"
-        θ of the dense bias ``θ·N`` per head or one shared scalar (the paper).
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs (``x_r``, ``pe_r``) once per forward
         (:func:`topomodelx_attention.nn.common.check_inputs`).
@@ -348,6 +341,7 @@ class CellularTransformer(nn.Module):
         heads: int = 4,
         attention: str = "pairwise",
         kind: str = "sparse",
+        kernel_options: Mapping[str, Any] | None = None,
         tensor_diagram: Sequence[Arrow | tuple | str] | None = None,
         categorical: Sequence[Sequence[int] | None] | None = None,
         pe_channels: int | None = None,
@@ -356,7 +350,7 @@ class CellularTransformer(nn.Module):
         cell_embedding: str = "own",
         ffn_channels: int | None = None,
         dropout: float = 0.0,
-        attention_dropout: float = 0.1,
+        attention_dropout: float = 0.0,
         embedding_dropout: float = 0.0,
         readout_layers: int = 1,
         readout_dropout: float = 0.0,
@@ -366,10 +360,7 @@ class CellularTransformer(nn.Module):
         outputs: str = "complex",
         final_norm: bool = True,
         bias: bool = False,
-        num_random_features: int | None = None,
-        attention_scale: float | None = None,
         output_projection: bool = True,
-        bias_scale: str = "per_head",
         check_inputs: bool = True,
     ) -> None:
         super().__init__()
@@ -449,15 +440,13 @@ class CellularTransformer(nn.Module):
                 max_rank=self.max_rank,
                 attention=attention,
                 kind=kind,
+                kernel_options=kernel_options,
                 tensor_diagram=self.arrows,
                 ffn_channels=ffn_channels,
                 dropout=dropout,
                 attention_dropout=attention_dropout,
                 bias=bias,
-                num_random_features=num_random_features,
-                attention_scale=attention_scale,
                 output_projection=output_projection,
-                bias_scale=bias_scale,
             )
             for _ in range(int(n_layers))
         )

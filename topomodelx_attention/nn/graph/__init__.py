@@ -24,17 +24,16 @@ from topomodelx_attention.nn.graph.tokengt import (
     random_sign_flip,
 )
 from topomodelx_attention.nn.graph.tokengt_layer import (
-    KINDS,
     LAYOUTS,
     TokenGTEncoder,
     TokenGTLayer,
+    all_pairs_kind,
     drop_path,
 )
 
 __all__ = [
     "EDGE_TOKENS",
     "IDENTIFIERS",
-    "KINDS",
     "LAYOUTS",
     "TOKENGT_OUTPUTS",
     "CellOrderings",
@@ -45,6 +44,7 @@ __all__ = [
     "TokenGTInputs",
     "TokenGTLayer",
     "TokenGTTokenizer",
+    "all_pairs_kind",
     "boundary_cycles",
     "cell_orderings",
     "drop_path",

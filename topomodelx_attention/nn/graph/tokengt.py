@@ -53,17 +53,19 @@ Attention is the shared core's (:mod:`topomodelx_attention.nn.attention`): ``kin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
+from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import cell_orderings
-from topomodelx_attention.nn.graph.tokengt_layer import KINDS, TokenGTEncoder
+from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, all_pairs_kind
 
 __all__ = [
     "EDGE_TOKENS",
@@ -151,13 +153,6 @@ def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_complexes: int, p: f
     )
     keep = keep.bernoulli_(1.0 - p) / (1.0 - p)
     return node_id * keep.index_select(0, batch)
-
-
-def _check_rate(value: float, name: str) -> float:
-    value = float(value)
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
-    return value
 
 
 def _non_negative_int(value: object, name: str) -> int:
@@ -310,9 +305,9 @@ class TokenGTTokenizer(nn.Module):
         One token per column of ``edge_index``, or one per undirected edge with pooled
         identifiers ``[P_u + P_v, P_u + P_v]`` and features averaged over the two directions
         (categorical edge features: taken from the first direction in ``edge_index``).
-    node_cardinalities, edge_cardinalities : sequence of int, optional
-        Categories per column when the features are integer codes (one embedding table per
-        column, summed).
+    categorical, edge_categorical : sequence of int, optional
+        Categories per column when the node / edge features are integer codes (one embedding
+        table per column, summed).
     """
 
     def __init__(
@@ -324,8 +319,8 @@ class TokenGTTokenizer(nn.Module):
         node_id_dim: int,
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
-        node_cardinalities: Sequence[int] | None = None,
-        edge_cardinalities: Sequence[int] | None = None,
+        categorical: Sequence[int] | None = None,
+        edge_categorical: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.in_channels = _non_negative_int(in_channels, "in_channels")
@@ -340,12 +335,12 @@ class TokenGTTokenizer(nn.Module):
         self.hidden_channels = hidden_channels
         self.edge_tokens = edge_tokens
         self.node_encoder = (
-            FeatureEncoder(in_channels, hidden_channels, node_cardinalities, "node features x")
+            FeatureEncoder(in_channels, hidden_channels, categorical, "node features x")
             if in_channels > 0
             else None
         )
         self.edge_encoder = (
-            FeatureEncoder(edge_channels, hidden_channels, edge_cardinalities, "edge_attr")
+            FeatureEncoder(edge_channels, hidden_channels, edge_categorical, "edge_attr")
             if edge_channels > 0
             else None
         )
@@ -499,34 +494,8 @@ def _check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tup
     return outputs
 
 
-#: Constructor options that TokenGT and OrderKTokenGT both pass on to ``_build_common``.
-_COMMON_OPTIONS: tuple[str, ...] = (
-    "n_layers",
-    "heads",
-    "node_id_dim",
-    "kind",
-    "ffn_channels",
-    "dropout",
-    "attention_dropout",
-    "embedding_dropout",
-    "drop_path",
-    "sign_flip",
-    "eigenvector_dropout",
-    "bias",
-    "num_random_features",
-    "redraw_features_in_training",
-    "token_layout",
-    "check_inputs",
-)
-
-
-def _common_options(arguments: dict[str, object]) -> dict[str, object]:
-    """Select the ``_COMMON_OPTIONS`` entries of a constructor's arguments (its ``locals()``)."""
-    return {name: arguments[name] for name in _COMMON_OPTIONS}
-
-
 class _TokenModel(nn.Module):
-    """[graph] token, identifier regularisers, encoder stack and output heads of both models."""
+    """[graph] token, identifier regularisers, encoder stack and readouts of both models."""
 
     def _build_common(
         self,
@@ -538,6 +507,7 @@ class _TokenModel(nn.Module):
         heads: int,
         node_id_dim: int,
         kind: str,
+        kernel_options: Mapping[str, Any] | None,
         ffn_channels: int | None,
         dropout: float,
         attention_dropout: float,
@@ -546,40 +516,36 @@ class _TokenModel(nn.Module):
         sign_flip: bool,
         eigenvector_dropout: float,
         bias: bool,
-        num_random_features: int | None,
-        redraw_features_in_training: bool,
         token_layout: str,
         check_inputs: bool,
     ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        kind = all_pairs_kind(kind)
         self.hidden_channels = hidden_channels
         self.node_id_dim = _non_negative_int(node_id_dim, "node_id_dim")
         self.sign_flip = bool(sign_flip)
         self.check_inputs = bool(check_inputs)
-        self.eigenvector_dropout = _check_rate(eigenvector_dropout, "eigenvector_dropout")
+        self.eigenvector_dropout = check_dropout(eigenvector_dropout, "eigenvector_dropout")
         self.graph_token = nn.Parameter(torch.empty(1, hidden_channels))
         nn.init.normal_(self.graph_token, std=0.02)
-        self.embedding_dropout = nn.Dropout(_check_rate(embedding_dropout, "embedding_dropout"))
+        self.embedding_dropout = nn.Dropout(check_dropout(embedding_dropout, "embedding_dropout"))
         self.encoder = TokenGTEncoder(
             hidden_channels,
             n_layers=n_layers,
             heads=heads,
             ffn_channels=ffn_channels,
             kind=kind,
+            kernel_options=kernel_options,
             dropout=dropout,
             attention_dropout=attention_dropout,
             drop_path=drop_path,
             bias=bias,
-            num_random_features=num_random_features,
-            redraw_features_in_training=redraw_features_in_training,
             final_norm=True,
             token_layout=token_layout,
         )
         self.outputs = outputs
         self.out_channels = out_channels
-        # one linear prediction head per output (a rank r of OrderKTokenGT is keyed "r")
-        self.heads = nn.ModuleDict(
+        # one linear readout per output (a rank r of OrderKTokenGT is keyed "r")
+        self.readouts = nn.ModuleDict(
             {str(o): nn.Linear(hidden_channels, out_channels) for o in outputs}
         )
 
@@ -661,13 +627,13 @@ class _TokenModel(nn.Module):
             )
         )
 
-    def _head(self, name: object) -> nn.Module:
-        if str(name) not in self.heads:
+    def _readout(self, name: object) -> nn.Module:
+        if str(name) not in self.readouts:
             raise ValueError(
                 f"the model has no {name!r} output; build it with outputs including {name!r} "
                 f"(it has {self.outputs})"
             )
-        return self.heads[str(name)]
+        return self.readouts[str(name)]
 
 
 def _graph_batch(data: object, num_nodes: int, device: torch.device) -> tuple[Tensor, int]:
@@ -713,7 +679,7 @@ class TokenGT(_TokenModel):
 
     ``[graph]`` token + node tokens + edge tokens (:class:`TokenGTTokenizer`) → pre-LN
     Transformer (:class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`) → linear
-    heads on the ``[graph]`` token (:meth:`forward`, one row per graph), the node tokens
+    readouts of the ``[graph]`` token (:meth:`forward`, one row per graph), the node tokens
     (:meth:`node_outputs`) or the edge tokens (:meth:`edge_outputs`).
 
     Parameters
@@ -725,7 +691,7 @@ class TokenGT(_TokenModel):
     hidden_channels : int
         Model width :math:`d` (also the width of the type identifiers, A.3.1).
     out_channels : int
-        Output width of every head.
+        Output width of every readout.
     n_layers : int, default = 4
         Encoder layers (the paper: 12).
     heads : int, default = 8
@@ -733,14 +699,19 @@ class TokenGT(_TokenModel):
     node_id_dim : int, default = 16
         Width :math:`d_p` of ``data.node_id`` (paper: 16 for Laplacian eigenvectors, 64 for
         ORF); 0 disables node identifiers.
-    kind : {"dense", "linear"}, default = "dense"
-        Exact softmax attention or Performer FAVOR+ (A.4.3).
+    kind : str, default = "dense"
+        Attention kernel over all tokens: exact softmax (``"dense"``) or Performer FAVOR+
+        (``"linear"``, A.4.3), or another registered kernel without a neighbourhood mask.
+    kernel_options : mapping, optional
+        Options of the kernel (e.g. ``{"num_random_features": 64,
+        "redraw_features_in_training": True}`` for the Performer; ``scale``).
     ffn_channels : int, optional
         MLP width (default ``hidden_channels``, as the paper's Graphormer configuration).
     dropout : float, default = 0.0
         Dropout on the output of every sublayer (attention block, MLP) before the residual sum.
     attention_dropout : float, default = 0.0
-        Dropout on the attention weights (``kind="dense"`` only).
+        Dropout on the attention weights (kernels that form them, ``"dense"``; a positive value
+        with ``"linear"`` raises).
     embedding_dropout : float, default = 0.0
         Dropout on the input tokens.
     drop_path : float, default = 0.0
@@ -757,7 +728,7 @@ class TokenGT(_TokenModel):
         reverse raises ``ValueError``), or one token per undirected edge (pooled
         identifiers; any mix of directions is merged).
     outputs : sequence of {"complex", "node", "edge"}, default = ("complex",)
-        Which predictions the model returns (one linear head each): ``"complex"`` one row per
+        Which predictions the model returns (one linear readout each): ``"complex"`` one row per
         graph (:meth:`forward`), ``"node"`` (:meth:`node_outputs`), ``"edge"``
         (:meth:`edge_outputs`).
     sparse_equivariant_basis : bool, default = False
@@ -765,12 +736,8 @@ class TokenGT(_TokenModel):
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
         ``(i, j)`` leaving ``i``, for ``"undirected"`` every edge at ``i``), an equivariant
         operator that near-orthonormal identifiers on large graphs approximate poorly.
-    node_cardinalities, edge_cardinalities : sequence of int, optional
-        For integer-coded (categorical) node / edge features.
-    num_random_features : int, optional
-        Performer random features (default: the core's choice from the head width).
-    redraw_features_in_training : bool, default = False
-        Fresh Performer features at every training forward.
+    categorical, edge_categorical : sequence of int, optional
+        Categories per column of integer-coded (categorical) node / edge features.
     bias : bool, default = True
         Biases in the attention projections.
     token_layout : {"auto", "packed", "padded"}, default = "auto"
@@ -802,6 +769,7 @@ class TokenGT(_TokenModel):
         heads: int = 8,
         node_id_dim: int = 16,
         kind: str = "dense",
+        kernel_options: Mapping[str, Any] | None = None,
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
@@ -813,10 +781,8 @@ class TokenGT(_TokenModel):
         edge_tokens: str = "directed",
         outputs: Sequence[str] = ("complex",),
         sparse_equivariant_basis: bool = False,
-        node_cardinalities: Sequence[int] | None = None,
-        edge_cardinalities: Sequence[int] | None = None,
-        num_random_features: int | None = None,
-        redraw_features_in_training: bool = False,
+        categorical: Sequence[int] | None = None,
+        edge_categorical: Sequence[int] | None = None,
         bias: bool = True,
         token_layout: str = "auto",
         check_inputs: bool = True,
@@ -832,10 +798,29 @@ class TokenGT(_TokenModel):
             node_id_dim=node_id_dim,
             type_identifiers=type_identifiers,
             edge_tokens=edge_tokens,
-            node_cardinalities=node_cardinalities,
-            edge_cardinalities=edge_cardinalities,
+            categorical=categorical,
+            edge_categorical=edge_categorical,
         )
-        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
+        self._build_common(
+            hidden_channels,
+            out_channels,
+            outputs,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            kernel_options=kernel_options,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
+        )
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
 
     @torch.compiler.disable
@@ -978,11 +963,11 @@ class TokenGT(_TokenModel):
         torch.Tensor, shape = (num_complexes, out_channels)
             One prediction per graph, empty graphs included.
         """
-        head = self._head("complex")
+        readout = self._readout("complex")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
         tokens = self.encode(inputs)
-        return head(tokens.x[: tokens.num_complexes])
+        return readout(tokens.x[: tokens.num_complexes])
 
     def node_outputs(self, data: object) -> Tensor:
         """Node-level predictions from the node tokens (A.4.3).
@@ -997,11 +982,11 @@ class TokenGT(_TokenModel):
         torch.Tensor, shape = (num_nodes, out_channels)
             One prediction per node.
         """
-        head = self._head("node")
+        readout = self._readout("node")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
         tokens = self.encode(inputs)
-        return head(tokens.group(0))
+        return readout(tokens.group(0))
 
     def edge_outputs(self, data: object) -> Tensor:
         """Edge-level predictions from the edge tokens.
@@ -1017,11 +1002,11 @@ class TokenGT(_TokenModel):
             One prediction per column of ``data.edge_index`` (with
             ``edge_tokens="undirected"`` both directions get their edge token's prediction).
         """
-        head = self._head("edge")
+        readout = self._readout("edge")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
         tokens = self.encode(inputs)
-        out = head(tokens.group(1))
+        out = readout(tokens.group(1))
         if tokens.edge_inverse is not None:
             out = out.index_select(0, tokens.edge_inverse)
         return out
@@ -1067,7 +1052,7 @@ class OrderKTokenGT(_TokenModel):
         each with :math:`K` slot gathers. On a graph (ranks 0–1, :math:`K = 2`) this is
         exactly :class:`TokenGT` with ``edge_tokens="directed"``. Cell-level outputs average
         the encoded tokens of each cell (mean over its orderings, an invariant pooling) and
-        apply the head.
+        apply the readout.
     ``identifiers="sum"`` / ``"mean"`` (A.5's cheaper variant)
         One token per cell, :math:`W_r X_\sigma + W_P \sum_{v \in \sigma} P_v + E^{(r)}` (or
         the mean). Inner products of pooled identifiers only count shared vertices, and two
@@ -1095,7 +1080,7 @@ class OrderKTokenGT(_TokenModel):
     hidden_channels : int
         Model width.
     out_channels : int
-        Output width of the heads.
+        Output width of the readouts.
     n_layers : int, default = 4
         Encoder layers.
     heads : int, default = 8
@@ -1103,8 +1088,10 @@ class OrderKTokenGT(_TokenModel):
     node_id_dim : int, default = 16
         Width of ``data.node_id`` (``LaplacianNodeId`` / ``OrthogonalRandomNodeId`` accept a
         ``ComplexData``: identifiers of its 1-skeleton); 0 disables identifiers.
-    kind : {"dense", "linear"}, default = "dense"
-        Exact softmax or Performer attention.
+    kind : str, default = "dense"
+        Attention kernel over all tokens (``"dense"``: exact softmax, ``"linear"``: Performer).
+    kernel_options : mapping, optional
+        Options of the kernel, as in :class:`TokenGT`.
     categorical : sequence of (sequence of int or None), optional
         Per rank: cardinalities of integer-coded feature columns, or ``None`` (float).
     identifiers : {"ordered", "sum", "mean"}, default = "ordered"
@@ -1119,7 +1106,7 @@ class OrderKTokenGT(_TokenModel):
     outputs : sequence of "complex" or int, default = ("complex",)
         Which predictions the model returns: ``"complex"`` one row per complex
         (:meth:`forward`), a rank ``r`` one row per r-cell (:meth:`cell_outputs`).
-    ffn_channels, dropout, attention_dropout, embedding_dropout, drop_path, sign_flip, eigenvector_dropout, num_random_features, redraw_features_in_training, bias, token_layout
+    ffn_channels, dropout, attention_dropout, embedding_dropout, drop_path, sign_flip, eigenvector_dropout, bias, token_layout
         As in :class:`TokenGT`.
     check_inputs : bool, default = True
         Reject NaN / Inf / huge values of ``x_r`` and ``node_id`` once per forward
@@ -1136,6 +1123,7 @@ class OrderKTokenGT(_TokenModel):
         heads: int = 8,
         node_id_dim: int = 16,
         kind: str = "dense",
+        kernel_options: Mapping[str, Any] | None = None,
         categorical: Sequence[Sequence[int] | None] | None = None,
         identifiers: str = "ordered",
         max_cell_size: int = 8,
@@ -1148,8 +1136,6 @@ class OrderKTokenGT(_TokenModel):
         drop_path: float = 0.0,
         sign_flip: bool = True,
         eigenvector_dropout: float = 0.0,
-        num_random_features: int | None = None,
-        redraw_features_in_training: bool = False,
         bias: bool = True,
         token_layout: str = "auto",
         check_inputs: bool = True,
@@ -1198,7 +1184,26 @@ class OrderKTokenGT(_TokenModel):
             if type_identifiers and identifiers == "ordered"
             else None
         )
-        self._build_common(hidden_channels, out_channels, outputs, **_common_options(locals()))
+        self._build_common(
+            hidden_channels,
+            out_channels,
+            outputs,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            kernel_options=kernel_options,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
+        )
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
@@ -1330,15 +1335,15 @@ class OrderKTokenGT(_TokenModel):
         torch.Tensor, shape = (num_complexes, out_channels)
             One prediction per complex, empty complexes included.
         """
-        head = self._head("complex")
+        readout = self._readout("complex")
         tokens = self.encode(data)
-        return head(tokens.x[: tokens.num_complexes])
+        return readout(tokens.x[: tokens.num_complexes])
 
     def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
         """Cell-level predictions of the ranks listed in ``outputs``.
 
         With ordered identifiers a cell has several tokens (orderings): their encoded
-        features are averaged (invariant to the orderings) before the head.
+        features are averaged (invariant to the orderings) before the readout.
 
         Parameters
         ----------
@@ -1362,5 +1367,5 @@ class OrderKTokenGT(_TokenModel):
             h = tokens.group(r)
             if tokens.owners is not None:
                 h = segment_pool(h, tokens.owners[r], data.num_cells(r), "mean")
-            out[r] = self.heads[str(r)](h)
+            out[r] = self.readouts[str(r)](h)
         return out

@@ -17,35 +17,52 @@ last layer. Without dropout this is exactly the computation of
 it (see :meth:`TokenGTLayer.load_from_torch`).
 
 Attention goes through the shared core
-(:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`) with one of its kinds:
-``kind="dense"`` (exact softmax, per complex, padded + SDPA with a key-padding mask) or
-``kind="linear"`` (Performer FAVOR+, A.4.3; linear in the number of tokens). ``dropout`` is
+(:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`) with any of its registered
+kernels that attends to all tokens (no neighbourhood mask): ``kind="dense"`` (exact softmax,
+per complex, padded + SDPA with a key-padding mask) or ``kind="linear"`` (Performer FAVOR+,
+A.4.3; linear in the number of tokens); ``kernel_options`` go to the kernel. ``dropout`` is
 applied to the output of every sublayer (attention block, MLP) before the residual sum,
-``attention_dropout`` to the attention weights (dense kind only).
+``attention_dropout`` to the attention weights (kernels that form them: dense).
 The padding of the token set is computed **once per forward**
 (:func:`~topomodelx_attention.nn.attention.padded_layout`) and shared by every layer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention import MultiHeadAttention, PaddedLayout, padded_layout
+from topomodelx_attention.nn.attention import (
+    KERNELS,
+    MultiHeadAttention,
+    PaddedLayout,
+    kernel_class,
+    padded_layout,
+)
+from topomodelx_attention.nn.attention.heads import check_dropout
 
-__all__ = ["KINDS", "LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "drop_path"]
-
-#: Attention kinds of the shared core TokenGT uses: exact softmax, Performer FAVOR+.
-KINDS: tuple[str, ...] = ("dense", "linear")
+__all__ = ["LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "all_pairs_kind", "drop_path"]
 #: How the encoder stack holds the tokens (see :class:`TokenGTEncoder`).
 LAYOUTS: tuple[str, ...] = ("auto", "packed", "padded")
 
 
-def _rate(value: float, name: str, *, closed: bool = False) -> float:
-    value = float(value)
-    if not (0.0 <= value <= 1.0 if closed else 0.0 <= value < 1.0):
-        raise ValueError(f"{name} must be in [0, 1{']' if closed else ')'}, got {value}")
-    return value
+def all_pairs_kind(kind: str) -> str:
+    """Return ``kind`` if its kernel attends to all tokens of a complex (no neighbourhood mask).
+
+    TokenGT is a plain Transformer (§2): every registered kernel without
+    ``needs_neighborhood`` qualifies (``"dense"``, ``"linear"``, ...).
+    """
+    cls = kernel_class(kind) if kind in KERNELS else None
+    if cls is None or cls.needs_neighborhood:
+        kinds = tuple(k for k, c in KERNELS.items() if not c.needs_neighborhood)
+        raise ValueError(
+            f"kind must be an attention kernel over all tokens of a graph, one of {kinds}; "
+            f"got {kind!r} (TokenGT has no neighbourhood to mask with)"
+        )
+    return kind
 
 
 def drop_path(x: Tensor, batch: Tensor, num_complexes: int, p: float, training: bool) -> Tensor:
@@ -92,22 +109,21 @@ class TokenGTLayer(nn.Module):
         Attention heads (must divide ``channels``).
     ffn_channels : int, optional
         Hidden width of the MLP (default ``channels``, as in the paper's Graphormer setting).
-    kind : {"dense", "linear"}, default = "dense"
-        Exact softmax attention or its FAVOR+ approximation (Performer, A.4.3).
+    kind : str, default = "dense"
+        Attention kernel over all tokens (:func:`all_pairs_kind`): exact softmax
+        (``"dense"``) or its FAVOR+ approximation (``"linear"``, Performer, A.4.3).
+    kernel_options : mapping, optional
+        Options of the kernel (e.g. ``{"num_random_features": 64,
+        "redraw_features_in_training": True}`` for ``"linear"``; ``scale``).
     dropout : float, default = 0.0
         Dropout on the output of each sublayer (attention block, MLP) before the residual sum.
     attention_dropout : float, default = 0.0
-        Dropout on the attention weights (``kind="dense"`` only: linear attention has no
-        weight matrix; a positive value with ``"linear"`` raises).
+        Dropout on the attention weights (kernels that form them: linear attention has no
+        weight matrix, a positive value with ``"linear"`` raises).
     drop_path : float, default = 0.0
         Stochastic-depth rate of this layer (per complex, training only).
     bias : bool, default = True
         Biases in the attention projections.
-    num_random_features : int, optional
-        Random features of the Performer (default: the core's
-        :func:`~topomodelx_attention.nn.attention.default_num_random_features`).
-    redraw_features_in_training : bool, default = False
-        Draw fresh Performer features at every training forward.
     layer_norm_eps : float, default = 1e-5
         LayerNorm epsilon.
     """
@@ -119,23 +135,18 @@ class TokenGTLayer(nn.Module):
         heads: int = 8,
         ffn_channels: int | None = None,
         kind: str = "dense",
+        kernel_options: Mapping[str, Any] | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         drop_path: float = 0.0,
         bias: bool = True,
-        num_random_features: int | None = None,
-        redraw_features_in_training: bool = False,
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        attention_dropout = _rate(attention_dropout, "attention_dropout")
-        if kind == "linear" and attention_dropout > 0.0:
-            raise ValueError(
-                "attention_dropout applies to the attention weights of kind='dense'; linear "
-                "(Performer) attention has none: set attention_dropout=0"
-            )
+        kind = all_pairs_kind(kind)
+        options = {"attention_dropout": attention_dropout, **(kernel_options or {})}
+        if kernel_class(kind).accepts_bias:  # no θ·N bias: TokenGT's attention is unmodified (§2)
+            options.setdefault("neighborhood_bias", False)
         if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
             raise ValueError(f"channels must be a positive int, got {channels!r}")
         ffn_channels = channels if ffn_channels is None else int(ffn_channels)
@@ -143,24 +154,16 @@ class TokenGTLayer(nn.Module):
             raise ValueError(f"ffn_channels must be positive, got {ffn_channels}")
         self.channels = channels
         self.kind = kind
-        self.drop_path = _rate(drop_path, "drop_path")
+        self.drop_path = check_dropout(drop_path, "drop_path")
         self.attention = MultiHeadAttention(
-            channels,
-            channels,
-            heads,
-            kind=kind,
-            bias=bias,
-            dropout=attention_dropout,
-            num_random_features=num_random_features if kind == "linear" else None,
-            redraw_features_in_training=redraw_features_in_training,
-            neighborhood_bias=False,  # no θ·N bias: TokenGT's attention is unmodified (§2)
+            channels, channels, heads, kind=kind, kernel_options=options, bias=bias
         )
         self.norm_attention = nn.LayerNorm(channels, eps=layer_norm_eps)
         self.norm_ffn = nn.LayerNorm(channels, eps=layer_norm_eps)
         self.lin1 = nn.Linear(channels, ffn_channels)
         self.lin2 = nn.Linear(ffn_channels, channels)
         self.activation = nn.GELU()
-        self.dropout = nn.Dropout(_rate(dropout, "dropout"))
+        self.dropout = nn.Dropout(check_dropout(dropout, "dropout"))
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
@@ -201,20 +204,9 @@ class TokenGTLayer(nn.Module):
         layer : torch.nn.TransformerEncoderLayer
             Source layer with the same width, heads and FFN width.
         """
-        d = self.channels
-        attn = self.attention
-        if layer.self_attn.embed_dim != d or layer.linear1.out_features != self.lin1.out_features:
-            raise ValueError("the torch layer has a different width or FFN width")
-        if layer.self_attn.num_heads != attn.heads:
-            raise ValueError("the torch layer has a different number of heads")
-        weight, bias = layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias
-        for i, lin in enumerate((attn.lin_query, attn.lin_key, attn.lin_value)):
-            lin.weight.copy_(weight[i * d : (i + 1) * d])
-            if lin.bias is not None and bias is not None:
-                lin.bias.copy_(bias[i * d : (i + 1) * d])
-        attn.lin_out.weight.copy_(layer.self_attn.out_proj.weight)
-        if attn.lin_out.bias is not None and layer.self_attn.out_proj.bias is not None:
-            attn.lin_out.bias.copy_(layer.self_attn.out_proj.bias)
+        if layer.linear1.out_features != self.lin1.out_features:
+            raise ValueError("the torch layer has a different FFN width")
+        self.attention.load_from_torch(layer.self_attn)
         for mine, theirs in (
             (self.norm_attention, layer.norm1),
             (self.norm_ffn, layer.norm2),
@@ -254,18 +246,16 @@ class TokenGTEncoder(nn.Module):
         Attention heads.
     ffn_channels : int, optional
         MLP hidden width (default ``channels``).
-    kind : {"dense", "linear"}, default = "dense"
-        Attention of every layer.
+    kind : str, default = "dense"
+        Attention kernel of every layer (see :class:`TokenGTLayer`).
+    kernel_options : mapping, optional
+        Options of the kernel.
     dropout, attention_dropout : float, default = 0.0
         As in :class:`TokenGTLayer`.
     drop_path : float, default = 0.0
         Stochastic-depth rate of the last layer (the paper uses 0.1).
     bias : bool, default = True
         Biases in the attention projections.
-    num_random_features : int, optional
-        Performer random features.
-    redraw_features_in_training : bool, default = False
-        Fresh Performer features at every training forward.
     final_norm : bool, default = True
         LayerNorm after the last layer (pre-LN Transformer).
     token_layout : {"auto", "packed", "padded"}, default = "auto"
@@ -282,12 +272,11 @@ class TokenGTEncoder(nn.Module):
         heads: int = 8,
         ffn_channels: int | None = None,
         kind: str = "dense",
+        kernel_options: Mapping[str, Any] | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         drop_path: float = 0.0,
         bias: bool = True,
-        num_random_features: int | None = None,
-        redraw_features_in_training: bool = False,
         final_norm: bool = True,
         token_layout: str = "auto",
         padded_min_fill: float = 0.85,
@@ -297,9 +286,11 @@ class TokenGTEncoder(nn.Module):
             raise ValueError(f"n_layers must be a non-negative int, got {n_layers!r}")
         if token_layout not in LAYOUTS:
             raise ValueError(f"token_layout must be one of {LAYOUTS}, got {token_layout!r}")
-        drop_path = _rate(drop_path, "drop_path")
+        drop_path = check_dropout(drop_path, "drop_path")
         self.token_layout = token_layout
-        self.padded_min_fill = _rate(padded_min_fill, "padded_min_fill", closed=True)
+        if not 0.0 <= float(padded_min_fill) <= 1.0:
+            raise ValueError(f"padded_min_fill must be in [0, 1], got {padded_min_fill}")
+        self.padded_min_fill = float(padded_min_fill)
         rates = [
             drop_path * i / (n_layers - 1) if n_layers > 1 else drop_path for i in range(n_layers)
         ]
@@ -309,12 +300,11 @@ class TokenGTEncoder(nn.Module):
                 heads=heads,
                 ffn_channels=ffn_channels,
                 kind=kind,
+                kernel_options=kernel_options,
                 dropout=dropout,
                 attention_dropout=attention_dropout,
                 drop_path=rate,
                 bias=bias,
-                num_random_features=num_random_features,
-                redraw_features_in_training=redraw_features_in_training,
             )
             for rate in rates
         )

@@ -31,7 +31,7 @@ from topomodelx_attention.nn.simplicial.n_simplicial_transformer_layer import (
 )
 
 __all__ = [
-    "STACK_KINDS",
+    "STACK_VARIANTS",
     "build_stack",
     "mixed_norm",
     "oversmoothing_profile",
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Stack variants of :func:`build_stack`.
-STACK_KINDS = ("pure", "skip", "skip_norm", "transformer")
+STACK_VARIANTS = ("pure", "skip", "skip_norm", "transformer")
 
 
 def mixed_norm(m: Tensor) -> Tensor:
@@ -164,13 +164,13 @@ def oversmoothing_profile(
 
 
 def build_stack(
-    kind: str, channels: int, depth: int, heads: int = 1, order: int = 2, **attention_kwargs: Any
+    variant: str, channels: int, depth: int, heads: int = 1, order: int = 2, **attention_kwargs: Any
 ) -> nn.ModuleList:
     """Build a stack of N-simplicial layers for the over-smoothing experiment of §3.2.
 
     Parameters
     ----------
-    kind : {"pure", "skip", "skip_norm", "transformer"}
+    variant : {"pure", "skip", "skip_norm", "transformer"}
         ``"pure"``: ``X ← Attn(X)`` (the setting of Theorems 3.1/3.4); ``"skip"``:
         ``X ← X + Attn(X)``; ``"skip_norm"``: ``X ← X + Attn(LN(X))``; ``"transformer"``: the full
         pre-norm layer with MLP.
@@ -190,14 +190,14 @@ def build_stack(
     torch.nn.ModuleList
         ``depth`` layers.
     """
-    if kind not in STACK_KINDS:
-        raise ValueError(f"kind must be one of {STACK_KINDS}, got {kind!r}")
+    if variant not in STACK_VARIANTS:
+        raise ValueError(f"variant must be one of {STACK_VARIANTS}, got {variant!r}")
     flags = {
         "pure": {"residual": False, "norm": False, "mlp": False},
         "skip": {"residual": True, "norm": False, "mlp": False},
         "skip_norm": {"residual": True, "norm": True, "mlp": False},
         "transformer": {"residual": True, "norm": True, "mlp": True},
-    }[kind]
+    }[variant]
     return nn.ModuleList(
         NSimplicialTransformerLayer(channels, heads, order, **flags, **attention_kwargs)
         for _ in range(depth)

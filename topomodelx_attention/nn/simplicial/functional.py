@@ -62,6 +62,7 @@ from topomodelx_attention.nn.attention import (
     segment_softmax,
     sparse_attention,
 )
+from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.simplicial.masks import (
     NULL_KEY,
     CausalMask,
@@ -124,8 +125,7 @@ def _validate(
             raise ValueError("all value tensors must have the same number of channels")
     if logit_form not in LOGIT_FORMS:
         raise ValueError(f"logit_form must be one of {LOGIT_FORMS}, got {logit_form!r}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    check_dropout(dropout_p)
     return keys, values
 
 

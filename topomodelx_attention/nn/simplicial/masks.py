@@ -42,6 +42,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
+from topomodelx_attention.data import sparsity_pattern, torch_to_scipy
 from topomodelx_attention.nn.attention import NeighborhoodIndex
 
 __all__ = [
@@ -469,19 +470,6 @@ def simplices_to_tuples(
     return face_sets_to_tuples(face_sets, order, len(tokens), include_lower, self_loops)
 
 
-def _pattern(inc: Tensor) -> sp.csr_matrix:
-    """0/1 SciPy CSR pattern of a (sparse or dense) torch incidence, without explicit zeros."""
-    if inc.is_sparse:
-        inc = inc.coalesce()
-        idx = inc.indices().cpu().numpy()
-        keep = inc.values().detach().cpu().numpy() != 0
-        row, col = idx[0][keep], idx[1][keep]
-    else:
-        row, col = np.nonzero(inc.detach().cpu().numpy())
-    data = np.ones(len(row), dtype=np.float64)
-    return _binarise(sp.csr_matrix((data, (row, col)), shape=tuple(inc.shape)))
-
-
 def _binarise(m: sp.csr_matrix) -> sp.csr_matrix:
     m = sp.csr_matrix(m)
     m.sum_duplicates()
@@ -552,7 +540,7 @@ def complex_data_to_tuples(
         inc = get_key(data, f"incidence_{k}")
         if not isinstance(inc, Tensor):
             break
-        pattern = _pattern(inc)
+        pattern = torch_to_scipy(sparsity_pattern(inc.detach(), "incidence"))
         if chain is None and pattern.shape[0] != num_tokens:
             raise ValueError(
                 f"incidence_{k} has {pattern.shape[0]} rows but there are {num_tokens} "

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.simplicial.functional import (
     MaskLike,
     n_simplicial_attention,
@@ -180,9 +181,8 @@ class NSimplicialAttention(nn.Module):
             raise ValueError(f"order must be >= 1, got {order}")
         if window is not None and router_k is not None:
             raise ValueError("choose either a sliding window or a router, not both")
-        for name, p in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {p}")
+        dropout = check_dropout(dropout, "dropout")
+        attention_dropout = check_dropout(attention_dropout, "attention_dropout")
         if rope and kv_bias and order % 2 == 1:
             raise ValueError(
                 f"rope=True with kv_bias=True needs an even order: for N = {order} the rotations "
@@ -234,7 +234,7 @@ class NSimplicialAttention(nn.Module):
         self.router = None
         if router_k is not None:
             self.router = SimplicialRouter(
-                channels, order, router_k, heads=heads, kind=router, router_dim=router_dim
+                channels, order, router_k, heads=heads, scorer=router, router_dim=router_dim
             )
         self.reset_parameters()
 
@@ -421,5 +421,5 @@ class NSimplicialAttention(nn.Module):
         if self.key_bias is not None:
             parts.append("kv_bias=True")
         if self.router is not None:
-            parts.append(f"router={self.router.kind!r}, router_k={self.router.k}")
+            parts.append(f"router={self.router.scorer!r}, router_k={self.router.k}")
         return ", ".join(parts)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.common import POOLINGS, check_inputs, segment_pool
+from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.simplicial.functional import MaskLike
 from topomodelx_attention.nn.simplicial.masks import (
     TupleIndex,
@@ -47,11 +48,12 @@ class NSimplicialTransformer(nn.Module):
     Parameters
     ----------
     in_channels : int
-        Input feature size (or number of categories per column when ``num_categories`` is set).
+        Input feature columns.
     hidden_channels : int
         Token width inside the stack.
-    out_channels : int
-        Output size of the head.
+    out_channels : int or None
+        Output size of the readout. ``None``: an encoder only, without readout (no parameter
+        that never gets a gradient, e.g. a backbone); use :meth:`encode`.
     n_layers : int, default=2
         Number of layers.
     heads : int, default=1
@@ -62,43 +64,57 @@ class NSimplicialTransformer(nn.Module):
         Tokens → one vector per sequence / complex.
     outputs : {"complex", "tokens"}, default="complex"
         One row per sequence / complex, or per-token outputs ``(..., n, out_channels)``.
-    num_categories : int, optional
-        If set, inputs are long category codes with a trailing column axis — cells ``(n,)`` or
-        ``(n, k)``, sequences ``(batch, n, k)`` — embedded by a shared
-        ``nn.Embedding(num_categories, hidden_channels)`` and summed over the ``k`` columns.
+    categorical : sequence of int, optional
+        Categories per input column: the inputs are then long category codes — cells ``(n,)``
+        or ``(n, in_channels)``, sequences ``(batch, n, in_channels)`` — embedded by one table
+        per column, summed (:class:`~topomodelx_attention.nn.common.FeatureEncoder`).
     rank : int, default=0
         Token rank when ``x`` is a ``ComplexData``.
     include_lower : bool, optional
         Lower-order tuples of a complex (through the key/value bias); default ``kv_bias``.
     self_loops : bool, default=False
         Add ``(i, ..., i)`` tuples on complexes.
+    mlp_ratio, dropout, attention_dropout, activation, kv_bias, causal, window, router_k, router, gating, router_dim, rope, logit_form, rope_base, scale, chunk_size
+        Options of every :class:`~.NSimplicialTransformerLayer` (same defaults). With
+        ``router="paper"`` each layer's router scores with the previous layer's queries and
+        keys (§2.3).
     check_inputs : bool, default=True
         Reject NaN / Inf / huge float inputs once per forward
         (:func:`~topomodelx_attention.nn.common.check_inputs`).
-    **layer_kwargs
-        Forwarded to every :class:`~.NSimplicialTransformerLayer` (``mlp_ratio``, ``dropout``,
-        ``attention_dropout``, ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``,
-        ``gating``, ``rope``, ``chunk_size``, ...). With ``router="paper"`` each layer's router
-        scores with the previous layer's queries and keys (§2.3).
     """
 
     def __init__(
         self,
         in_channels: int,
         hidden_channels: int,
-        out_channels: int,
+        out_channels: int | None,
         *,
         n_layers: int = 2,
         heads: int = 1,
         order: int = 2,
         pooling: str = "mean",
         outputs: str = "complex",
-        num_categories: int | None = None,
+        categorical: Sequence[int] | None = None,
         rank: int = 0,
         include_lower: bool | None = None,
         self_loops: bool = False,
+        mlp_ratio: float = 2.0,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation: str = "gelu",
+        kv_bias: bool = False,
+        causal: bool = False,
+        window: int | Sequence[int] | None = None,
+        router_k: int | Sequence[int] | None = None,
+        router: str = "paper",
+        gating: str = "simplex",
+        router_dim: int = 16,
+        rope: bool = False,
+        logit_form: str | None = None,
+        rope_base: float = 10000.0,
+        scale: float | None = None,
+        chunk_size: int | tuple[int, int] | None = None,
         check_inputs: bool = True,
-        **layer_kwargs: Any,
     ) -> None:
         super().__init__()
         if pooling not in POOLINGS:
@@ -109,40 +125,56 @@ class NSimplicialTransformer(nn.Module):
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.order, self.pooling, self.outputs, self.rank = order, pooling, outputs, rank
         self.check_inputs = bool(check_inputs)
-        self.include_lower = (
-            bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
-        )
+        self.include_lower = bool(kv_bias) if include_lower is None else include_lower
         self.self_loops = self_loops
-        self.causal = bool(layer_kwargs.get("causal", False))
-        if num_categories is not None:
-            self.embedding: nn.Module = nn.Embedding(num_categories, hidden_channels)
-        else:
-            self.embedding = nn.Linear(in_channels, hidden_channels)
+        self.causal = bool(causal)
+        self.embedding = FeatureEncoder(in_channels, hidden_channels, categorical, "x")
         self.layers = nn.ModuleList(
             NSimplicialTransformerLayer(
                 hidden_channels,
                 heads,
                 order,
+                mlp_ratio=mlp_ratio,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                activation=activation,
+                kv_bias=kv_bias,
+                causal=causal,
+                window=window,
+                router_k=router_k,
+                router=router,
+                gating=gating,
+                router_dim=router_dim,
+                rope=rope,
+                logit_form=logit_form,
+                rope_base=rope_base,
+                scale=scale,
+                chunk_size=chunk_size,
                 include_lower=self.include_lower,
                 self_loops=self_loops,
-                **layer_kwargs,
             )
             for _ in range(int(n_layers))
         )
         self.norm = nn.LayerNorm(hidden_channels)
-        self.head = nn.Linear(hidden_channels, out_channels)
+        self.readout = None if out_channels is None else nn.Linear(hidden_channels, out_channels)
+
+    @property
+    def categorical(self) -> bool:
+        """Whether the inputs are category codes."""
+        return self.embedding.cardinalities is not None
 
     def _embed(self, x: Tensor) -> Tensor:
-        if isinstance(self.embedding, nn.Embedding):
-            if x.dtype != torch.long:
-                raise TypeError("num_categories is set: x must hold long category codes")
-            h = self.embedding(x)
-            return h.sum(-2) if x.dim() >= 2 else h
-        if not torch.is_floating_point(x):
+        """Embed cells ``(n, k)`` / ``(n,)`` or sequences ``(batch, n, k)`` (any float dtype)."""
+        if self.categorical and x.is_floating_point():
+            raise TypeError("categorical is set: x must hold long category codes")
+        if not self.categorical and not x.is_floating_point():
             raise TypeError(
-                f"x has dtype {x.dtype}; pass float features or set num_categories for codes"
+                f"x has dtype {x.dtype}; pass float features or set categorical for codes"
             )
-        return self.embedding(x.to(self.embedding.weight.dtype))  # e.g. float64 data
+        if x.dim() == 3:  # sequences: every token embedded alike
+            h = self.embedding(x.reshape(-1, x.shape[-1]))
+            return h.view(*x.shape[:2], h.shape[-1])
+        return self.embedding(x)
 
     def _pool(self, h: Tensor, batch: Tensor | None, num_complexes: int | None) -> Tensor:
         """One row per sequence (3-D ``h``) or per complex (2-D ``h`` with ``batch``)."""
@@ -208,6 +240,75 @@ class NSimplicialTransformer(nn.Module):
         device = x.device if device is None else device
         return self.layers[0].prepare_tuples(tuples, x.shape[0], device=device)
 
+    def _resolve(
+        self,
+        x: Tensor | Any,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None,
+        batch: Tensor | None,
+        positions: Tensor | None,
+        num_complexes: int | None,
+    ) -> tuple[Tensor, TupleIndex | None, Tensor | None, int | None]:
+        """Cells / sequences, prepared tuples, batch and complex count of the call (checked)."""
+        x, data = self._cells(x)
+        if data is not None:
+            if tuples is None:
+                tuples = self.prepare_tuples(data)
+            if batch is None:
+                batch = get_key(data, f"batch_{self.rank}")
+            if num_complexes is None and hasattr(data, "num_complexes"):
+                num_complexes = int(data.num_complexes)
+        if self.check_inputs:
+            check_inputs({f"x_{self.rank}" if tuples is not None else "x": x, "positions": positions})
+        cells = x.dim() <= 2 if self.categorical else x.dim() == 2
+        if cells and tuples is None:
+            raise ValueError(
+                "x of shape (n_cells, channels) is a set of cells: pass tuples (or a "
+                "ComplexData); give sequences as (batch, n, channels)"
+            )
+        if not cells and tuples is not None:
+            raise ValueError("tuples are for cells given as (n_cells, channels), not sequences")
+        if x.dim() not in ((1, 2, 3) if self.categorical else (2, 3)):
+            raise ValueError(f"x has an unsupported shape {tuple(x.shape)}")
+        if tuples is not None and not isinstance(tuples, TupleIndex):
+            tuples = self.prepare_tuples(x, tuples)  # once for all the layers
+        return x, tuples, batch, num_complexes
+
+    def _encode(
+        self, x: Tensor, tuples: TupleIndex | None, mask: MaskLike, positions: Tensor | None
+    ) -> Tensor:
+        h = self._embed(x)
+        context = None  # the previous layer's queries and keys (router="paper", §2.3)
+        for layer in self.layers:
+            h, context = layer(
+                h, tuples=tuples, mask=mask, positions=positions, context=context,
+                return_context=True,
+            )
+        return self.norm(h)
+
+    def encode(
+        self,
+        x: Tensor | Any,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None = None,
+        *,
+        mask: MaskLike = None,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """Token features after the last layer and the final LayerNorm.
+
+        Parameters
+        ----------
+        x, tuples, mask, positions
+            As in :meth:`forward`.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(batch, n, hidden_channels)`` for sequences, ``(n_cells, hidden_channels)`` for
+            cells (the rank-``rank`` cells of a ``ComplexData``).
+        """
+        x, tuples, _, _ = self._resolve(x, tuples, None, positions, None)
+        return self._encode(x, tuples, mask, positions)
+
     def forward(
         self,
         x: Tensor | Any,
@@ -246,37 +347,13 @@ class NSimplicialTransformer(nn.Module):
             ``(num_sequences_or_complexes, out_channels)``, or per-token
             ``(..., n, out_channels)`` with ``outputs="tokens"``.
         """
-        x, data = self._cells(x)
-        if data is not None:
-            if tuples is None:
-                tuples = self.prepare_tuples(data)
-            if batch is None:
-                batch = get_key(data, f"batch_{self.rank}")
-            if num_complexes is None and hasattr(data, "num_complexes"):
-                num_complexes = int(data.num_complexes)
-        if self.check_inputs:
-            check_inputs({f"x_{self.rank}" if tuples is not None else "x": x, "positions": positions})
-        categorical = isinstance(self.embedding, nn.Embedding)
-        cells = x.dim() <= 2 if categorical else x.dim() == 2
-        if cells and tuples is None:
+        if self.readout is None:
             raise ValueError(
-                "x of shape (n_cells, channels) is a set of cells: pass tuples (or a "
-                "ComplexData); give sequences as (batch, n, channels)"
+                "this NSimplicialTransformer was built with out_channels=None (an encoder "
+                "without readout): call encode(x), or build it with out_channels"
             )
-        if not cells and tuples is not None:
-            raise ValueError("tuples are for cells given as (n_cells, channels), not sequences")
-        if x.dim() not in ((1, 2, 3) if categorical else (2, 3)):
-            raise ValueError(f"x has an unsupported shape {tuple(x.shape)}")
-        h = self._embed(x)
-        if tuples is not None and not isinstance(tuples, TupleIndex):
-            tuples = self.prepare_tuples(x, tuples)  # once for all the layers
-        context = None
-        for layer in self.layers:
-            h, context = layer(
-                h, tuples=tuples, mask=mask, positions=positions, context=context,
-                return_context=True,
-            )
-        h = self.norm(h)
+        x, tuples, batch, num_complexes = self._resolve(x, tuples, batch, positions, num_complexes)
+        h = self._encode(x, tuples, mask, positions)
         if self.outputs == "tokens":
-            return self.head(h)
-        return self.head(self._pool(h, batch, num_complexes))
+            return self.readout(h)
+        return self.readout(self._pool(h, batch, num_complexes))

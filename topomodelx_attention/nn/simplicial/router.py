@@ -2,7 +2,7 @@ r"""Top-K simplicial selection routers (§2.3).
 
 §2.3 keeps, for every query ``i``, the top-``K`` keys of a light score so that N-simplicial
 attention visits ``K^N`` tuples per query, ``O(n · K^N · d)`` instead of ``O(n^{N+1} · d)``. Two
-scorers are available (:class:`SimplicialRouter`, ``kind``):
+scorers are available (:class:`SimplicialRouter`, ``scorer``):
 
 ``"paper"`` (default) — the score of §2.3, computed from the **previous layer's** queries and keys
 (one score per key axis ``m``, summed over the ``H`` heads as in the lightning indexer the
@@ -131,7 +131,7 @@ class SimplicialRouter(nn.Module):
         Keys kept per query and key axis.
     heads : int, default=1
         Heads of the attention whose queries/keys the ``"paper"`` scorer reuses.
-    kind : {"paper", "bilinear"}, default="paper"
+    scorer : {"paper", "bilinear"}, default="paper"
         Scorer (see the module docstring).
     router_dim : int, default=16
         Rank ``r`` of the ``"bilinear"`` scorer.
@@ -144,19 +144,19 @@ class SimplicialRouter(nn.Module):
         k: int | Sequence[int],
         *,
         heads: int = 1,
-        kind: str = "paper",
+        scorer: str = "paper",
         router_dim: int = 16,
     ) -> None:
         super().__init__()
         if order < 1:
             raise ValueError(f"order must be >= 1, got {order}")
-        if kind not in ROUTERS:
-            raise ValueError(f"router must be one of {ROUTERS}, got {kind!r}")
+        if scorer not in ROUTERS:
+            raise ValueError(f"router must be one of {ROUTERS}, got {scorer!r}")
         if router_dim < 1:
             raise ValueError(f"router_dim must be >= 1, got {router_dim}")
-        self.channels, self.order, self.k, self.kind = channels, order, _check_k(k, order), kind
+        self.channels, self.order, self.k, self.scorer = channels, order, _check_k(k, order), scorer
         self.heads, self.router_dim = heads, router_dim
-        if kind == "paper":
+        if scorer == "paper":
             self.weight_proj = nn.Linear(channels, order * heads, bias=False)  # w_ih^(m)
         else:
             self.query_proj = nn.Linear(channels, order * router_dim, bias=False)
@@ -164,7 +164,7 @@ class SimplicialRouter(nn.Module):
 
     def _pairs(self, x: Tensor, context: RouterContext | None) -> tuple[Tensor, Tensor, Tensor | None]:
         """Per-axis (query side, key side, head weights): (..., N, [H,] n, r)."""
-        if self.kind == "bilinear":
+        if self.scorer == "bilinear":
             a = self.query_proj(x).unflatten(-1, (self.order, self.router_dim)).movedim(-2, -3)
             b = self.key_proj(x).unflatten(-1, (self.order, self.router_dim)).movedim(-2, -3)
             return a / math.sqrt(self.router_dim), b, None
@@ -239,5 +239,5 @@ class SimplicialRouter(nn.Module):
 
     def extra_repr(self) -> str:
         """Summarise the configuration for ``repr``."""
-        extra = f", dim={self.router_dim}" if self.kind == "bilinear" else f", heads={self.heads}"
-        return f"kind={self.kind!r}, channels={self.channels}, order={self.order}, k={self.k}{extra}"
+        extra = f", dim={self.router_dim}" if self.scorer == "bilinear" else f", heads={self.heads}"
+        return f"scorer={self.scorer!r}, channels={self.channels}, order={self.order}, k={self.k}{extra}"

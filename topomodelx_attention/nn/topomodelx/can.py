@@ -85,8 +85,7 @@ class CellAttentionLayer(nn.Module):
         Inner width of the FFN (default ``out_channels``).
     **options
         Further options of :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`
-        (``bias``, ``attention_scale``, ``output_projection``, ``bias_scale``,
-        ``num_random_features``).
+        (``bias``, ``kernel_options``, ``output_projection``).
     """
 
     def __init__(

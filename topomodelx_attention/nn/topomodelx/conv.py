@@ -21,10 +21,13 @@ package's order ``(x_target, x_source, neighborhood)``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention import MultiHeadAttention
+from topomodelx_attention.nn.attention import KERNELS, MultiHeadAttention, kernel_class
 from topomodelx_attention.nn.topomodelx._neighborhoods import (
     apply_update,
     check_features,
@@ -33,8 +36,6 @@ from topomodelx_attention.nn.topomodelx._neighborhoods import (
 )
 
 __all__ = ["AttentionConv"]
-
-_KINDS = ("sparse", "dense")
 
 
 class AttentionConv(nn.Module):
@@ -67,16 +68,18 @@ class AttentionConv(nn.Module):
         Attention heads.
     target_channels : int, optional
         Channels of ``x_target`` (default ``in_channels``, as ``Conv`` assumes).
-    kind : {"sparse", "dense"}, default="sparse"
-        Attention kind (see above).
+    kind : str, default="sparse"
+        Attention kernel that reads the neighbourhood (a mask or a θ·N bias): ``"sparse"``,
+        ``"dense"`` (see above), or another registered kernel that does.
+    kernel_options : mapping, optional
+        Options of the kernel, e.g. ``{"scale": 1.0}`` (default scale ``1 / sqrt(head
+        channels)``) or ``{"bias_scale": "shared"}`` (dense).
     update_func : {"relu", "sigmoid", "tanh", None}, default=None
         Activation on the output, as ``Conv``'s ``update_func``.
     attention_dropout : float, default=0.0
         Dropout on the attention weights (training only).
     bias : bool, default=False
         Bias in the query/key/value/output projections.
-    scale : float, optional
-        Logit scale (default ``1 / sqrt(head channels)``).
     """
 
     def __init__(
@@ -87,16 +90,18 @@ class AttentionConv(nn.Module):
         heads: int = 1,
         target_channels: int | None = None,
         kind: str = "sparse",
+        kernel_options: Mapping[str, Any] | None = None,
         update_func: str | None = None,
         attention_dropout: float = 0.0,
         bias: bool = False,
-        scale: float | None = None,
     ) -> None:
         super().__init__()
-        if kind not in _KINDS:
+        kinds = tuple(k for k, c in KERNELS.items() if c.needs_neighborhood or c.accepts_bias)
+        if kind not in kinds:
             raise ValueError(
-                f"AttentionConv kind must be one of {_KINDS}, got {kind!r} (the linear kind "
-                "ignores the neighbourhood: use MultiHeadAttention(kind='linear') directly)"
+                f"AttentionConv kind must be one of {kinds}, got {kind!r} (a kernel that reads "
+                "the neighbourhood; the linear kind ignores it: use "
+                "MultiHeadAttention(kind='linear') directly)"
             )
         self.update_func = check_update_func(update_func)
         target_channels = in_channels if target_channels is None else target_channels
@@ -106,9 +111,8 @@ class AttentionConv(nn.Module):
             heads,
             source_channels=in_channels,
             kind=kind,
+            kernel_options={"attention_dropout": attention_dropout, **(kernel_options or {})},
             bias=bias,
-            dropout=attention_dropout,
-            scale=scale,
         )
         self.in_channels = self.attention.source_channels
         self.target_channels = self.attention.in_channels
@@ -190,10 +194,12 @@ class AttentionConv(nn.Module):
                 degree = torch.zeros(n_target, dtype=x_source.dtype, device=x_source.device)
                 degree.index_add_(0, pattern.indices()[0], pattern.values())
                 x_target = torch.sparse.mm(pattern, x_source) / degree.clamp_min(1.0)[:, None]
-        if self.kind == "dense" and (batch_source is None) != (batch_target is None):
+        if kernel_class(self.kind).needs_layout and (batch_source is None) != (
+            batch_target is None
+        ):
             raise ValueError(
-                "kind='dense' on a batch needs both batch_source and batch_target (or neither, "
-                "for one complex)"
+                f"kind={self.kind!r} on a batch needs both batch_source and batch_target (or "
+                "neither, for one complex)"
             )
         out = self.attention(
             x_target, x_source, pattern, batch_target, batch_source, num_complexes

@@ -1,0 +1,99 @@
+"""Many sparse attention blocks in one fused call equal one MultiHeadAttention call per block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from topomodelx_attention.nn.attention import MultiHeadAttention
+from topomodelx_attention.nn.attention.fused import (
+    FusedNeighborhood,
+    fusable,
+    fused_slots,
+    fused_sparse_attention,
+    prepare_fused,
+)
+
+SIZES = (5, 4, 3)
+# (source, target): two blocks join group 1 to itself, group 2 only sends
+PAIRS = [(0, 0), (1, 1), (1, 1), (0, 1), (1, 0), (2, 1)]
+
+
+def _blocks(bias, **kw):
+    torch.manual_seed(0)
+    blocks = [MultiHeadAttention(6, 6, 2, bias=bias, **kw).double() for _ in PAIRS]
+    for block in blocks:
+        for param in block.parameters():  # non-trivial biases too
+            torch.nn.init.normal_(param, std=0.4)
+    return blocks
+
+
+def _neighborhoods(gen):
+    out = []
+    for source, target in PAIRS:
+        mask = torch.rand(SIZES[target], SIZES[source], generator=gen) < 0.5
+        mask[0] = False  # a target without sources in every block
+        out.append(mask.double().to_sparse().coalesce())
+    return out
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_call_equals_the_sum_of_per_block_calls(gen, bias):
+    blocks = _blocks(bias)
+    neighborhoods = _neighborhoods(gen)
+    x = [torch.randn(n, 6, generator=gen, dtype=torch.float64, requires_grad=True) for n in SIZES]
+    expected = [None, None, None]
+    for block, (source, target), matrix in zip(blocks, PAIRS, neighborhoods):
+        out = block(x[target], x[source], matrix)
+        expected[target] = out if expected[target] is None else expected[target] + out
+    prepared = prepare_fused(blocks, PAIRS, neighborhoods, SIZES)
+    assert prepared.plan is not None and prepared.plan.heads == 2  # CPU: the fused kernel's plan
+    got = fused_sparse_attention(x, blocks, PAIRS, prepared)
+    assert got[2] is None  # no block targets group 2
+    for g, e in zip(got[:2], expected[:2]):
+        torch.testing.assert_close(g, e)
+    # the same without the CPU plan (composable kernels)
+    no_plan = FusedNeighborhood(prepared.index)
+    for g, e in zip(fused_sparse_attention(x, blocks, PAIRS, no_plan)[:2], expected[:2]):
+        torch.testing.assert_close(g, e)
+    # gradients equal those of the per-block calls
+    (sum(g.square().sum() for g in got[:2])).backward()
+    fused_grads = [t.grad.clone() for t in x]
+    for t in x:
+        t.grad = None
+    (sum(e.square().sum() for e in expected[:2])).backward()
+    for a, b in zip(fused_grads, (t.grad for t in x)):
+        torch.testing.assert_close(a, b)
+
+
+def test_output_dropout_is_applied_per_block_in_training(gen):
+    blocks = _blocks(False)
+    neighborhoods = _neighborhoods(gen)
+    x = [torch.randn(n, 6, generator=gen, dtype=torch.float64) for n in SIZES]
+    prepared = prepare_fused(blocks, PAIRS, neighborhoods, SIZES)
+    dropout = torch.nn.Dropout(0.5)
+    eval_out = fused_sparse_attention(x, blocks, PAIRS, prepared, output_dropout=dropout.eval())
+    torch.manual_seed(3)
+    train_out = fused_sparse_attention(x, blocks, PAIRS, prepared, output_dropout=dropout.train())
+    assert not torch.allclose(train_out[1], eval_out[1])
+    assert train_out[1].shape == eval_out[1].shape and torch.isfinite(train_out[1]).all()
+
+
+def test_slots_and_errors(gen):
+    slots = fused_slots(PAIRS, SIZES)
+    assert slots.targets == ((0, 4), (1, 2, 3, 5), ())
+    assert slots.sources == ((0, 3), (1, 2, 4), (5,))
+    assert slots.q_offsets == (0, 10, 26, 26)
+    blocks = _blocks(False)
+    neighborhoods = _neighborhoods(gen)
+    wrong = list(neighborhoods)
+    wrong[3] = wrong[3].t().coalesce()  # (n_source, n_target): misoriented
+    with pytest.raises(ValueError, match=r"arrow 0->1.*\(n_target, n_source\) = \(4, 5\)"):
+        prepare_fused(blocks, PAIRS, wrong, SIZES, names=[f"arrow {s}->{t}" for s, t in PAIRS])
+    dense = MultiHeadAttention(6, 6, 2, kind="dense")
+    assert not fusable(dense) and fusable(blocks[0])
+    with pytest.raises(ValueError, match="block 1 cannot join"):
+        prepare_fused([blocks[0], dense], PAIRS[:2], neighborhoods[:2], SIZES)
+    other_scale = MultiHeadAttention(6, 6, 2, kernel_options={"scale": 1.0})
+    with pytest.raises(ValueError, match="block 1 differs"):
+        prepare_fused([blocks[0], other_scale], PAIRS[:2], neighborhoods[:2], SIZES)

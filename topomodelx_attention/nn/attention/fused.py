@@ -1,0 +1,382 @@
+r"""Many sparse attention blocks between token groups in one fused sparse call.
+
+A layer with several :class:`~.multihead.MultiHeadAttention` blocks of the sparse kind, block
+``i`` attending from group ``source_i`` to group ``target_i`` (the ranks of a complex, pairs
+``(source, target)``; several blocks may join the same groups), computes
+
+.. math::
+    \mathrm{out}_g = \sum_{i:\ \mathrm{target}_i = g} \mathrm{MHA}_i(X_g, X_{\mathrm{source}_i}, N_i)
+
+(e.g. the pairwise cellular attention of Eq. 2, one block per arrow of a tensor diagram). The
+blocks keep their own parameters and softmax, but run together (:func:`fused_sparse_attention`):
+one query GEMM and one key/value GEMM per group with the weights of the blocks that read the
+group stacked, one sparse attention of the blocks' shared :class:`~.kernels.SparseKernel`
+configuration on the joined edge lists (:func:`prepare_fused`, built once per batch), and one
+output GEMM per target group (``Σ_i O_i W_{O,i} = [O_1 | O_2 | …] [W_{O,1}; W_{O,2}; …]``).
+Same result as one call per block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from topomodelx_attention.nn.attention.kernels import SparseKernel
+from topomodelx_attention.nn.attention.layout import NeighborhoodIndex, prepare_neighborhood
+from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
+from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_plan
+
+__all__ = [
+    "FusedNeighborhood",
+    "FusedSlots",
+    "fusable",
+    "fused_slots",
+    "fused_sparse_attention",
+    "prepare_fused",
+]
+
+
+def fusable(block: MultiHeadAttention) -> bool:
+    """Whether a block can join a fused call: sparse kernel, plain Q/K/V/O linear maps.
+
+    Parameters
+    ----------
+    block : MultiHeadAttention
+        An attention block.
+
+    Returns
+    -------
+    bool
+        ``True`` for a sparse-kernel block with ``nn.Linear`` query, key, value and output
+        projections that all have a bias or all have none.
+    """
+    lins = (block.lin_query, block.lin_key, block.lin_value, block.lin_out)
+    return (
+        isinstance(block.kernel, SparseKernel)
+        and all(isinstance(lin, nn.Linear) for lin in lins)
+        and len({lin.bias is None for lin in lins}) == 1
+    )
+
+
+@dataclass(frozen=True)
+class FusedSlots:
+    """Row layout of several blocks joined into one attention problem.
+
+    The queries of every block form one table: group ``g`` holds ``n_g × len(targets[g])``
+    rows, row ``q_offsets[g] + t · len(targets[g]) + i`` being the query of token ``t`` for the
+    ``i``-th block with target ``g`` (the row-major layout of ``X_g [Q_1 | Q_2 | …]``). Keys and
+    values form a second table laid out in the same way by source group. An entry ``(t, s)`` of
+    the neighbourhood of block ``i`` becomes one edge between its query row and its key row;
+    the segment softmax over query rows is then the softmax of each block separately (Eq. 2).
+
+    Attributes
+    ----------
+    targets, sources : tuple of tuple of int
+        Per group: the blocks (indices into the pairs) whose target (source) it is, in slot
+        order.
+    q_offsets, kv_offsets : tuple of int
+        First query (key) row of every group, and the total number of rows last (symbolic
+        sizes under ``torch.compile``).
+    """
+
+    targets: tuple[tuple[int, ...], ...]
+    sources: tuple[tuple[int, ...], ...]
+    q_offsets: tuple[int, ...]
+    kv_offsets: tuple[int, ...]
+
+
+def fused_slots(pairs: Sequence[tuple[int, int]], sizes: Sequence[int]) -> FusedSlots:
+    """Row layout (:class:`FusedSlots`) of blocks ``pairs[i] = (source, target)``.
+
+    Parameters
+    ----------
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    sizes : sequence of int
+        Tokens of every group.
+
+    Returns
+    -------
+    FusedSlots
+        The slots of every block in the query and key/value tables.
+    """
+    groups = range(len(sizes))
+    targets = tuple(tuple(i for i, (_, t) in enumerate(pairs) if t == g) for g in groups)
+    sources = tuple(tuple(i for i, (s, _) in enumerate(pairs) if s == g) for g in groups)
+    q_offsets, kv_offsets = [0], [0]
+    for g in groups:
+        q_offsets.append(q_offsets[-1] + sizes[g] * len(targets[g]))
+        kv_offsets.append(kv_offsets[-1] + sizes[g] * len(sources[g]))
+    return FusedSlots(targets, sources, tuple(q_offsets), tuple(kv_offsets))
+
+
+@dataclass(frozen=True)
+class FusedNeighborhood:
+    """The joined edge lists of fused blocks, built once per batch by :func:`prepare_fused`.
+
+    Attributes
+    ----------
+    index : NeighborhoodIndex
+        ``(query row, key row)`` of every entry of every block (rows of :class:`FusedSlots`),
+        sorted by query row.
+    plan : SparsePlan or None
+        CSR plan of ``index`` for the fused CPU kernel (built on CPU only; shared by every
+        layer of a stack, forward and backward).
+    """
+
+    index: NeighborhoodIndex
+    plan: SparsePlan | None = None
+
+
+def _check_blocks(blocks: Sequence[MultiHeadAttention]) -> MultiHeadAttention:
+    """Raise unless the blocks can run as one call; return the first (their shared shape)."""
+    if not blocks:
+        raise ValueError("fused sparse attention needs at least one block")
+    first = blocks[0]
+    for i, block in enumerate(blocks):
+        if not fusable(block):
+            raise ValueError(
+                f"block {i} cannot join a fused call: it needs the sparse kernel and nn.Linear "
+                "Q/K/V/O projections (output_projection=True), all with or all without bias"
+            )
+        shape = (block.heads, block.head_channels, block.value_channels)
+        options = (block.kernel.scale, block.kernel.attention_dropout)
+        if shape != (first.heads, first.head_channels, first.value_channels) or options != (
+            first.kernel.scale,
+            first.kernel.attention_dropout,
+        ):
+            raise ValueError(
+                f"block {i} differs from block 0 in heads / head widths / kernel options "
+                f"(scale, attention_dropout): fused blocks share one sparse attention call"
+            )
+    return first
+
+
+def prepare_fused(
+    blocks: Sequence[MultiHeadAttention],
+    pairs: Sequence[tuple[int, int]],
+    neighborhoods: Sequence[Tensor],
+    sizes: Sequence[int],
+    *,
+    device: torch.device | str | None = None,
+    names: Sequence[str] | None = None,
+    transposed: bool | None = None,
+) -> FusedNeighborhood:
+    """Join the neighbourhoods of the blocks into one edge list (and its CPU plan).
+
+    Parameters
+    ----------
+    blocks : sequence of MultiHeadAttention
+        The fused blocks (:func:`fusable`; same heads and kernel options).
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    neighborhoods : sequence of torch.Tensor
+        Coalesced sparse COO ``(n_target, n_source)`` neighbourhood of every block (a mask).
+    sizes : sequence of int
+        Tokens of every group.
+    device : torch.device or str, optional
+        Device of the index (default: that of the neighbourhoods).
+    names : sequence of str, optional
+        Name of every block in error messages.
+    transposed : bool, optional
+        Whether the CPU plan holds the transposed pattern (read by backward only); default
+        ``torch.is_grad_enabled()``.
+
+    Returns
+    -------
+    FusedNeighborhood
+        The joined index and, on CPU, its plan.
+    """
+    first = _check_blocks(blocks)
+    if not (len(blocks) == len(pairs) == len(neighborhoods)):
+        raise ValueError("give one (source, target) pair and one neighbourhood per block")
+    names = [f"block {i}" for i in range(len(pairs))] if names is None else list(names)
+    slots = fused_slots(pairs, sizes)
+    index_query, index_key = [], []
+    for i, ((source, target), matrix) in enumerate(zip(pairs, neighborhoods)):
+        expected = (sizes[target], sizes[source])
+        if tuple(matrix.shape) != expected:
+            raise ValueError(
+                f"neighbourhood of {names[i]} has shape {tuple(matrix.shape)} but must be "
+                f"(n_target, n_source) = {expected}; neighbourhoods are oriented (target, source)"
+            )
+        t, s = matrix.indices()
+        index_query.append(
+            t * len(slots.targets[target])
+            + (slots.q_offsets[target] + slots.targets[target].index(i))
+        )
+        index_key.append(
+            s * len(slots.sources[source])
+            + (slots.kv_offsets[source] + slots.sources[source].index(i))
+        )
+    index_query, index_key = torch.cat(index_query), torch.cat(index_key)
+    # edges sorted by query row: the scatters of the attention kernels then write in order
+    order = torch.argsort(index_query, stable=True)
+    index = prepare_neighborhood(
+        (index_query[order], index_key[order]),
+        slots.q_offsets[-1],
+        slots.kv_offsets[-1],
+        device=device,
+        name="joined sparse blocks",
+    )
+    plan = None
+    if index.index_target.device.type == "cpu":
+        if transposed is None:
+            transposed = torch.is_grad_enabled()
+        plan = sparse_plan(index, first.heads, transposed=transposed)
+    return FusedNeighborhood(index, plan)
+
+
+def fused_sparse_attention(
+    x: Sequence[Tensor],
+    blocks: Sequence[MultiHeadAttention],
+    pairs: Sequence[tuple[int, int]],
+    neighborhood: FusedNeighborhood,
+    *,
+    output_dropout: nn.Module | None = None,
+) -> list[Tensor | None]:
+    """Sum of the sparse blocks' outputs per target group, in one attention call.
+
+    Parameters
+    ----------
+    x : sequence of torch.Tensor
+        ``x[g]`` of shape ``(n_g, channels)``: the (normalised) tokens of every group.
+    blocks : sequence of MultiHeadAttention
+        The fused blocks, as given to :func:`prepare_fused`.
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    neighborhood : FusedNeighborhood
+        :func:`prepare_fused` of the blocks' neighbourhoods on groups of these sizes.
+    output_dropout : torch.nn.Module, optional
+        Dropout applied to every block's output before the sum (the sublayer-output dropout of
+        a transformer layer); with a positive rate in training each block's output is projected
+        separately.
+
+    Returns
+    -------
+    list of (torch.Tensor or None)
+        Per group: ``Σ_{i: target_i = g} MHA_i(x_g, x_{source_i})``, ``(n_g, out_channels)``;
+        ``None`` for a group that no block targets.
+    """
+    first = _check_blocks(blocks)
+    sizes = tuple(xg.shape[0] for xg in x)
+    slots = fused_slots(pairs, sizes)
+    q_width, v_width = first.heads * first.head_channels, first.out_channels
+    # one GEMM per group: X_g [W_Q of its target blocks | W_K, W_V of its source blocks]
+    projected, widths = [], []
+    for g, xg in enumerate(x):
+        lins = [blocks[i].lin_query for i in slots.targets[g]]
+        lins += [blocks[i].lin_key for i in slots.sources[g]]
+        lins += [blocks[i].lin_value for i in slots.sources[g]]
+        n_q, n_kv = len(slots.targets[g]), len(slots.sources[g])
+        widths.append((n_q * q_width, n_kv * q_width, n_kv * v_width))
+        projected.append(_stacked_linear(xg, lins) if lins else None)
+    query, key, value = _split_projections(projected, widths)
+    out = first.kernel(
+        query.view(-1, first.heads, first.head_channels),
+        key.view(-1, first.heads, first.head_channels),
+        value.view(-1, first.heads, first.value_channels),
+        neighborhood.index,
+        plan=neighborhood.plan,
+    )
+    per_block_dropout = (
+        output_dropout is not None
+        and output_dropout.training
+        and getattr(output_dropout, "p", 1.0) > 0.0
+    )
+    update: list[Tensor | None] = [None] * len(x)
+    for g, targets in enumerate(slots.targets):
+        if not targets:
+            continue
+        rows = out[slots.q_offsets[g] : slots.q_offsets[g + 1]].reshape(
+            sizes[g], len(targets) * v_width
+        )
+        lins = [blocks[i].lin_out for i in targets]
+        if per_block_dropout:  # dropout on each block's output, as the per-block sum
+            pieces = rows.split(v_width, dim=1)
+            update[g] = sum(output_dropout(lin(piece)) for lin, piece in zip(lins, pieces))
+        else:
+            bias = None if lins[0].bias is None else sum(lin.bias for lin in lins)
+            # output dropout is the identity here (eval or p = 0)
+            update[g] = F.linear(rows, torch.cat([lin.weight for lin in lins], dim=1), bias)
+    return update
+
+
+class _SplitProjections(torch.autograd.Function):
+    """Gather the query, key and value columns of every group's projection into three tables.
+
+    ``projected[g]`` is ``X_g [W_Q… | W_K… | W_V…]`` of shape ``(n_g, q_g + k_g + v_g)``;
+    the outputs are the row-wise concatenations over the groups of its three column blocks,
+    each written once. Backward assembles the gradient of every ``projected[g]`` with one
+    concatenation (autograd's slicing would build a zero-filled full-size gradient per block
+    and add them up).
+    """
+
+    @staticmethod
+    def forward(ctx, widths, *projected):
+        ctx.widths, ctx.rows = widths, [None if p is None else p.shape[0] for p in projected]
+        reference = next(p for p in projected if p is not None)
+        tables = []
+        for part in range(3):
+            pieces = _column_blocks(projected, widths, part)
+            table = reference.new_empty(sum(piece.numel() for piece in pieces))
+            start = 0
+            for piece in pieces:  # one copy per block, straight into the table
+                table[start : start + piece.numel()].view_as(piece).copy_(piece)
+                start += piece.numel()
+            tables.append(table)
+        return tuple(tables)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        out, starts = [], [0, 0, 0]
+        for rows, w in zip(ctx.rows, ctx.widths):
+            if rows is None:
+                out.append(None)
+                continue
+            pieces = []
+            for part in range(3):
+                size = rows * w[part]
+                pieces.append(grads[part][starts[part] : starts[part] + size].view(rows, w[part]))
+                starts[part] += size
+            out.append(torch.cat(pieces, dim=1))
+        return (None, *out)
+
+
+def _split_projections(
+    projected: Sequence[Tensor | None], widths: Sequence[tuple[int, int, int]]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Query, key and value tables (flat) from the per-group stacked projections.
+
+    :class:`_SplitProjections` in eager mode; plain slicing and concatenation while
+    ``torch.compile`` traces.
+    """
+    if torch.compiler.is_compiling():
+        return tuple(
+            torch.cat([piece.reshape(-1) for piece in _column_blocks(projected, widths, part)])
+            for part in range(3)
+        )
+    return _SplitProjections.apply(tuple(widths), *projected)
+
+
+def _column_blocks(
+    projected: Sequence[Tensor | None], widths: Sequence[tuple[int, int, int]], part: int
+) -> list[Tensor]:
+    """Column block ``part`` (0: queries, 1: keys, 2: values) of every group that has one."""
+    return [
+        p[:, sum(w[:part]) : sum(w[: part + 1])]
+        for p, w in zip(projected, widths)
+        if p is not None and w[part]
+    ]
+
+
+def _stacked_linear(x: Tensor, lins: Sequence[nn.Linear]) -> Tensor:
+    """``x [W_1ᵀ | W_2ᵀ | …] + [b_1 | b_2 | …]``: several linear maps of ``x`` in one GEMM."""
+    if len(lins) == 1:
+        return lins[0](x)
+    bias = None if lins[0].bias is None else torch.cat([lin.bias for lin in lins])
+    return F.linear(x, torch.cat([lin.weight for lin in lins]), bias)
