@@ -11,6 +11,7 @@ import csv
 import os
 import pickle
 import tempfile
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -229,7 +230,7 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
     out = []
     for g in range(count):
         n = int(num_nodes[g])
-        where = f"graph {g} of split {prefix}"
+        where = f"graph {g} of split {prefix} ({prefix}_adj_indptr / {prefix}_adj_indices)"
         indptr = get["adj_indptr"][pointer_start[g] : pointer_start[g + 1]]
         indices = get["adj_indices"][entry_start[g] : entry_start[g + 1]]
         data = get["adj_data"][entry_start[g] : entry_start[g + 1]]
@@ -323,8 +324,9 @@ def _npy_header(path: Path, member: str, handle: Any) -> tuple[tuple[int, ...], 
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
         else:
             raise ValueError(f"unsupported .npy format version {version}")
-    except (ValueError, TypeError, EOFError, SyntaxError) as error:
-        raise ValueError(f"{path}: member {member} has no valid .npy header ({error})") from error
+    except (ValueError, TypeError, EOFError, SyntaxError, tokenize.TokenError, RecursionError, OverflowError) as error:
+        detail = " ".join(str(error).split())[:160]
+        raise ValueError(f"{path}: member {member} has no valid .npy header ({type(error).__name__}: {detail})") from error
     return tuple(shape), bool(fortran), dtype, handle.tell()
 
 
