@@ -341,3 +341,87 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
     assert first.cache_file.is_file() and len(first.complexes) == 4
     second = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path)
     assert second.cache_file == first.cache_file and calls == ["TINY"]  # the second run: the cache
+
+
+def test_cache_writer_never_follows_planted_symlinks(tmp_path):
+    import os
+    import socket
+
+    cfg, first = _mutag_cache(tmp_path)
+    folder = first.cache_file.parent
+    victim = tmp_path / "victim.txt"
+    # the unprotected path: torch.save / write_bytes to a planted link write (truncate) its target
+    bait = tmp_path / "bait.txt"
+    bait.write_bytes(b"precious")
+    (tmp_path / "link").symlink_to(bait)
+    torch.save([1], tmp_path / "link")
+    assert bait.read_bytes() != b"precious"
+    victim.write_bytes(b"precious")
+    host, pid = socket.gethostname(), os.getpid()
+    planted = [  # every fixed name earlier versions wrote to, for this very process
+        folder / f"{first.cache_file.name}.{host}.{pid}.tmp",
+        folder / f".write-test.{host}.{pid}.tmp",
+    ]
+    for link in planted:
+        link.symlink_to(victim)
+    first.cache_file.unlink()
+    second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)  # probes the folder, then saves
+    datasets.save_cache({"complexes": second.complexes, "split": None}, first.cache_file)
+    assert victim.read_bytes() == b"precious"
+    assert all(link.is_symlink() for link in planted)  # this process's names: left alone
+    assert len(datasets.load_cache(first.cache_file)["complexes"]) == 6
+    assert not [p for p in folder.iterdir() if p.suffix == ".tmp" and p not in planted]
+
+
+def test_cache_file_gets_plain_permissions_and_a_failed_save_leaves_nothing(tmp_path, monkeypatch):
+    import os
+
+    _cfg, first = _mutag_cache(tmp_path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert first.cache_file.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0o600
+    folder = first.cache_file.parent
+    before = set(folder.iterdir())
+    content = first.cache_file.read_bytes()
+
+    def fail(obj, target, *args, **kwargs):  # a save that dies half way (disk full)
+        if isinstance(target, (str, os.PathLike)):
+            with open(target, "wb") as handle:
+                handle.write(b"half")
+        else:
+            target.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", fail)
+    with pytest.raises(OSError, match="No space left"):
+        datasets.save_cache({"complexes": first.complexes, "split": None}, first.cache_file)
+    assert set(folder.iterdir()) == before and first.cache_file.read_bytes() == content
+
+
+def test_orphans_of_killed_saves_with_random_names_are_cleaned(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    cfg, first = _mutag_cache(tmp_path)
+    folder = first.cache_file.parent
+    # a save killed in the middle of writing its temporary file (os._exit: no cleanup runs)
+    killed = subprocess.run(
+        [sys.executable, "-c",
+         "import os, socket, sys\n"
+         "from pathlib import Path\n"
+         "from topomodelx_attention.data.benchmark_graphs import atomic_output\n"
+         "path = Path(sys.argv[1])\n"
+         "with atomic_output(path, prefix=f'{path.name}.{socket.gethostname()}.{os.getpid()}.') as handle:\n"
+         "    handle.write(b'half written'); handle.flush(); os._exit(1)\n",
+         str(first.cache_file)],
+        capture_output=True, text=True,
+    )
+    assert killed.returncode == 1, killed.stderr
+    orphans = [p for p in folder.glob("*.tmp")]
+    assert len(orphans) == 1 and orphans[0].name.startswith(f"{first.cache_file.name}.{socket.gethostname()}.")
+    alive = folder / f"other.pt.{socket.gethostname()}.{os.getpid()}.k2x_9abc.tmp"  # this process: kept
+    alive.write_bytes(b"x")
+    prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
+    assert not orphans[0].exists() and alive.exists()

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from tqdm import tqdm
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.benchmark_graphs import (
     SPLITS,
+    atomic_output,
     gcb_plain_path,
     read_gcb,
     read_zinc12k,
@@ -649,6 +651,10 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
 def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Write processed complexes as plain tensors, atomically (a temporary file, then a rename).
 
+    The temporary file is created next to ``path`` with an unpredictable name and exclusive
+    creation (:func:`~topomodelx_attention.data.benchmark_graphs.atomic_output`): a file or
+    symlink planted at a guessed name is never followed or overwritten.
+
     The file holds only tensors, lists, ints and strings, so :func:`load_cache` reads it with
     ``torch.load(weights_only=True)``: nothing in a cache folder is ever unpickled.
 
@@ -669,13 +675,10 @@ def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
         "split": None if split is None else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    try:
-        torch.save(plain, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    # <name>.<host>.<pid>.<random>.tmp, created exclusively (a planted symlink is never followed);
+    # host and pid let _clean_orphans tell a killed save from a running one
+    with atomic_output(path, prefix=f"{path.name}.{socket.gethostname()}.{os.getpid()}.") as handle:
+        torch.save(plain, handle)
 
 
 def load_cache(path: str | os.PathLike) -> dict[str, Any]:
@@ -721,19 +724,26 @@ def load_cache(path: str | os.PathLike) -> dict[str, Any]:
     return {"complexes": complexes, "split": split}
 
 
-_TMP = re.compile(r"^(?P<name>.+)\.(?P<host>[^.]+(?:\.[^.]+)*)\.(?P<pid>\d+)\.tmp$")
+def _temporary_pid(name: str, host: str) -> int | None:
+    """Process id in a temporary name of this host (``<name>.<host>.<pid>[.<random>].tmp``), else None."""
+    match = re.fullmatch(rf"(?P<name>.+)\.{re.escape(host)}\.(?P<pid>\d+)(?:\.[A-Za-z0-9_]+)?\.tmp", name)
+    return int(match["pid"]) if match else None
 
 
 def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
-    """Delete temporary files of saves that were killed (this host: their process is gone)."""
+    """Delete temporary files of saves that were killed (this host: their process is gone).
+
+    Temporary names are ``<name>.<host>.<pid>.<random>.tmp`` (:func:`save_cache`; older
+    versions wrote ``<name>.<host>.<pid>.tmp``); those of other hosts, or of no known
+    pattern, are deleted once older than ``max_age`` seconds.
+    """
     if not folder.is_dir():
         return
     host = socket.gethostname()
     for tmp in folder.glob("*.tmp"):
-        match = _TMP.match(tmp.name)
+        pid = _temporary_pid(tmp.name, host)
         try:
-            if match and match["host"] == host:
-                pid = int(match["pid"])
+            if pid is not None:
                 if pid == os.getpid():
                     continue
                 try:
@@ -743,7 +753,7 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
                     pass
                 except PermissionError:
                     continue
-            elif time.time() - tmp.stat().st_mtime < max_age:
+            elif time.time() - tmp.lstat().st_mtime < max_age:
                 continue  # possibly a save in progress on another machine (shared cache)
             tmp.unlink()
         except OSError:
@@ -753,9 +763,10 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
 def probe_writable(folder: Path) -> None:
     """Create ``folder`` if needed and write (then remove) a probe file; ``OSError`` if impossible."""
     folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / f".write-test.{socket.gethostname()}.{os.getpid()}.tmp"
-    probe.write_bytes(b"")
-    probe.unlink()
+    # an unpredictable name, created exclusively: a planted symlink is never followed (truncated)
+    descriptor, probe = tempfile.mkstemp(dir=folder, prefix=f".write-test.{socket.gethostname()}.{os.getpid()}.", suffix=".tmp")
+    os.close(descriptor)
+    os.unlink(probe)
 
 
 def _check_writable(folder: Path) -> None:
