@@ -238,7 +238,8 @@ def _read_tu_table(path: Path, integer: bool, content: str) -> np.ndarray:
         values = _parse_tu_lines(path, body.split("\n"), integer)
     if integer:
         return values
-    narrow = values.astype(np.float32)
+    with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+        narrow = values.astype(np.float32)
     bad = ~np.isfinite(narrow)
     if bad.any():
         row, column = (int(i[0]) for i in np.nonzero(bad))
@@ -272,14 +273,18 @@ def _parse_tu_lines(path: Path, lines: list[str], integer: bool) -> np.ndarray:
         if width is None:
             width = len(fields)
         elif len(fields) != width:
-            raise ValueError(f"{path}, line {number}: {len(fields)} columns, the first line has {width}")
+            raise ValueError(f"{path}, line {number}: {_plural(len(fields), 'column')}, the first line has {width}")
         rows.append(row)
     return np.array(rows, dtype=np.int64 if integer else np.float64).reshape(len(rows), width or 0)
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _columns(path: Path, table: np.ndarray, expected: int, content: str) -> np.ndarray:
     if table.shape[1] != expected:
-        raise ValueError(f"{path}, line 1: {table.shape[1]} columns, expected {expected} ({content})")
+        raise ValueError(f"{path}, line 1: {_plural(table.shape[1], 'column')}, expected {expected} ({content})")
     return table
 
 
@@ -380,8 +385,9 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
     if int(indicator[-1]) != num_graphs:
         raise ValueError(
             f"{indicator_file}, line {num_nodes}: the last graph id is {int(indicator[-1])}, but "
-            f"{label_file.name} has {num_graphs} lines (one per graph); graphs "
-            f"{int(indicator[-1]) + 1}..{num_graphs} would have no vertex"
+            f"{label_file.name} has {num_graphs} lines (one per graph); "
+            + (f"graph {num_graphs}" if int(indicator[-1]) + 1 == num_graphs else f"graphs {int(indicator[-1]) + 1}..{num_graphs}")
+            + " would have no vertex"
         )
     outside = (edges < 1) | (edges > num_nodes)
     if outside.any():
