@@ -26,6 +26,11 @@ the disjoint union: every neighbourhood becomes block-diagonal (the offsets of i
 of its column rank), features are concatenated and ``batch_r`` counts complexes.
 :class:`~topomodelx_attention.data.collate.ComplexDataLoader` gives the same batches faster
 (:mod:`topomodelx_attention.data.collate`); either batch splits back with ``to_data_list()``.
+Either way all complexes of a batch need the same keys: a combinatorial complex (no
+``signed_incidence_r``, no Laplacians) batches with cell or simplicial complexes only when all
+are built with the same ``neighborhoods=``. PyG's loader would raise a bare ``KeyError`` (or
+drop keys only later complexes have); ``ComplexData.__inc__`` on ``shape``, which PyG
+collates first, raises a ``ValueError`` naming the keys and the fix instead.
 """
 
 from __future__ import annotations
@@ -139,8 +144,11 @@ class ComplexData(Data):
 
     Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
     or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or the
-    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`.
-    The module docstring lists the keys.
+    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`. Both need the same
+    keys in every complex of a batch (same ``max_rank`` and ``neighborhoods=``; a combinatorial
+    complex has no signed incidences or Laplacians) and raise a ``ValueError`` naming the keys
+    that differ: ``shape``, the first key PyG collates, carries the check for PyG's loader, so
+    keep it first (:meth:`from_boundaries` does). The module docstring lists the keys.
 
     Parameters
     ----------
