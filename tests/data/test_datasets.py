@@ -200,6 +200,8 @@ BAD_FILES = [
     ("A", "1, 99999999999999999999\n", ["TINY_A.txt, line 1", "64-bit"]),
     ("A", "2, 1\n1, 99999999999999999999999\n", ["TINY_A.txt, line 2", "64-bit"]),
     ("A", "1, 9223372036854775808\n", ["TINY_A.txt, line 1", "64-bit"]),
+    ("A", "1, -9223372036854775809\n", ["TINY_A.txt, line 1", "64-bit"]),
+    ("A", "1, 2\n1, -9223372036854775808\n", ["TINY_A.txt", "vertex ids", "line 2 holds 1, -9223372036854775808"]),
     ("A", "1, 2, 3\n", ["TINY_A.txt, line 1", "3 columns", "expected 2"]),
     ("A", "1, 2\n3\n", ["TINY_A.txt, line 2", "1 column,"]),
     ("A", "1, 2\n0, 1\n", ["TINY_A.txt", "vertex ids", "line 2"]),

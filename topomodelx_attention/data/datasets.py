@@ -184,7 +184,6 @@ def find_tu_raw(name: str, data_dir: str | os.PathLike) -> Path:
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
 _INT64 = (-(2**63), 2**63 - 1)
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
 _MAX_ONE_HOT = 2**30
 """Most values of a one-hot label encoding (rows x categories) before a label file is refused."""
 
@@ -222,19 +221,21 @@ def _read_tu_table(path: Path, integer: bool, content: str) -> np.ndarray:
         raise ValueError(f"{path} is empty (line 1 holds no row): it should hold {content}")
     lines = body.count("\n") + 1
     dtype = np.int64 if integer else np.float64
-    values = None
     # NumPy's C parser first (fast); any doubt goes to the line-by-line parse, which names the
     # line. NumPy parses an integer token it cannot read (1.0, 1e3, beyond 64 bits) as a
-    # float with a DeprecationWarning and wraps what overflows: that warning is an error here,
-    # and a token of 19+ digits is always checked line by line.
-    if not (integer and _LONG_DIGITS.search(body)):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                values = np.loadtxt(io.StringIO(body), delimiter=",", dtype=dtype, ndmin=2, comments=None)
-        except (ValueError, OverflowError, Warning):
-            values = None
-    if values is None or values.shape[0] != lines:  # a bad token, a ragged or (skipped) blank line
+    # float with a DeprecationWarning and wraps what overflows to -2**63: that warning is an
+    # error here, and a -2**63 is checked line by line all the same.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            values = np.loadtxt(io.StringIO(body), delimiter=",", dtype=dtype, ndmin=2, comments=None)
+    except (ValueError, OverflowError, Warning):
+        values = None
+    if (
+        values is None
+        or values.shape[0] != lines  # NumPy skips empty lines
+        or (integer and bool((values == _INT64[0]).any()))
+    ):
         values = _parse_tu_lines(path, body.split("\n"), integer)
     if integer:
         return values
