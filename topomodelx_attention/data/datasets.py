@@ -247,7 +247,7 @@ def _read_tu_table(path: Path, integer: bool, content: str) -> np.ndarray:
         value = values[row, column]
         why = "is not a finite number" if not np.isfinite(value) else "overflows float32 (|value| > 3.4e38)"
         raise ValueError(
-            f"{path}, line {row + 1}, column {column + 1}: {value!r} {why}; every value must be a "
+            f"{path}, line {row + 1}, column {column + 1}: {float(value)!r} {why}; every value must be a "
             "finite number (fix or drop that row, and its graph in every file)"
         )
     return narrow
