@@ -425,3 +425,66 @@ def test_orphans_of_killed_saves_with_random_names_are_cleaned(tmp_path):
     alive.write_bytes(b"x")
     prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
     assert not orphans[0].exists() and alive.exists()
+
+
+# ------------------------------------------------------------------ parsers: ZINC targets, TU lines
+def _zinc_rows(zinc_dir):
+    path = zinc_dir / "smiles_score.csv"
+    return path, path.read_text().splitlines()
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e39"])
+def test_zinc_non_finite_targets_are_refused_with_file_and_line(tmp_path, zinc_dir, value):
+    pytest.importorskip("rdkit")
+    assert not torch.isfinite(torch.tensor([float(value)])).all()  # float() alone accepts it
+    path, lines = _zinc_rows(zinc_dir)
+    smiles, sa, logp, _ = lines[3].split(",")  # molecule 2 (train), line 4
+    lines[3] = ",".join([smiles, sa, logp, value])
+    path.write_text("\n".join(lines) + "\n")
+    cfg = _dataset_cfg("ZINC", data_dir=str(zinc_dir))
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 4: column score holds") as excinfo:
+        load_graphs(cfg, tmp_path)
+    assert "finite" in str(excinfo.value) and "\n" not in str(excinfo.value)
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 4"):
+        prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+
+
+def test_zinc_errors_name_the_file_line_after_blank_lines(tmp_path, zinc_dir):
+    pytest.importorskip("rdkit")
+    path, lines = _zinc_rows(zinc_dir)
+    smiles, sa, logp, _ = lines[5].split(",")  # molecule 4
+    lines[5] = ",".join([smiles, sa, logp, "nan"])
+    path.write_text("\n".join([*lines[:2], "", "", *lines[2:]]) + "\n")  # molecule 4 is now on line 8
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 8: column score"):
+        load_graphs(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1.5", "x"])
+def test_zinc_split_index_that_is_not_an_integer_names_file_and_line(tmp_path, zinc_dir, value):
+    index = zinc_dir / "indexes_train_val_test.csv"
+    lines = index.read_text().splitlines()
+    lines[2] = f"{value},7,10"
+    index.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"indexes_train_val_test\.csv, line 3: column train holds"):
+        load_graphs(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+
+
+def test_tu_without_final_newlines_prepares_the_same_data_set(tmp_path):
+    from tests.test_cli_faults import write_tiny_tu
+
+    write_tiny_tu(tmp_path / "with")
+    raw = write_tiny_tu(tmp_path / "without")
+    for path in raw.glob("*.txt"):
+        path.write_text(path.read_text().rstrip("\n").replace("\n", "\r\n"))
+    prepared = [
+        prepare_dataset(
+            compose_config(["dataset.data_dir=" + str(tmp_path / kind)], dataset="TINY").dataset,
+            CELL, None, cache_dir=tmp_path / f"cache-{kind}",
+        )
+        for kind in ("with", "without")
+    ]
+    assert prepared[0].info == prepared[1].info
+    assert len(prepared[0].complexes) == len(prepared[1].complexes) == 4
+    for a, b in zip(prepared[0].complexes, prepared[1].complexes):
+        assert torch.equal(a.shape, b.shape) and torch.equal(a.y, b.y) and torch.equal(a.x_0, b.x_0)
+        assert torch.equal(a.incidence_1.to_dense(), b.incidence_1.to_dense())

@@ -8,6 +8,7 @@ them). Missing files raise a ``FileNotFoundError`` that names the file and where
 from __future__ import annotations
 
 import csv
+import math
 import os
 import pickle
 import tempfile
@@ -906,13 +907,20 @@ def read_zinc12k(
     dict of str to list of torch_geometric.data.Data
         ``{"train", "val", "test"}`` graphs of :func:`~.molecules.smiles_to_graph` with
         ``y`` (1,) float.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the line: a target that is not a finite float32 number (NaN,
+        inf, 1e39), a split index that is not an integer, a SMILES RDKit cannot parse, a
+        malformed row.
     """
     from topomodelx_attention.data.molecules import smiles_to_graph
 
     folder = Path(folder)
     molecules = _require(folder / "smiles_score.csv", "ZINC-12k molecules", ZINC_SOURCE)
     index_file = _require(folder / "indexes_train_val_test.csv", "ZINC-12k split", ZINC_SOURCE)
-    rows = _read_csv(molecules, ("SMILES", target))
+    rows = _read_csv(molecules, ("SMILES", target), numbered=True)
     columns: dict[str, list[int]] = {name: [] for name in SPLITS}
     for line, record in _read_csv(index_file, SPLITS, numbered=True):
         for name in SPLITS:
@@ -925,7 +933,7 @@ def read_zinc12k(
                 raise ValueError(
                     f"{index_file}, line {line}: column {name} holds {value!r}, expected a row index"
                 ) from None
-            if number != int(number):
+            if not math.isfinite(number) or number != int(number):
                 raise ValueError(f"{index_file}, line {line}: column {name} holds {value!r}, not an integer")
             columns[name].append(int(number))
     limits = dict(limits or {})
@@ -940,15 +948,21 @@ def read_zinc12k(
             raise ValueError(f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules")
         graphs = []
         for i in indices:
-            line = i + 2  # the header is line 1
+            line, record = rows[i]  # the file's own line (the header is line 1)
+            value = record[target]
             try:
-                y = float(rows[i][target])
+                y = torch.tensor([float(value)])
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"{molecules}, line {line}: column {target} holds {rows[i][target]!r}, expected a number"
+                    f"{molecules}, line {line}: column {target} holds {value!r}, expected a number"
                 ) from None
+            if not bool(torch.isfinite(y).all()):  # NaN, inf, or beyond float32 (1e39)
+                raise ValueError(
+                    f"{molecules}, line {line}: column {target} holds {value!r}, not a finite "
+                    "float32 number; a regression target must be finite (fix or drop that row)"
+                )
             try:
-                graphs.append(smiles_to_graph(rows[i]["SMILES"], y=torch.tensor([y])))
+                graphs.append(smiles_to_graph(record["SMILES"], y=y))
             except ValueError as error:
                 raise ValueError(f"{molecules}, line {line}: {error}") from error
         out[name] = graphs
