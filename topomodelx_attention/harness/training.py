@@ -205,6 +205,8 @@ def _mse_per_total_target() -> Any:
             self.target_total += target.sum()
 
         def compute(self) -> Tensor:
+            if not bool(self.target_total != 0):  # undefined without triangles: NaN, not inf
+                return self.squared_error.new_tensor(float("nan"))
             return self.squared_error / self.count.clamp_min(1) / self.target_total
 
     return MSEPerTotalTarget()
