@@ -219,10 +219,22 @@ def test_damaged_cache_files_are_rejected_naming_the_file(tmp_path, parameters, 
     gu.save_family(family, parameters, path)
     payload = torch.load(path, weights_only=True)
     tamper(payload)
+    if all(isinstance(payload.get(k), torch.Tensor) for k in gu._TENSORS):
+        payload["checksum"] = gu._checksum(payload)  # a consistent file with wrong contents
     torch.save(payload, path)
     with pytest.raises(gu.GraphUniverseCacheError, match=message) as error:
         gu.read_family(path, parameters)
     assert str(path) in str(error.value)
+
+
+def test_changed_tensor_values_fail_the_checksum(tmp_path, parameters, family):
+    path = tmp_path / "family.pt"
+    gu.save_family(family, parameters, path)
+    payload = torch.load(path, weights_only=True)
+    payload["x"][3, 2] += 1.0  # still finite, right shapes: only the checksum tells
+    torch.save(payload, path)
+    with pytest.raises(gu.GraphUniverseCacheError, match="checksum"):
+        gu.read_family(path, parameters)
 
 
 def test_truncated_cache_file_is_rejected(tmp_path, parameters, family):

@@ -411,6 +411,19 @@ def family_cache_file(parameters: Mapping[str, Any], cache_dir: str | os.PathLik
     return root / "graphuniverse" / f"{key}.pt"
 
 
+_TENSORS = ("num_nodes", "num_edges", "x", "edge_index", "community", "triangles")
+
+
+def _checksum(payload: Mapping[str, Any]) -> str:
+    """SHA-1 of the bytes of the family's tensors (detects damaged files that still load)."""
+    digest = hashlib.sha1()
+    for key in _TENSORS:
+        tensor = payload[key]
+        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Write a family as concatenated plain tensors, atomically (a temporary file, then a rename).
 
@@ -436,6 +449,7 @@ def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str
         "community": torch.cat([g.community for g in graphs]) if graphs else torch.zeros(0, dtype=torch.long),
         "triangles": torch.cat([g.triangles for g in graphs]) if graphs else torch.zeros(0, dtype=torch.long),
     }
+    payload["checksum"] = _checksum(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     try:
@@ -483,10 +497,11 @@ def read_family(path: str | os.PathLike, parameters: Mapping[str, Any]) -> list[
     if raw.get("parameters") != _parameters_text(parameters):
         raise bad("holds a family of other generation parameters")
     count = raw.get("count")
-    keys = ("num_nodes", "num_edges", "x", "edge_index", "community", "triangles")
-    if not isinstance(count, int) or count < 0 or not all(isinstance(raw.get(k), Tensor) for k in keys):
+    if not isinstance(count, int) or count < 0 or not all(isinstance(raw.get(k), Tensor) for k in _TENSORS):
         raise bad("entries missing or not tensors")
-    nodes, edges, x, edge_index, community, triangles = (raw[k] for k in keys)
+    if raw.get("checksum") != _checksum(raw):
+        raise bad("its tensors do not match their checksum (a damaged file)")
+    nodes, edges, x, edge_index, community, triangles = (raw[k] for k in _TENSORS)
     feature_dim = int(parameters["universe_parameters"]["feature_dim"])
     k = int(parameters["universe_parameters"]["K"])
     total_nodes = int(nodes.sum()) if nodes.numel() else 0

@@ -49,7 +49,7 @@ TASK_PROTOCOL: dict[str, dict[str, Any]] = {
 
 
 def _task(cfg: Mapping[str, Any]) -> str:
-    task = cfg.get("task")
+    task = cfg.get("challenge_task") or cfg.get("task")  # challenge_task: set by task_protocol
     if task not in TASKS:
         raise ValueError(f"dataset.task must be one of {TASKS} for GraphUniverse, got {task!r}")
     return str(task)
