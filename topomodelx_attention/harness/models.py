@@ -342,9 +342,7 @@ class GINBaseline(nn.Module):
         check_rows({"x_0": (batch.x_0, batch.batch_0.numel())})
         if self.check_inputs:
             check_inputs({"x_0": batch.x_0})
-        h = self.encoder(batch.x_0)
-        if h.shape[0]:  # GIN's BatchNorm cannot take 0 rows (a batch of empty complexes)
-            h = self.gin(h, batch.edge_index)
+        h = self.gin(self.encoder(batch.x_0), batch.edge_index)
         if self.outputs == "node":
             return self.readout(h)
         return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
