@@ -80,7 +80,7 @@ CACHE_VERSION = 2
 CACHE_FORMAT = "topomodelx-attention complexes 2"
 """``format`` entry of a cache file (:func:`save_cache`)."""
 
-LOADERS = ("tu", "gcb", "zinc")
+LOADERS = ("tu", "gcb", "zinc", "graphuniverse")
 """Data set readers known to :func:`load_graphs`."""
 
 _ALWAYS_KEPT = ("y", "shape", "num_nodes")
@@ -127,6 +127,15 @@ class DatasetInfo:
         Monitored metric (``"accuracy"`` or ``"mae"``).
     node_id_channels : int or None, default=None
         Width of ``node_id`` (TokenGT node identifiers; ``None`` when the PE wrote none).
+    task_level : {"graph", "node"}, default="graph"
+        One label per complex (``y`` of shape ``(1,)`` or ``(1, d)``) or one class per vertex
+        (``y`` of shape ``(n_0,)``: inductive node classification, every vertex of a complex
+        belongs to the complex's split).
+    loss : {"cross_entropy", "mae", "mse"} or None, default=None
+        Training loss (``None``: cross-entropy for classification, MAE for regression).
+    metrics : tuple of str, default=()
+        Metrics logged besides ``metric`` (``"mse_per_triangle"``: the GraphUniverse
+        challenge's MSE divided by the targets' total, for triangle counting).
     """
 
     name: str
@@ -137,6 +146,9 @@ class DatasetInfo:
     pe_channels: int | None
     metric: str
     node_id_channels: int | None = None
+    task_level: str = "graph"
+    loss: str | None = None
+    metrics: tuple[str, ...] = ()
 
     @property
     def max_rank(self) -> int:
@@ -329,6 +341,10 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
     data_dir = cfg.get("data_dir")
     if loader == "tu":
         graphs: list[Data] | dict[str, list[Data]] = _load_tu(cfg, cache)
+    elif loader == "graphuniverse":  # generated (graph-universe), cached under <cache>/graphuniverse
+        from topomodelx_attention.harness.graphuniverse import load_graphuniverse
+
+        graphs = load_graphuniverse(cfg, cache)
     elif data_dir is None:
         needed = cfg.get("file", "hard_small.npz") if loader == "gcb" else (
             "smiles_score.csv and indexes_train_val_test.csv"
@@ -537,6 +553,10 @@ def cache_key(
         key: dataset_cfg.get(key)
         for key in ("name", "loader", "file", "target", "subset", "max_graphs", "lifting_kwargs")
     }
+    if dataset_cfg.get("loader") == "graphuniverse":  # task, generation parameters, split
+        from topomodelx_attention.harness.graphuniverse import cache_fields
+
+        reading["graphuniverse"] = cache_fields(dataset_cfg)
     payload = {
         "version": CACHE_VERSION,
         "dataset": reading,
@@ -780,7 +800,28 @@ def _check_writable(folder: Path) -> None:
         ) from error
 
 
+_LOSSES = {"classification": ("cross_entropy",), "regression": ("mae", "mse")}
+_METRICS = {"classification": ("accuracy",), "regression": ("mae", "mse")}
+_EXTRA_METRICS = {"mse_per_triangle": "regression"}
+
+
+def _node_labels(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], labels: list[Tensor]) -> Tensor:
+    """Node-level labels: one per vertex of every complex (raises naming the first bad complex)."""
+    for i, (complex_, label) in enumerate(zip(complexes, labels)):
+        n_0 = complex_.num_cells(0)
+        if (label.dim() > 1 and label.shape[1:].numel() != 1) or label.reshape(-1).numel() != n_0:
+            raise ValueError(
+                f"data set {cfg['name']} is a node-level task (dataset.task_level=node) but graph "
+                f"{i} has y of shape {tuple(label.shape)} for {n_0} vertices: give one label per vertex"
+            )
+    return torch.cat([label.reshape(-1, 1) for label in labels])
+
+
 def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: Any) -> DatasetInfo:
+    if cfg.get("loader") == "graphuniverse":  # the challenge task sets the harness task
+        from topomodelx_attention.harness.graphuniverse import task_protocol
+
+        cfg = task_protocol(cfg)
     if not complexes:
         raise ValueError(f"data set {cfg['name']} has no graphs")
     first = complexes[0]
@@ -805,13 +846,31 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
     labels = [c.y for c in complexes if "y" in c and c.y is not None]
     if len(labels) != len(complexes):
         raise ValueError(f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y")
-    y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
+    level = cfg.get("task_level") or "graph"
+    if level not in ("graph", "node"):
+        raise ValueError(f"dataset.task_level must be 'graph' or 'node', got {level!r}")
+    if level == "node":
+        y = _node_labels(cfg, complexes, labels)
+    else:
+        y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
     task = cfg.get("task") or ("regression" if y.is_floating_point() else "classification")
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
+    if level == "node" and task != "classification":
+        raise ValueError("dataset.task_level=node supports dataset.task=classification only")
     metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
-    if metric not in ("accuracy", "mae"):
-        raise ValueError(f"dataset.monitor_metric must be 'accuracy' or 'mae', got {metric!r}")
+    if metric not in _METRICS[task]:
+        raise ValueError(f"dataset.monitor_metric of a {task} task must be one of {_METRICS[task]}, got {metric!r}")
+    loss = cfg.get("loss") or _LOSSES[task][0]
+    if loss not in _LOSSES[task]:
+        raise ValueError(f"dataset.loss of a {task} task must be one of {_LOSSES[task]}, got {loss!r}")
+    metrics = tuple(cfg.get("metrics") or ())
+    for name in metrics:
+        if _EXTRA_METRICS.get(name) != task or level != "graph":
+            raise ValueError(
+                f"dataset.metrics: {name!r} is not a metric of a {level}-level {task} task "
+                f"(known: {sorted(_EXTRA_METRICS)}, for graph-level regression)"
+            )
     pe_channels = node_id_channels = None
     if pe is not None and "node_id" in first:  # TokenGT identifiers, not a pe_r encoding
         node_id_channels = int(first["node_id"].shape[1])
@@ -845,6 +904,9 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
         pe_channels=None if pe_channels is None else int(pe_channels),
         metric=metric,
         node_id_channels=node_id_channels,
+        task_level=level,
+        loss=loss,
+        metrics=metrics,
     )
 
 
