@@ -363,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Read SRC (keys tr_adj, tr_feat, tr_class, val_*, te_*; object arrays of scipy CSR "
             "matrices) with a restricted unpickler that accepts only numpy arrays and scipy CSR "
-            "matrices, and write DST with plain numeric arrays (read with allow_pickle=False). "
+            "matrices and builds plain numeric arrays itself (no object or structured dtype, sizes "
+            "checked before anything is allocated), and write DST with plain numeric arrays (read "
+            "with allow_pickle=False) through a new temporary file in DST's folder. "
             "Put DST next to SRC as <stem>.plain.npz and `train --dataset GCB --data-dir DIR` reads it."
         ),
     )

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import toponetx as tnx
 import torch
-from torch_geometric.data import Batch
+from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
 from tests.helpers import random_cell_complex
@@ -264,3 +264,35 @@ def test_batching_different_max_ranks_names_both_ranks_and_the_fix(order):
     for loader in (DataLoader, ComplexDataLoader):
         small = [SimplicialCliqueLifting(complex_dim=2)(k4)] * 2
         assert next(iter(loader(small, batch_size=2))).shape.tolist() == [[4, 6, 4]] * 2
+
+
+def test_pyg_dataloader_over_simplicial_and_combinatorial_complexes_names_the_keys_and_the_fix():
+    # PyG batches the keys of the first complex: its own error for a later complex lacking one
+    # is a bare KeyError, and keys only later complexes have are dropped without a word
+    simplicial = from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]))
+    combinatorial = from_toponetx(_combinatorial())
+    plain = [Data(**dict(simplicial.items())), Data(**dict(combinatorial.items()))]
+    with pytest.raises(KeyError, match="signed_incidence_0"):
+        Batch.from_data_list(plain)
+    fewer = Data(**dict(from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]), neighborhoods=["incidence"]).items()))
+    assert "adjacency_1" not in Batch.from_data_list([fewer, plain[0]])  # dropped silently
+    # ComplexData's hook on ``shape`` (collated first) raises what ComplexDataLoader raises
+    for order in ([simplicial, combinatorial], [combinatorial, simplicial]):
+        with pytest.raises(ValueError, match="signed_incidence_0") as fast:
+            next(iter(ComplexDataLoader(order, batch_size=2)))
+        for batch in (lambda o: next(iter(DataLoader(o, batch_size=2))), Batch.from_data_list):
+            with pytest.raises(ValueError, match=r"signed_incidence_0.*orientation.*neighborhoods=\[") as generic:
+                batch(order)
+            assert str(generic.value) == str(fast.value)
+            assert "complex 1 lacks" in str(generic.value) or "complex 1 has" in str(generic.value)
+    # a key that only a later complex has (first complex without edge_index): refused too
+    with_edges = from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]), edge_index=torch.tensor([[0], [1]]))
+    with pytest.raises(ValueError, match=r"complex 2 has \['edge_index'\], which complex 0 lacks"):
+        Batch.from_data_list([simplicial, simplicial, with_edges])
+    # the fix the message names batches; no state of the failed batch is left behind
+    names = ["incidence", "adjacency", "coadjacency"]
+    fixed = [from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]), neighborhoods=names),
+             from_toponetx(_combinatorial(), neighborhoods=names)]
+    batch = next(iter(DataLoader(fixed, batch_size=2)))
+    assert_identical_batches(batch, collate_complexes(fixed))
+    assert next(iter(DataLoader([simplicial, simplicial], batch_size=2))).num_complexes == 2

@@ -368,3 +368,23 @@ def test_combinatorial_round_trip_on_random_complexes(seed):
     data = from_toponetx(ccc)
     data.validate_complex()
     assert _cells_per_rank(to_toponetx(data, "combinatorial")) == _cells_per_rank(ccc)
+
+
+@pytest.mark.parametrize("complex_type", ["cell", "simplicial", "combinatorial"])
+def test_round_trip_keeps_zero_width_and_mixed_width_features(complex_type):
+    with pytest.raises(ValueError, match="can only convert an array of size 1"):
+        np.zeros(0).item()  # what to_toponetx did with a zero-width row
+    if complex_type == "cell":
+        source = tnx.CellComplex([[0, 1, 2], [2, 3, 4, 5]], ranks=2)
+    else:
+        source = tnx.SimplicialComplex([[0, 1, 2], [2, 3], [3, 4, 5]])
+    names = ["incidence", "adjacency", "coadjacency"] if complex_type == "combinatorial" else None
+    widths = {0: 0, 1: 1, 2: 3}
+    rng = np.random.default_rng(0)
+    features = {r: rng.normal(size=(n, widths[r])) for r, n in enumerate(source.shape)}
+    data = from_toponetx(source, features=features, neighborhoods=names)
+    assert data.x_0.shape == (data.num_cells(0), 0)
+    back = to_toponetx(data, complex_type)
+    again = from_toponetx(back, feature_name="x", neighborhoods=names)
+    assert_same_complex(data, again)
+    assert [tuple(again[f"x_{r}"].shape) for r in range(3)] == [(n, widths[r]) for r, n in enumerate(data.cell_counts())]

@@ -341,3 +341,150 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
     assert first.cache_file.is_file() and len(first.complexes) == 4
     second = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path)
     assert second.cache_file == first.cache_file and calls == ["TINY"]  # the second run: the cache
+
+
+def test_cache_writer_never_follows_planted_symlinks(tmp_path):
+    import os
+    import socket
+
+    cfg, first = _mutag_cache(tmp_path)
+    folder = first.cache_file.parent
+    victim = tmp_path / "victim.txt"
+    # the unprotected path: torch.save / write_bytes to a planted link write (truncate) its target
+    bait = tmp_path / "bait.txt"
+    bait.write_bytes(b"precious")
+    (tmp_path / "link").symlink_to(bait)
+    torch.save([1], tmp_path / "link")
+    assert bait.read_bytes() != b"precious"
+    victim.write_bytes(b"precious")
+    host, pid = socket.gethostname(), os.getpid()
+    planted = [  # every fixed name earlier versions wrote to, for this very process
+        folder / f"{first.cache_file.name}.{host}.{pid}.tmp",
+        folder / f".write-test.{host}.{pid}.tmp",
+    ]
+    for link in planted:
+        link.symlink_to(victim)
+    first.cache_file.unlink()
+    second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)  # probes the folder, then saves
+    datasets.save_cache({"complexes": second.complexes, "split": None}, first.cache_file)
+    assert victim.read_bytes() == b"precious"
+    assert all(link.is_symlink() for link in planted)  # this process's names: left alone
+    assert len(datasets.load_cache(first.cache_file)["complexes"]) == 6
+    assert not [p for p in folder.iterdir() if p.suffix == ".tmp" and p not in planted]
+
+
+def test_cache_file_gets_plain_permissions_and_a_failed_save_leaves_nothing(tmp_path, monkeypatch):
+    import os
+
+    _cfg, first = _mutag_cache(tmp_path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert first.cache_file.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0o600
+    folder = first.cache_file.parent
+    before = set(folder.iterdir())
+    content = first.cache_file.read_bytes()
+
+    def fail(obj, target, *args, **kwargs):  # a save that dies half way (disk full)
+        if isinstance(target, (str, os.PathLike)):
+            with open(target, "wb") as handle:
+                handle.write(b"half")
+        else:
+            target.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", fail)
+    with pytest.raises(OSError, match="No space left"):
+        datasets.save_cache({"complexes": first.complexes, "split": None}, first.cache_file)
+    assert set(folder.iterdir()) == before and first.cache_file.read_bytes() == content
+
+
+def test_orphans_of_killed_saves_with_random_names_are_cleaned(tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    cfg, first = _mutag_cache(tmp_path)
+    folder = first.cache_file.parent
+    # a save killed in the middle of writing its temporary file (os._exit: no cleanup runs)
+    killed = subprocess.run(
+        [sys.executable, "-c",
+         "import os, socket, sys\n"
+         "from pathlib import Path\n"
+         "from topomodelx_attention.data.benchmark_graphs import atomic_output\n"
+         "path = Path(sys.argv[1])\n"
+         "with atomic_output(path, prefix=f'{path.name}.{socket.gethostname()}.{os.getpid()}.') as handle:\n"
+         "    handle.write(b'half written'); handle.flush(); os._exit(1)\n",
+         str(first.cache_file)],
+        capture_output=True, text=True,
+    )
+    assert killed.returncode == 1, killed.stderr
+    orphans = [p for p in folder.glob("*.tmp")]
+    assert len(orphans) == 1 and orphans[0].name.startswith(f"{first.cache_file.name}.{socket.gethostname()}.")
+    alive = folder / f"other.pt.{socket.gethostname()}.{os.getpid()}.k2x_9abc.tmp"  # this process: kept
+    alive.write_bytes(b"x")
+    prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
+    assert not orphans[0].exists() and alive.exists()
+
+
+# ------------------------------------------------------------------ parsers: ZINC targets, TU lines
+def _zinc_rows(zinc_dir):
+    path = zinc_dir / "smiles_score.csv"
+    return path, path.read_text().splitlines()
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e39"])
+def test_zinc_non_finite_targets_are_refused_with_file_and_line(tmp_path, zinc_dir, value):
+    pytest.importorskip("rdkit")
+    assert not torch.isfinite(torch.tensor([float(value)])).all()  # float() alone accepts it
+    path, lines = _zinc_rows(zinc_dir)
+    smiles, sa, logp, _ = lines[3].split(",")  # molecule 2 (train), line 4
+    lines[3] = ",".join([smiles, sa, logp, value])
+    path.write_text("\n".join(lines) + "\n")
+    cfg = _dataset_cfg("ZINC", data_dir=str(zinc_dir))
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 4: column score holds") as excinfo:
+        load_graphs(cfg, tmp_path)
+    assert "finite" in str(excinfo.value) and "\n" not in str(excinfo.value)
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 4"):
+        prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+
+
+def test_zinc_errors_name_the_file_line_after_blank_lines(tmp_path, zinc_dir):
+    pytest.importorskip("rdkit")
+    path, lines = _zinc_rows(zinc_dir)
+    smiles, sa, logp, _ = lines[5].split(",")  # molecule 4
+    lines[5] = ",".join([smiles, sa, logp, "nan"])
+    path.write_text("\n".join([*lines[:2], "", "", *lines[2:]]) + "\n")  # molecule 4 is now on line 8
+    with pytest.raises(ValueError, match=r"smiles_score\.csv, line 8: column score"):
+        load_graphs(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1.5", "x"])
+def test_zinc_split_index_that_is_not_an_integer_names_file_and_line(tmp_path, zinc_dir, value):
+    index = zinc_dir / "indexes_train_val_test.csv"
+    lines = index.read_text().splitlines()
+    lines[2] = f"{value},7,10"
+    index.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"indexes_train_val_test\.csv, line 3: column train holds"):
+        load_graphs(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+
+
+def test_tu_without_final_newlines_prepares_the_same_data_set(tmp_path):
+    from tests.test_cli_faults import write_tiny_tu
+
+    write_tiny_tu(tmp_path / "with")
+    raw = write_tiny_tu(tmp_path / "without")
+    for path in raw.glob("*.txt"):
+        path.write_text(path.read_text().rstrip("\n").replace("\n", "\r\n"))
+    prepared = [
+        prepare_dataset(
+            compose_config(["dataset.data_dir=" + str(tmp_path / kind)], dataset="TINY").dataset,
+            CELL, None, cache_dir=tmp_path / f"cache-{kind}",
+        )
+        for kind in ("with", "without")
+    ]
+    assert prepared[0].info == prepared[1].info
+    assert len(prepared[0].complexes) == len(prepared[1].complexes) == 4
+    for a, b in zip(prepared[0].complexes, prepared[1].complexes):
+        assert torch.equal(a.shape, b.shape) and torch.equal(a.y, b.y) and torch.equal(a.x_0, b.x_0)
+        assert torch.equal(a.incidence_1.to_dense(), b.incidence_1.to_dense())

@@ -8,13 +8,17 @@ them). Missing files raise a ``FileNotFoundError`` that names the file and where
 from __future__ import annotations
 
 import csv
+import math
 import os
 import pickle
+import tempfile
+import tokenize
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,9 +28,11 @@ from torch_geometric.data import Data
 __all__ = [
     "CONVERT_COMMAND",
     "GCB_SOURCE",
+    "MAX_ARRAY_ENTRIES",
     "SPLITS",
     "ZINC_SOURCE",
     "RestrictedUnpickler",
+    "atomic_output",
     "convert_gcb",
     "gcb_graph",
     "gcb_plain_path",
@@ -51,7 +57,10 @@ ZINC_SOURCE = (
 _GCB_PREFIX = {"train": "tr", "val": "val", "test": "te"}
 
 
-def _require(path: Path, what: str, source: str) -> Path:
+def _require(path: Path, what: str, source: str, example: str | None = None) -> Path:
+    if path.is_dir():
+        hint = f" (e.g. {path / example})" if example else ""
+        raise ValueError(f"{what} {path} is a folder, not a file: pass the file itself{hint}")
     if not path.is_file():
         raise FileNotFoundError(
             f"{what} not found: {path} does not exist. Download {source} and pass its folder "
@@ -163,7 +172,7 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
     dict of str to list of torch_geometric.data.Data
         ``{"train": [...], "val": [...], "test": [...]}``, the file's own split.
     """
-    path = _require(Path(path), "GCB file", GCB_SOURCE)
+    path = _require(Path(path), "GCB file", GCB_SOURCE, example="hard_small.plain.npz")
     with _open_npz(path) as archive:
         files = set(archive.files)
         if "format" not in files:
@@ -173,6 +182,7 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
                 f"{path} is not a GCB file: it has neither the original keys (tr_adj, tr_feat, "
                 f"tr_class, ...) nor the converted ones (format, tr_num_nodes, ...); got {sorted(files)}"
             )
+        _check_plain_members(path)  # every header against its member's size, before any array is read
         try:
             arrays = {key: archive[key] for key in files}
         except ValueError as error:  # an object array: pickled objects
@@ -193,31 +203,39 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
     for name in ("num_nodes", "adj_nnz", "adj_indptr", "adj_indices", "feat_rows"):
         if get[name].dtype.kind not in "iu" or get[name].ndim != 1:
             raise ValueError(f"{path}: {prefix}_{name} must be a 1-d integer array, got {get[name].dtype} {get[name].shape}")
-    num_nodes, nnz, rows = get["num_nodes"], get["adj_nnz"], get["feat_rows"]
+    for name in ("adj_data", "feat", "class"):
+        if not _plain_dtype(get[name].dtype):
+            raise ValueError(f"{path}: {prefix}_{name} must hold plain numbers, got {get[name].dtype}")
+    if get["class"].ndim not in (1, 2) or get["adj_data"].ndim != 1:
+        raise ValueError(f"{path}: {prefix}_class must be (graphs,) or (graphs, classes) and {prefix}_adj_data 1-d")
+    counts = {}
+    for name in ("num_nodes", "adj_nnz", "feat_rows"):
+        values = get[name]
+        if len(values) and (int(values.min()) < 0 or int(values.max()) > MAX_ARRAY_ENTRIES):
+            raise ValueError(f"{path}: {prefix}_{name} holds counts outside [0, {MAX_ARRAY_ENTRIES:,}]")
+        counts[name] = values.astype(np.int64)  # bounded: sums of <= 1e8 counts <= 1e8 fit in int64
+    num_nodes, nnz, rows = counts["num_nodes"], counts["adj_nnz"], counts["feat_rows"]
     count = len(num_nodes)
     if not len(nnz) == len(rows) == len(get["class"]) == count:
         raise ValueError(f"{path}: {prefix}_num_nodes, _adj_nnz, _feat_rows and _class differ in length")
-    if (num_nodes < 0).any() or (nnz < 0).any() or (rows < 0).any():
-        raise ValueError(f"{path}: negative counts in {prefix}_num_nodes, _adj_nnz or _feat_rows")
     if len(get["adj_indptr"]) != int((num_nodes + 1).sum()) or len(get["adj_indices"]) != int(nnz.sum()):
         raise ValueError(f"{path}: {prefix}_adj_indptr / _adj_indices do not match _num_nodes / _adj_nnz")
     if len(get["adj_data"]) != len(get["adj_indices"]) or get["feat"].ndim != 2 or len(get["feat"]) != int(rows.sum()):
         raise ValueError(f"{path}: {prefix}_adj_data or {prefix}_feat do not match the counts")
+    if bool((rows != num_nodes).any()):
+        g = int(np.flatnonzero(rows != num_nodes)[0])
+        raise ValueError(f"{path}: graph {g} of split {prefix} has {int(num_nodes[g])} vertices but {int(rows[g])} feature rows")
     pointer_start = np.concatenate([[0], np.cumsum(num_nodes + 1)])
     entry_start = np.concatenate([[0], np.cumsum(nnz)])
     row_start = np.concatenate([[0], np.cumsum(rows)])
     out = []
     for g in range(count):
         n = int(num_nodes[g])
+        where = f"graph {g} of split {prefix} ({prefix}_adj_indptr / {prefix}_adj_indices)"
         indptr = get["adj_indptr"][pointer_start[g] : pointer_start[g + 1]]
         indices = get["adj_indices"][entry_start[g] : entry_start[g + 1]]
         data = get["adj_data"][entry_start[g] : entry_start[g + 1]]
-        valid = (
-            indptr[0] == 0 and indptr[-1] == len(indices) and bool((np.diff(indptr) >= 0).all())
-            and bool(((indices >= 0) & (indices < n)).all())
-        )
-        if not valid:
-            raise ValueError(f"{path}: graph {g} of split {prefix} has an invalid CSR adjacency")
+        indptr, indices = _csr_structure(path, where, n, indptr, indices, data)
         adjacency = sp.csr_matrix((data, indices, indptr), shape=(n, n))
         features = get["feat"][row_start[g] : row_start[g + 1]]
         out.append(gcb_graph(adjacency, features, get["class"][g]))
@@ -225,37 +243,352 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
 
 
 # ----------------------------------------------------------------------------------------------
+# checked .npy members: sizes and dtypes from the headers, before anything is allocated
+# ----------------------------------------------------------------------------------------------
+MAX_ARRAY_ENTRIES = 10**8
+"""The most entries one array of a GCB file may hold (100 million: 800 MB of float64).
+
+Both readers refuse a larger claim (in a ``.npy`` header, a pickled shape, or in all the
+arrays of one pickled member together) with a ``ValueError`` naming the file and member,
+before anything is allocated; the 1,800-graph GCB file needs about 10**6."""
+
+_PLAIN_DTYPES = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8"})
+"""``kind + itemsize`` of the plain numeric dtypes (also numpy's pickle codes of them)."""
+
+_OBJECT_CODES = frozenset({"O8", "O4"})
+"""numpy's pickle codes of the object dtype (allowed only for the top-level container array)."""
+
+_DEFLATE_MAX_RATIO = 1032
+"""Deflate never expands data by more than 1032:1 (a bound on a member's uncompressed size)."""
+
+
+def _short(value: Any) -> str:
+    """Describe a value from a file for an error message: ints and short strings as such, others by type."""
+    if type(value) in (int, bool) or value is None:
+        return repr(value)
+    if type(value) is str:
+        return repr(value[:40] + ("..." if len(value) > 40 else ""))
+    if type(value) is tuple and len(value) <= 8 and all(type(v) is int for v in value):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _plain_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` is a plain bool / int / uint / float dtype (no fields, objects or sub-arrays)."""
+    return (
+        isinstance(dtype, np.dtype) and dtype.fields is None and dtype.subdtype is None
+        and not dtype.hasobject and f"{dtype.kind}{dtype.itemsize}" in _PLAIN_DTYPES
+    )
+
+
+def _entries(shape: Any) -> int:
+    """Count the entries of a claimed shape; ``ValueError`` for an invalid or too large shape."""
+    if type(shape) is not tuple or len(shape) > 32 or any(type(s) is not int or s < 0 for s in shape):
+        raise ValueError(f"invalid shape {_short(shape)} (expected a tuple of non-negative ints)")
+    count = int(np.prod(shape, dtype=object)) if all(s <= MAX_ARRAY_ENTRIES for s in shape) else None
+    if count is None or count > MAX_ARRAY_ENTRIES:
+        raise ValueError(
+            f"shape {shape} claims more than {MAX_ARRAY_ENTRIES:,} entries (the limit per array, "
+            "MAX_ARRAY_ENTRIES)"
+        )
+    return count
+
+
+def _check_member_sizes(path: Path, archive_size: int, info: zipfile.ZipInfo) -> None:
+    """Refuse a zip member whose stored sizes are impossible for an ``.npz`` of this size."""
+    member = info.filename
+    if info.flag_bits & 0x1:
+        raise ValueError(f"{path}: member {member} is encrypted; a .npz member never is")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise ValueError(
+            f"{path}: member {member} uses zip compression method {info.compress_type}; "
+            ".npz files are stored or deflated"
+        )
+    possible = info.compress_size if info.compress_type == zipfile.ZIP_STORED else (
+        _DEFLATE_MAX_RATIO * info.compress_size + 64
+    )
+    if info.compress_size > archive_size or info.file_size > possible:
+        raise ValueError(
+            f"{path}: member {member} claims {info.file_size:,} bytes from {info.compress_size:,} "
+            f"compressed bytes in a {archive_size:,}-byte archive, which is impossible: the file is "
+            "damaged or crafted (refused before reading it)"
+        )
+
+
+def _npy_header(path: Path, member: str, handle: Any) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """``(shape, fortran_order, dtype, data_offset)`` of an open ``.npy`` member."""
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    except (ValueError, TypeError, EOFError, SyntaxError, tokenize.TokenError, RecursionError, OverflowError) as error:
+        detail = " ".join(str(error).split())[:160]
+        raise ValueError(f"{path}: member {member} has no valid .npy header ({type(error).__name__}: {detail})") from error
+    return tuple(shape), bool(fortran), dtype, handle.tell()
+
+
+def _check_plain_layout(
+    path: Path, info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype, offset: int
+) -> int:
+    """Check that a numeric member's header matches its size; return the number of entries."""
+    try:
+        count = _entries(shape)
+    except ValueError as error:
+        raise ValueError(
+            f"{path}: member {info.filename} ({dtype}) {error}: the file is damaged or crafted "
+            "(refused before reading it)"
+        ) from None
+    if offset + count * dtype.itemsize != info.file_size:
+        raise ValueError(
+            f"{path}: member {info.filename} claims shape {shape} of {dtype} "
+            f"({count * dtype.itemsize:,} bytes) but holds {max(info.file_size - offset, 0):,} bytes "
+            "of data: the file is damaged or crafted (refused before reading it)"
+        )
+    return count
+
+
+def _check_plain_members(path: Path) -> None:
+    """Check every member header of a converted file before ``np.load`` reads (allocates) any array."""
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                member = info.filename
+                if not member.endswith(".npy"):
+                    raise ValueError(f"{path}: member {member} is not a .npy array (a converted GCB file holds only arrays)")
+                _check_member_sizes(path, size, info)
+                with archive.open(info) as handle:
+                    shape, _fortran, dtype, offset = _npy_header(path, member, handle)
+                if dtype.hasobject:
+                    raise ValueError(
+                        f"{path}: member {member} holds pickled Python objects, which are never loaded"
+                    )
+                text = member == "format.npy" and dtype.kind == "U" and shape == ()
+                if not (_plain_dtype(dtype) or text):
+                    raise ValueError(
+                        f"{path}: member {member} has dtype {dtype}; a converted GCB file holds plain "
+                        "numbers only (bool, int, uint, float)"
+                    )
+                _check_plain_layout(path, info, shape, dtype, offset)
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise ValueError(f"{path} is truncated or damaged ({type(error).__name__}: {error})") from error
+
+
+# ----------------------------------------------------------------------------------------------
 # one-time conversion of an original (pickled) GCB file
 # ----------------------------------------------------------------------------------------------
 def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
     """``_codecs.encode`` as numpy's protocol-2 pickles use it (bytes of a latin-1 string)."""
-    if not isinstance(text, str) or encoding.replace("-", "").lower() != "latin1":
-        raise pickle.UnpicklingError(f"_codecs.encode is only allowed for latin-1 strings, got {encoding!r}")
+    if not isinstance(text, str) or not isinstance(encoding, str) or encoding.replace("-", "").lower() != "latin1":
+        raise pickle.UnpicklingError(f"_codecs.encode is only allowed for latin-1 strings, got {_short(encoding)}")
     return text.encode("latin-1")
 
 
-_RECONSTRUCT = np.zeros(0).__reduce__()[0]  # numpy's array reconstructor (numpy 1 and 2)
+class _NdarrayGlobal:
+    """Stand-in for the global ``numpy.ndarray``: only the marker ``_reconstruct`` receives.
+
+    Calling it (``numpy.ndarray(shape, dtype)``) is refused: that makes an uninitialised array
+    whose bytes are whatever the memory held (heap contents and pointers).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise pickle.UnpicklingError(
+            "numpy.ndarray(shape, dtype) would create an uninitialised array (its bytes are whatever "
+            "memory held, pointers included)"
+        )
+
+
+_NDARRAY = _NdarrayGlobal()
+
+
+class _DtypeStub:
+    """Stand-in for ``numpy.dtype(code, align, copy)`` and its ``__setstate__``.
+
+    It records a plain numeric code (:data:`_PLAIN_DTYPES`, or the object code of the container)
+    and a byte order, and refuses any state with fields, names, sub-arrays, sizes or metadata:
+    no dtype is ever built from a pickle's state.
+    """
+
+    __slots__ = ("code", "has_state", "order")
+
+    def __init__(self, code: Any, align: Any = False, copy: Any = True) -> None:
+        if type(code) is not str or code not in _PLAIN_DTYPES | _OBJECT_CODES:
+            raise pickle.UnpicklingError(
+                f"numpy.dtype({_short(code)}) is not a plain numeric dtype (allowed: "
+                f"{', '.join(sorted(_PLAIN_DTYPES))}, and O8 for the container array)"
+            )
+        if type(align) not in (bool, int) or type(copy) not in (bool, int) or align:
+            raise pickle.UnpicklingError(f"numpy.dtype({code!r}, ...) with unexpected arguments")
+        self.code, self.order, self.has_state = code, "=", False
+
+    def __setstate__(self, state: Any) -> None:
+        if self.has_state:
+            raise pickle.UnpicklingError(f"numpy.dtype({self.code!r}): its state is set twice")
+        plain = (
+            type(state) is tuple and len(state) in (8, 9) and type(state[0]) is int and state[0] in (3, 4)
+            and type(state[1]) is str and state[1] in ("<", ">", "|", "=")
+            and state[2] is None and state[3] is None and state[4] is None
+            and all(type(v) is int and v == -1 for v in state[5:7]) and type(state[7]) is int
+            and (len(state) == 8 or state[8] is None)
+        )
+        if not plain:
+            raise pickle.UnpicklingError(
+                f"numpy.dtype({self.code!r}) has a state with fields, names, sub-arrays, sizes or "
+                "metadata (a structured or flexible dtype); only plain numeric dtypes are accepted"
+            )
+        self.order, self.has_state = state[1], True
+
+    @property
+    def is_object(self) -> bool:
+        """Whether this is the object dtype (allowed only for the container array)."""
+        return self.code in _OBJECT_CODES
+
+    def build(self) -> np.dtype:
+        """Build the numpy dtype (plain numeric, with the recorded byte order)."""
+        dtype = np.dtype(self.code)
+        return dtype.newbyteorder(self.order) if self.order in "<>" and dtype.itemsize > 1 else dtype
+
+
+def _dtype_global(*args: Any) -> _DtypeStub:
+    """Stand-in for the global ``numpy.dtype`` (a function, so that ``NEWOBJ`` refuses it)."""
+    return _DtypeStub(*args)
+
+
+class _ArrayStub:
+    """Stand-in for an array of ``_reconstruct(numpy.ndarray, ...)`` and its ``__setstate__``.
+
+    The state is checked when it is set: ``(version, shape, dtype, fortran_order, payload)``
+    with a shape of at most :data:`MAX_ARRAY_ENTRIES` entries, a :class:`_DtypeStub` and exactly
+    ``entries * itemsize`` bytes (numeric) or ``entries`` items (the object container). The
+    numpy array is built later from the bytes with ``np.frombuffer`` (:func:`_numeric`); an array
+    whose state is never set (uninitialised) is refused there.
+    """
+
+    __slots__ = ("count", "dtype", "fortran", "payload", "shape")
+
+    def __init__(self) -> None:
+        self.shape: tuple[int, ...] | None = None
+        self.dtype: _DtypeStub | None = None
+        self.fortran, self.payload, self.count = False, None, 0
+
+    def __setstate__(self, state: Any) -> None:
+        if self.shape is not None:
+            raise pickle.UnpicklingError("an array's state is set twice")
+        if type(state) is not tuple or len(state) not in (4, 5):
+            raise pickle.UnpicklingError(f"an array state must be a 4- or 5-tuple, got {_short(state)}")
+        if len(state) == 5:
+            if type(state[0]) is not int or state[0] != 1:
+                raise pickle.UnpicklingError(f"unknown array state version {_short(state[0])}")
+            state = state[1:]
+        shape, dtype, fortran, payload = state
+        if not isinstance(dtype, _DtypeStub):
+            raise pickle.UnpicklingError(f"an array's dtype is {_short(dtype)}, expected a numpy dtype")
+        if type(fortran) is not bool:
+            raise pickle.UnpicklingError(f"an array's order flag is {_short(fortran)}, expected a bool")
+        try:
+            count = _entries(shape)
+        except ValueError as error:
+            raise pickle.UnpicklingError(f"an array of dtype {dtype.code}: {error}") from None
+        if dtype.is_object:
+            if type(payload) is not list or len(payload) != count:
+                raise pickle.UnpicklingError(
+                    f"an object array of shape {shape} holds {_short(payload)} instead of a list of {count} items"
+                )
+        else:
+            needed = count * dtype.build().itemsize
+            if type(payload) is not bytes or len(payload) != needed:
+                got = f"{len(payload):,} bytes" if type(payload) is bytes else _short(payload)
+                raise pickle.UnpicklingError(
+                    f"an array of shape {shape} and dtype {dtype.code} holds {got} (it needs exactly "
+                    f"{needed:,} bytes)"
+                )
+        self.shape, self.dtype, self.fortran, self.payload, self.count = shape, dtype, fortran, payload, count
+
+
+def _reconstruct_global(subtype: Any, shape: Any, typecode: Any) -> _ArrayStub:
+    """Stand-in for ``numpy.core.multiarray._reconstruct``: an empty :class:`_ArrayStub`."""
+    if subtype is not _NDARRAY:
+        raise pickle.UnpicklingError(f"_reconstruct of {_short(subtype)}: only numpy.ndarray is accepted")
+    return _ArrayStub()
+
+
+_CSR_KEYS = frozenset({
+    "_shape", "shape", "maxprint", "data", "indices", "indptr", "format",
+    "_has_sorted_indices", "_has_canonical_format",
+})
+"""Keys of a pickled scipy CSR matrix (``data``, ``indices``, ``indptr`` and the shape are used)."""
+
+
+class _CsrStub:
+    """Stand-in for a scipy CSR matrix (``NEWOBJ`` + ``__setstate__`` of its ``__dict__``).
+
+    Records the shape and the three :class:`_ArrayStub` parts; the matrix is rebuilt from them
+    after validation (:func:`_adjacency`).
+    """
+
+    __slots__ = ("parts",)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _CsrStub:
+        if args or kwargs:
+            raise pickle.UnpicklingError("a scipy CSR matrix may only be rebuilt from its pickled state")
+        self = super().__new__(cls)
+        self.parts = None
+        return self
+
+    def __setstate__(self, state: Any) -> None:
+        if self.parts is not None:
+            raise pickle.UnpicklingError("a CSR matrix's state is set twice")
+        if type(state) is not dict:
+            raise pickle.UnpicklingError(f"a CSR matrix's state is {_short(state)}, expected a dict")
+        unknown = [key for key in state if type(key) is not str or key not in _CSR_KEYS]
+        if unknown:
+            raise pickle.UnpicklingError(f"a CSR matrix's state has unexpected keys {[_short(k) for k in unknown[:5]]}")
+        shape = state.get("_shape", state.get("shape"))
+        if type(shape) is not tuple or len(shape) != 2 or any(type(s) is not int for s in shape):
+            raise pickle.UnpicklingError(f"a CSR matrix's shape is {_short(shape)}, expected two ints")
+        if any(not isinstance(state.get(key), _ArrayStub) for key in ("data", "indices", "indptr")):
+            raise pickle.UnpicklingError("a CSR matrix needs data, indices and indptr arrays")
+        if any(type(value) not in (bool, int, str, type(None)) for key, value in state.items()
+               if key not in ("_shape", "shape", "data", "indices", "indptr")):
+            raise pickle.UnpicklingError("a CSR matrix's flags must be plain bools, ints or strings")
+        self.parts = (shape, state["data"], state["indices"], state["indptr"])
+
 
 _ALLOWED_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct_global,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct_global,
+    ("numpy", "ndarray"): _NDARRAY,
+    ("numpy", "dtype"): _dtype_global,
     ("_codecs", "encode"): _latin1_encode,
-    ("scipy.sparse.csr", "csr_matrix"): sp.csr_matrix,
-    ("scipy.sparse._csr", "csr_matrix"): sp.csr_matrix,
-    ("scipy.sparse._csr", "csr_array"): sp.csr_array,
-    ("scipy.sparse", "csr_matrix"): sp.csr_matrix,
-    ("scipy.sparse", "csr_array"): sp.csr_array,
+    ("scipy.sparse.csr", "csr_matrix"): _CsrStub,
+    ("scipy.sparse._csr", "csr_matrix"): _CsrStub,
+    ("scipy.sparse._csr", "csr_array"): _CsrStub,
+    ("scipy.sparse", "csr_matrix"): _CsrStub,
+    ("scipy.sparse", "csr_array"): _CsrStub,
 }
-"""The only globals a GCB pickle may name: numpy array reconstruction and scipy CSR classes."""
+"""The only globals a GCB pickle may name, each resolved to an inert stand-in.
+
+numpy array reconstruction, ``numpy.dtype``, ``_codecs.encode`` (latin-1) and the scipy CSR
+classes; none of them calls numpy or scipy: they record shapes, dtype codes and bytes."""
 
 
 class RestrictedUnpickler(pickle.Unpickler):
-    """An unpickler that resolves only numpy array and scipy CSR globals (:data:`_ALLOWED_GLOBALS`).
+    """An unpickler that resolves only the globals of numpy arrays and scipy CSR matrices, to inert stand-ins.
 
     Any other global (``os.system``, ``builtins.eval``, ...) raises ``pickle.UnpicklingError``
-    naming it, before anything is called.
+    naming it, before anything is called. The allowed ones (:data:`_ALLOWED_GLOBALS`) never
+    reach numpy's or scipy's reconstruction: ``load()`` returns stand-ins that hold checked
+    shapes, plain dtype codes and raw bytes, from which :func:`convert_gcb` builds plain
+    numeric arrays itself (``np.frombuffer``). No structured or object dtype, no dtype
+    ``__setstate__`` and no uninitialised ``numpy.ndarray(shape, dtype)`` is ever created.
     """
 
     def find_class(self, module: str, name: str) -> Any:  # noqa: D102
@@ -268,49 +601,144 @@ class RestrictedUnpickler(pickle.Unpickler):
             ) from None
 
 
-def _read_member(path: Path, archive: zipfile.ZipFile, member: str) -> Any:
-    """Read one ``.npy`` member; object arrays through :class:`RestrictedUnpickler`."""
-    with archive.open(member) as handle:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-        else:
-            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+_UNPICKLE_ERRORS = (
+    pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, IndexError, KeyError,
+    OverflowError, RecursionError,
+)
+
+
+class _Budget:
+    """Entries built from one pickled member, in all (shared references count each time)."""
+
+    def __init__(self, path: Path, member: str) -> None:
+        self.path, self.member, self.used = path, member, 0
+
+    def take(self, count: int) -> None:
+        self.used += count
+        if self.used > MAX_ARRAY_ENTRIES:
+            raise ValueError(
+                f"{self.path}: member {self.member} holds more than {MAX_ARRAY_ENTRIES:,} entries in "
+                "all (MAX_ARRAY_ENTRIES): the file is damaged or crafted"
+            )
+
+
+def _read_member(path: Path, archive_size: int, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray | list[Any]:
+    """One ``.npy`` member of an original GCB file: a plain numeric array, or the items of a pickled object array.
+
+    Sizes, dtype and shape are checked from the zip entry and the ``.npy`` header before any
+    array is built; pickled members are read with :class:`RestrictedUnpickler`, whose items are
+    inert stand-ins (checked and built by :func:`_numeric` / :func:`_adjacency`).
+    """
+    member = info.filename
+    _check_member_sizes(path, archive_size, info)
+    with archive.open(info) as handle:
+        shape, fortran, dtype, offset = _npy_header(path, member, handle)
         if not dtype.hasobject:
-            return np.lib.format.read_array(archive.open(member), allow_pickle=False)
+            if not _plain_dtype(dtype):
+                raise ValueError(f"{path}: member {member} has dtype {dtype}, expected plain numbers (bool, int, uint, float)")
+            count = _check_plain_layout(path, info, shape, dtype, offset)
+            if not shape:
+                raise ValueError(f"{path}: member {member} is a scalar, expected one entry per graph")
+            raw = handle.read(count * dtype.itemsize)
+            if len(raw) != count * dtype.itemsize:
+                raise ValueError(f"{path}: member {member} is truncated")
+            return np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+        if dtype != np.dtype(object) or len(shape) != 1:
+            raise ValueError(
+                f"{path}: member {member} has dtype {dtype} and shape {shape}; pickled members must be "
+                "1-d object arrays (one item per graph)"
+            )
         try:
-            array = RestrictedUnpickler(handle).load()
-        except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError) as error:
+            _entries(shape)
+            stub = RestrictedUnpickler(handle).load()
+            trailing = handle.read(1)
+        except _UNPICKLE_ERRORS as error:
             raise ValueError(f"{path}: member {member} cannot be converted: {error}") from error
-    if not isinstance(array, np.ndarray) or array.shape != tuple(shape):
-        raise ValueError(f"{path}: member {member} is not an array of shape {tuple(shape)}")
+    if trailing:
+        raise ValueError(f"{path}: member {member} has data after its pickle")
+    if not isinstance(stub, _ArrayStub) or stub.dtype is None or not stub.dtype.is_object or stub.shape != shape:
+        raise ValueError(f"{path}: member {member} is not an object array of shape {shape}")
+    return list(stub.payload)
+
+
+def _numeric(path: Path, where: str, value: Any, budget: _Budget, ndim: int | None = None) -> np.ndarray:
+    """Build a plain numeric array from a stand-in (or check a built one); ``ValueError`` naming ``where`` else."""
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, _ArrayStub) and value.dtype is not None and not value.dtype.is_object:
+        budget.take(value.count)
+        array = np.frombuffer(value.payload, dtype=value.dtype.build()).reshape(
+            value.shape, order="F" if value.fortran else "C"
+        )
+    elif isinstance(value, _ArrayStub) and value.dtype is None:
+        raise ValueError(f"{path}: {where} is an array whose contents are never set (uninitialised memory)")
+    elif isinstance(value, _ArrayStub):
+        raise ValueError(f"{path}: {where} is an object array (nested pickled objects), expected numbers")
+    else:
+        raise ValueError(f"{path}: {where} is {_short(value)}, expected a numeric array")
+    if not _plain_dtype(array.dtype):
+        raise ValueError(f"{path}: {where} has dtype {array.dtype}, expected plain numbers")
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{path}: {where} has {array.ndim} dimensions, expected {ndim}")
     return array
 
 
-def _csr_parts(path: Path, member: str, index: int, value: Any) -> sp.csr_matrix:
-    if not sp.issparse(value) and not isinstance(value, np.ndarray):
-        raise ValueError(f"{path}: {member}[{index}] is a {type(value).__name__}, expected a sparse matrix")
-    if isinstance(value, np.ndarray) and (value.dtype.hasobject or value.ndim != 2):
-        raise ValueError(f"{path}: {member}[{index}] is not a 2-d numeric array")
-    # rebuild from the validated parts: scipy checks indices, pointers and the shape
-    matrix = sp.csr_matrix(value) if isinstance(value, np.ndarray) else value
-    rebuilt = sp.csr_matrix(
-        (np.asarray(matrix.data), np.asarray(matrix.indices), np.asarray(matrix.indptr)),
-        shape=tuple(int(s) for s in matrix.shape),
+def _csr_structure(
+    path: Path, where: str, n: int, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Check a CSR pattern of an ``(n, n)`` matrix; its ``(indptr, indices)`` as int64."""
+    if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu" or indptr.ndim != 1 or indices.ndim != 1 or data.ndim != 1:
+        raise ValueError(f"{path}: {where} needs 1-d integer indptr and indices and 1-d data")
+    valid = (
+        len(indptr) == n + 1 and len(data) == len(indices) and int(indptr[0]) == 0
+        and int(indptr[-1]) == len(indices) and not bool((indptr[1:] < indptr[:-1]).any())
+        and (not len(indices) or (int(indices.min()) >= 0 and int(indices.max()) < n))
     )
+    if not valid:
+        raise ValueError(f"{path}: {where} is not a valid CSR adjacency of a {n}-vertex graph")
+    return indptr.astype(np.int64), indices.astype(np.int64)
+
+
+def _adjacency(path: Path, where: str, value: Any, budget: _Budget) -> sp.csr_matrix:
+    """Rebuild a validated square CSR matrix from a stand-in (or a dense numeric array)."""
+    if isinstance(value, _CsrStub) and value.parts is not None:
+        shape, data, indices, indptr = value.parts
+        if not 0 <= shape[0] <= MAX_ARRAY_ENTRIES or shape[0] != shape[1]:
+            raise ValueError(f"{path}: {where} has shape {_short(shape)}, expected a square matrix")
+        data = _numeric(path, f"{where} (data)", data, budget, ndim=1)
+        indices = _numeric(path, f"{where} (indices)", indices, budget, ndim=1)
+        indptr = _numeric(path, f"{where} (indptr)", indptr, budget, ndim=1)
+        n = shape[0]
+    elif isinstance(value, _CsrStub):
+        raise ValueError(f"{path}: {where} is a CSR matrix whose contents are never set")
+    elif isinstance(value, (_ArrayStub, np.ndarray)):
+        dense = _numeric(path, where, value, budget, ndim=2)
+        if dense.shape[0] != dense.shape[1]:
+            raise ValueError(f"{path}: {where} is not square ({dense.shape})")
+        matrix = sp.csr_matrix(dense)
+        data, indices, indptr, n = matrix.data, matrix.indices, matrix.indptr, dense.shape[0]
+    else:
+        raise ValueError(f"{path}: {where} is {_short(value)}, expected a sparse matrix")
+    indptr, indices = _csr_structure(path, where, n, indptr, indices, data)
+    rebuilt = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     rebuilt.check_format(full_check=True)
-    if rebuilt.shape[0] != rebuilt.shape[1]:
-        raise ValueError(f"{path}: {member}[{index}] is not square ({rebuilt.shape})")
     return rebuilt
 
 
 def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) -> Path:
     """Convert an original GCB file (object arrays of scipy CSR matrices) to the plain format.
 
-    The pickled members are read with :class:`RestrictedUnpickler` (numpy arrays and scipy CSR
-    matrices only; anything else raises a ``ValueError`` naming the disallowed global), never
-    with ``np.load(..., allow_pickle=True)``. The result holds numeric arrays only and is read
-    by :func:`read_gcb`.
+    The pickled members are read with :class:`RestrictedUnpickler`, never with
+    ``np.load(..., allow_pickle=True)``: a global other than numpy array / scipy CSR
+    reconstruction raises a ``ValueError`` naming it, and the allowed ones are inert stand-ins,
+    so that only plain numeric arrays are ever built (``np.frombuffer`` of bytes whose length
+    matches the checked shape and a bool / int / uint / float dtype). Structured or object
+    dtypes, dtype states, uninitialised ``numpy.ndarray(shape, dtype)`` payloads and shapes
+    above :data:`MAX_ARRAY_ENTRIES` raise a ``ValueError`` naming the file and member before
+    any allocation. The result is read by :func:`read_gcb`.
+
+    The output is written to a new temporary file in its folder (unpredictable name, exclusive
+    creation: a planted file or symlink is never followed) and renamed over ``dst``.
 
     Parameters
     ----------
@@ -324,18 +752,24 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
     pathlib.Path
         The written file.
     """
-    src = _require(Path(src), "GCB file", GCB_SOURCE)
+    src = _require(Path(src), "GCB file", GCB_SOURCE, example="hard_small.npz")
     dst = Path(dst) if dst is not None else gcb_plain_path(src)
+    if dst.is_dir():
+        raise ValueError(
+            f"the output {dst} is a folder; pass the output file, e.g. "
+            f"{dst / gcb_plain_path(src).name}"
+        )
     if dst.resolve() == src.resolve():
-        raise ValueError(f"convert-gcb: the output {dst} must differ from the input file")
+        raise ValueError(f"the output {dst} must differ from the input file {src}")
     try:
         archive = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as error:
         raise ValueError(f"{src} is not a readable .npz archive ({error})") from error
+    size = src.stat().st_size
     out: dict[str, np.ndarray] = {"format": np.array(_PLAIN_FORMAT)}
     try:
         with archive:
-            members = {name[:-4]: name for name in archive.namelist() if name.endswith(".npy")}
+            members = {info.filename[:-4]: info for info in archive.infolist() if info.filename.endswith(".npy")}
             missing = [
                 f"{p}_{k}" for p in _GCB_PREFIX.values() for k in ("adj", "feat", "class")
                 if f"{p}_{k}" not in members
@@ -343,48 +777,113 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
             if missing:
                 raise ValueError(f"{src} is not an original GCB file: keys {missing} are missing")
             for prefix in _GCB_PREFIX.values():
-                adjacency, features, labels = (
-                    _read_member(src, archive, members[f"{prefix}_{k}"]) for k in ("adj", "feat", "class")
-                )
-                if not len(adjacency) == len(features) == len(labels):
-                    raise ValueError(f"{src}: {prefix}_adj, {prefix}_feat, {prefix}_class differ in length")
-                matrices = [_csr_parts(src, f"{prefix}_adj", i, a) for i, a in enumerate(adjacency)]
-                feats = []
-                for i, f in enumerate(features):
-                    f = np.asarray(f)
-                    if f.dtype.hasobject or f.ndim != 2:
-                        raise ValueError(f"{src}: {prefix}_feat[{i}] is not a 2-d numeric array")
-                    feats.append(f)
-                labels = np.asarray(
-                    np.stack([np.asarray(c) for c in labels]) if labels.dtype.hasobject else labels
-                )
-                if labels.dtype.hasobject:
-                    raise ValueError(f"{src}: {prefix}_class is not numeric")
-                width = feats[0].shape[1] if feats else 0
-                if any(f.shape[1] != width for f in feats):
-                    raise ValueError(f"{src}: the graphs of {prefix}_feat have different feature widths")
-                out[f"{prefix}_num_nodes"] = np.array([m.shape[0] for m in matrices], dtype=np.int64)
-                out[f"{prefix}_adj_nnz"] = np.array([m.nnz for m in matrices], dtype=np.int64)
-                out[f"{prefix}_adj_indptr"] = _concat([m.indptr.astype(np.int64) for m in matrices], np.int64)
-                out[f"{prefix}_adj_indices"] = _concat([m.indices.astype(np.int64) for m in matrices], np.int64)
-                out[f"{prefix}_adj_data"] = _concat([m.data for m in matrices], np.float64)
-                out[f"{prefix}_feat_rows"] = np.array([len(f) for f in feats], dtype=np.int64)
-                out[f"{prefix}_feat"] = (
-                    np.concatenate(feats) if feats else np.zeros((0, width), dtype=np.float32)
-                )
-                out[f"{prefix}_class"] = labels
+                out.update(_convert_split(src, size, archive, members, prefix))
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:
         raise ValueError(f"{src} is truncated or damaged ({type(error).__name__}: {error})") from error
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".part")
-    with open(tmp, "wb") as handle:
+    with atomic_output(dst) as handle:
         np.savez_compressed(handle, **out)
-    os.replace(tmp, dst)
     return dst
+
+
+def _convert_split(
+    src: Path, size: int, archive: zipfile.ZipFile, members: Mapping[str, zipfile.ZipInfo], prefix: str
+) -> dict[str, np.ndarray]:
+    """Convert one split (``prefix`` ``tr`` / ``val`` / ``te``) of an original GCB file to plain arrays."""
+    names = {k: f"{prefix}_{k}" for k in ("adj", "feat", "class")}
+    adjacency, features, labels = (_read_member(src, size, archive, members[names[k]]) for k in ("adj", "feat", "class"))
+    item = {k: f"member {name}.npy item {{}}".format for k, name in names.items()}
+    if not len(adjacency) == len(features) == len(labels):
+        raise ValueError(f"{src}: {prefix}_adj, {prefix}_feat, {prefix}_class differ in length")
+    budget = _Budget(src, names["adj"])
+    matrices = [_adjacency(src, item["adj"](i), a, budget) for i, a in enumerate(adjacency)]
+    budget = _Budget(src, names["feat"])
+    feats = [_numeric(src, item["feat"](i), f, budget, ndim=2) for i, f in enumerate(features)]
+    for i, (m, f) in enumerate(zip(matrices, feats)):
+        if len(f) != m.shape[0]:
+            raise ValueError(f"{src}: {item['feat'](i)} has {len(f)} rows but graph {i} has {m.shape[0]} vertices")
+    if isinstance(labels, list):  # an object array of per-graph labels
+        budget = _Budget(src, names["class"])
+        items = [_numeric(src, item["class"](i), c, budget) for i, c in enumerate(labels)]
+        if any(c.shape != items[0].shape or c.ndim > 1 for c in items):
+            raise ValueError(f"{src}: the labels of {names['class']} are not scalars or vectors of one length")
+        labels = np.stack(items) if items else np.zeros(0, dtype=np.float32)
+    if labels.ndim not in (1, 2):
+        raise ValueError(f"{src}: {names['class']} has shape {labels.shape}, expected (graphs,) or (graphs, classes)")
+    width = feats[0].shape[1] if feats else 0
+    if any(f.shape[1] != width for f in feats):
+        raise ValueError(f"{src}: the graphs of {names['feat']} have different feature widths")
+    return {
+        f"{prefix}_num_nodes": np.array([m.shape[0] for m in matrices], dtype=np.int64),
+        f"{prefix}_adj_nnz": np.array([m.nnz for m in matrices], dtype=np.int64),
+        f"{prefix}_adj_indptr": _concat([m.indptr.astype(np.int64) for m in matrices], np.int64),
+        f"{prefix}_adj_indices": _concat([m.indices.astype(np.int64) for m in matrices], np.int64),
+        f"{prefix}_adj_data": _concat([m.data for m in matrices], np.float64),
+        f"{prefix}_feat_rows": np.array([len(f) for f in feats], dtype=np.int64),
+        f"{prefix}_feat": np.concatenate(feats) if feats else np.zeros((0, width), dtype=np.float32),
+        f"{prefix}_class": np.ascontiguousarray(labels),
+    }
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# safe output files
+# ----------------------------------------------------------------------------------------------
+def _umask() -> int:
+    """Return the process umask (read from /proc on Linux; elsewhere set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, prefix: str | None = None, suffix: str = ".tmp") -> Iterator[BinaryIO]:
+    """Write ``path`` atomically and safely: a new temporary file in its folder, then ``os.replace``.
+
+    The temporary file has an unpredictable name (``tempfile.mkstemp``: ``O_CREAT | O_EXCL``,
+    and ``O_NOFOLLOW`` where available), so a file or symlink planted at a guessed name is
+    never followed or overwritten; it gets the permissions a plain ``open(path, "w")`` would
+    (``0o666`` less the umask) and is removed when writing fails. A symlink at ``path``
+    itself is replaced, not followed.
+
+    Parameters
+    ----------
+    path : path-like
+        Final file; its folder must exist.
+    prefix : str, optional
+        Start of the temporary name (default ``".<name>."``).
+    suffix : str, default=".tmp"
+        End of the temporary name.
+
+    Yields
+    ------
+    BinaryIO
+        The temporary file, open for binary writing.
+    """
+    path = Path(path)
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=prefix or f".{path.name}.", suffix=suffix)
+    tmp = Path(name)
+    try:
+        os.fchmod(descriptor, 0o666 & ~_umask())
+        with os.fdopen(descriptor, "wb") as handle:
+            descriptor = -1
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        if descriptor >= 0:
+            os.close(descriptor)
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_zinc12k(
@@ -408,13 +907,20 @@ def read_zinc12k(
     dict of str to list of torch_geometric.data.Data
         ``{"train", "val", "test"}`` graphs of :func:`~.molecules.smiles_to_graph` with
         ``y`` (1,) float.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and the line: a target that is not a finite float32 number (NaN,
+        inf, 1e39), a split index that is not an integer, a SMILES RDKit cannot parse, a
+        malformed row.
     """
     from topomodelx_attention.data.molecules import smiles_to_graph
 
     folder = Path(folder)
     molecules = _require(folder / "smiles_score.csv", "ZINC-12k molecules", ZINC_SOURCE)
     index_file = _require(folder / "indexes_train_val_test.csv", "ZINC-12k split", ZINC_SOURCE)
-    rows = _read_csv(molecules, ("SMILES", target))
+    rows = _read_csv(molecules, ("SMILES", target), numbered=True)
     columns: dict[str, list[int]] = {name: [] for name in SPLITS}
     for line, record in _read_csv(index_file, SPLITS, numbered=True):
         for name in SPLITS:
@@ -427,7 +933,7 @@ def read_zinc12k(
                 raise ValueError(
                     f"{index_file}, line {line}: column {name} holds {value!r}, expected a row index"
                 ) from None
-            if number != int(number):
+            if not math.isfinite(number) or number != int(number):
                 raise ValueError(f"{index_file}, line {line}: column {name} holds {value!r}, not an integer")
             columns[name].append(int(number))
     limits = dict(limits or {})
@@ -442,15 +948,21 @@ def read_zinc12k(
             raise ValueError(f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules")
         graphs = []
         for i in indices:
-            line = i + 2  # the header is line 1
+            line, record = rows[i]  # the file's own line (the header is line 1)
+            value = record[target]
             try:
-                y = float(rows[i][target])
+                y = torch.tensor([float(value)])
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"{molecules}, line {line}: column {target} holds {rows[i][target]!r}, expected a number"
+                    f"{molecules}, line {line}: column {target} holds {value!r}, expected a number"
                 ) from None
+            if not bool(torch.isfinite(y).all()):  # NaN, inf, or beyond float32 (1e39)
+                raise ValueError(
+                    f"{molecules}, line {line}: column {target} holds {value!r}, not a finite "
+                    "float32 number; a regression target must be finite (fix or drop that row)"
+                )
             try:
-                graphs.append(smiles_to_graph(rows[i]["SMILES"], y=torch.tensor([y])))
+                graphs.append(smiles_to_graph(record["SMILES"], y=y))
             except ValueError as error:
                 raise ValueError(f"{molecules}, line {line}: {error}") from error
         out[name] = graphs

@@ -18,8 +18,12 @@ Ways to batch complexes:
   ``ComplexDataBatch.from_data_list(complexes)``: the fast path, which also checks that every
   complex has the same keys (:func:`check_batchable`);
 * :class:`torch_geometric.loader.DataLoader` / ``Batch.from_data_list``: PyG's generic path,
-  which gives the same batch, only slower, and does not check the keys (PyG keeps the keys of
-  the first complex and raises ``KeyError`` when a later complex lacks one).
+  which gives the same batch, only slower. PyG batches the keys of the first complex (its
+  own error for a later complex lacking one is a bare ``KeyError``; a key only later
+  complexes have is dropped): ``ComplexData``'s batching hook on ``shape``, which PyG
+  collates first, raises the same ``ValueError`` as :func:`check_batchable` instead. It
+  cannot see ``exclude_keys``, so, as with :class:`ComplexDataLoader`, keys that differ are
+  removed from the complexes before batching (``del data[key]``), not excluded.
 
 Either way the batch is a :class:`ComplexDataBatch`: importing this package registers it as
 the class PyG creates for batches of ``ComplexData`` (PyG caches one dynamically created
@@ -56,6 +60,7 @@ __all__ = [
     "ComplexDataLoader",
     "check_batchable",
     "collate_complexes",
+    "keys_mismatch",
     "register_batch_class",
 ]
 
@@ -90,19 +95,42 @@ def check_batchable(data_list: Sequence[ComplexData]) -> None:
     for i, rank in enumerate(max_ranks):
         if rank != max_ranks[0] and None not in (rank, max_ranks[0]):
             raise ValueError(max_rank_mismatch(max_ranks[0], rank, i))
-    i = different[0]
-    keys = data_list[i]._store._mapping.keys()
+    raise ValueError(keys_mismatch(data_list[0], data_list[different[0]], different[0]))
+
+
+def keys_mismatch(first: ComplexData, other: ComplexData, index: int | None = None) -> str:
+    """Message of the ``ValueError`` raised when complexes with different keys are batched.
+
+    Used by :func:`check_batchable` and, for PyG's own ``DataLoader`` / ``Batch.from_data_list``,
+    by ``ComplexData.__inc__`` (before PyG's ``KeyError`` on a missing key).
+
+    Parameters
+    ----------
+    first : ComplexData
+        The first complex of the batch (PyG batches its keys).
+    other : ComplexData
+        A later complex whose keys differ.
+    index : int, optional
+        Position of ``other`` in the batch, when known.
+
+    Returns
+    -------
+    str
+        Which keys differ and how to fix it.
+    """
+    which = f"complex {index}" if index is not None else "a later complex"
+    reference, keys = first._store._mapping.keys(), other._store._mapping.keys()
     missing, extra = sorted(reference - keys), sorted(keys - reference)
     problem = []
     if missing:
-        problem.append(f"complex {i} lacks {missing}, which complex 0 has")
+        problem.append(f"{which} lacks {missing}, which complex 0 has")
     if extra:
-        problem.append(f"complex {i} has {extra}, which complex 0 lacks")
-    raise ValueError(
+        problem.append(f"{which} has {extra}, which complex 0 lacks")
+    return (
         "cannot batch these complexes: every complex of a batch needs the same keys, but "
         + " and ".join(problem)
         + ". "
-        + _batch_fix(data_list[0], data_list[i], missing + extra)
+        + _batch_fix(first, other, missing + extra)
     )
 
 

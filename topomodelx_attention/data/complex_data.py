@@ -26,12 +26,18 @@ the disjoint union: every neighbourhood becomes block-diagonal (the offsets of i
 of its column rank), features are concatenated and ``batch_r`` counts complexes.
 :class:`~topomodelx_attention.data.collate.ComplexDataLoader` gives the same batches faster
 (:mod:`topomodelx_attention.data.collate`); either batch splits back with ``to_data_list()``.
+Either way all complexes of a batch need the same keys: a combinatorial complex (no
+``signed_incidence_r``, no Laplacians) batches with cell or simplicial complexes only when all
+are built with the same ``neighborhoods=``. PyG's loader would raise a bare ``KeyError`` (or
+drop keys only later complexes have); ``ComplexData.__inc__`` on ``shape``, which PyG
+collates first, raises a ``ValueError`` naming the keys and the fix instead.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -57,7 +63,8 @@ _NEIGHBORHOOD_KEY = re.compile(r"^(" + "|".join(NEIGHBORHOODS) + r")_(\d+)$")
 _BATCH_KEY = re.compile(r"^batch_(\d+)$")
 
 _COLLATING = threading.local()
-"""Width of ``shape`` of the first complex of the batch PyG is collating (see ``__inc__``)."""
+"""The first complex of the batch PyG is collating: its ``shape`` width, its keys, a weak
+reference to it, and how many complexes ``__inc__`` has seen (see ``__cat_dim__``)."""
 
 
 def max_rank_mismatch(first: int, other: int, index: int | None = None) -> str:
@@ -137,8 +144,11 @@ class ComplexData(Data):
 
     Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
     or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or the
-    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`.
-    The module docstring lists the keys.
+    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`. Both need the same
+    keys in every complex of a batch (same ``max_rank`` and ``neighborhoods=``; a combinatorial
+    complex has no signed incidences or Laplacians) and raise a ``ValueError`` naming the keys
+    that differ: ``shape``, the first key PyG collates, carries the check for PyG's loader, so
+    keep it first (:meth:`from_boundaries` does). The module docstring lists the keys.
 
     Parameters
     ----------
@@ -171,6 +181,9 @@ class ComplexData(Data):
         if key == "shape" and isinstance(value, Tensor) and value.dim() == 2:
             # PyG's collate asks the first complex, then calls __inc__ on every complex
             _COLLATING.shape_width = int(value.size(1))
+            _COLLATING.keys = frozenset(self._store._mapping.keys())
+            _COLLATING.first = weakref.ref(self)
+            _COLLATING.position = 0
         if isinstance(value, Tensor) and value.is_sparse:
             return (0, 1)  # block-diagonal: rows and columns both offset
         if _BATCH_KEY.match(key):
@@ -179,13 +192,28 @@ class ComplexData(Data):
 
     def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
         if key == "shape":
-            # Batching complexes of different max ranks: a clear error before PyG's
-            # RuntimeError on ``shape`` (or its KeyError on a rank-indexed key: ``shape`` is
+            # Batching complexes of different max ranks or keys (e.g. a combinatorial complex,
+            # which has no signed_incidence_r, with simplicial ones): a clear error before
+            # PyG's RuntimeError on ``shape`` or its KeyError on a later key (``shape`` is
             # collated first, see from_boundaries). ``ComplexDataLoader`` checks up front.
             width = getattr(_COLLATING, "shape_width", None)
+            position = getattr(_COLLATING, "position", 0)
+            _COLLATING.position = position + 1
             if width is not None and isinstance(value, Tensor) and value.dim() == 2 and value.size(1) != width:
                 _COLLATING.shape_width = None
-                raise ValueError(max_rank_mismatch(width - 1, int(value.size(1)) - 1))
+                raise ValueError(max_rank_mismatch(width - 1, int(value.size(1)) - 1, position))
+            reference = getattr(_COLLATING, "keys", None)
+            first = _COLLATING.first() if getattr(_COLLATING, "first", None) is not None else None
+            if (
+                reference is not None
+                and first is not None
+                and first is not self
+                and frozenset(self._store._mapping.keys()) != reference
+            ):
+                from topomodelx_attention.data.collate import keys_mismatch
+
+                _COLLATING.keys = _COLLATING.first = None
+                raise ValueError(keys_mismatch(first, self, position))
             return 0
         if _BATCH_KEY.match(key):
             # One complex per ``ComplexData``: increments 0, 1, 2, ... also for empty ranks.

@@ -326,7 +326,10 @@ def to_toponetx(
     """Convert a (single) :class:`ComplexData` back into a TopoNetX complex.
 
     Vertices are labelled ``0..n_0 - 1`` in the data's vertex order; features ``x_r`` are set as
-    the cell attribute ``feature_name``.
+    the cell attribute ``feature_name``: a number for one feature per cell, else the cell's
+    row (a 1-D array, also of length 0 for zero-width features ``(n_r, 0)``), so that
+    ``from_toponetx(..., feature_name=feature_name)`` reads back ``x_r`` with its width. A
+    rank without cells has nothing to carry its (0-row) ``x_r``.
 
     Parameters
     ----------
@@ -366,7 +369,11 @@ def to_toponetx(
         if key not in data:
             return {}
         rows = data[key].detach().cpu().numpy()
-        return {i: (row if row.size > 1 else row.item()) for i, row in enumerate(rows)}
+        if rows.ndim == 1:
+            rows = rows[:, None]
+        # one feature: a scalar; several or none (width 0): the row array, which
+        # from_toponetx(..., feature_name=...) reads back with its width
+        return {i: (row.item() if row.size == 1 else row) for i, row in enumerate(rows)}
 
     if complex_type == "cell":
         simplicial = _is_simplicial(vertex_sets)

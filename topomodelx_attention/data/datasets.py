@@ -5,17 +5,24 @@ line and the tests run offline. :func:`load_tu_graphs` reads any TU data set (``
 ``NCI1``, ``IMDB-BINARY``, ...) straight from its raw text files, ``<NAME>_A.txt``,
 ``<NAME>_graph_indicator.txt``, ``<NAME>_graph_labels.txt`` (or ``_graph_attributes.txt``) and
 the optional ``_node_labels``, ``_node_attributes``, ``_edge_labels``, ``_edge_attributes``
-files, with PyG's parser; it never reads a processed (pickled) file.
+files, with this package's parser (every line counts, final newline or not; a damaged file
+raises one error naming the file and the line); it never reads a processed (pickled) file.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
 __all__ = [
@@ -174,29 +181,129 @@ def find_tu_raw(name: str, data_dir: str | os.PathLike) -> Path:
     )
 
 
-def _check_tu_table(path: Path, integer: bool) -> int:
-    """Parse a TU text file once to name the first bad line; returns the number of rows."""
-    kind = int if integer else float
-    count, width = 0, None
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
+_INT64 = (-(2**63), 2**63 - 1)
+_MAX_ONE_HOT = 2**30
+"""Most values of a one-hot label encoding (rows x categories) before a label file is refused."""
+
+
+def _read_tu_table(path: Path, integer: bool, content: str) -> np.ndarray:
+    """Parse a comma-separated TU text file; row ``i`` of the result is line ``i + 1``.
+
+    Every line is read, the last one with or without a final newline; LF, CRLF and CR
+    end lines, blanks around the commas and trailing blank lines are ignored. A blank
+    line before the last row, a token that is not an (64-bit) integer / a number, a ragged
+    row, an empty file and (float files) a value that is not finite in float32 raise one
+    ``ValueError`` naming the file and the line.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    integer : bool
+        Integer (``int64``) or float (``float32``) values.
+    content : str
+        What the file should hold (for the error messages), e.g. ``"one graph id per vertex"``.
+
+    Returns
+    -------
+    numpy.ndarray, shape = (rows, columns)
+        ``int64`` or ``float32`` values.
+    """
     try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                fields = [f.strip() for f in line.split(",")]
-                try:
-                    [kind(f) for f in fields]
-                except ValueError:
-                    what = "integers" if integer else "numbers"
-                    raise ValueError(f"{path}, line {number}: expected comma-separated {what}, got {line.strip()[:60]!r}") from None
-                if width is None:
-                    width = len(fields)
-                elif len(fields) != width:
-                    raise ValueError(f"{path}, line {number}: {len(fields)} columns, the first line has {width}")
-                count += 1
+        with open(path, encoding="utf-8-sig") as handle:  # universal newlines: \n, \r\n, \r
+            text = handle.read()
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not a text file ({error.reason} at byte {error.start})") from None
-    return count
+    body = text.rstrip()  # trailing blanks and blank lines
+    if not body:
+        raise ValueError(f"{path} is empty (line 1 holds no row): it should hold {content}")
+    lines = body.count("\n") + 1
+    dtype = np.int64 if integer else np.float64
+    # NumPy's C parser first (fast); any doubt goes to the line-by-line parse, which names the
+    # line. NumPy parses an integer token it cannot read (1.0, 1e3, beyond 64 bits) as a
+    # float with a DeprecationWarning and wraps what overflows to -2**63: that warning is an
+    # error here, and a -2**63 is checked line by line all the same.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            values = np.loadtxt(io.StringIO(body), delimiter=",", dtype=dtype, ndmin=2, comments=None)
+    except (ValueError, OverflowError, Warning):
+        values = None
+    if (
+        values is None
+        or values.shape[0] != lines  # NumPy skips empty lines
+        or (integer and bool((values == _INT64[0]).any()))
+    ):
+        values = _parse_tu_lines(path, body.split("\n"), integer)
+    if integer:
+        return values
+    with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+        narrow = values.astype(np.float32)
+    bad = ~np.isfinite(narrow)
+    if bad.any():
+        row, column = (int(i[0]) for i in np.nonzero(bad))
+        value = values[row, column]
+        why = "is not a finite number" if not np.isfinite(value) else "overflows float32 (|value| > 3.4e38)"
+        raise ValueError(
+            f"{path}, line {row + 1}, column {column + 1}: {float(value)!r} {why}; every value must be a "
+            "finite number (fix or drop that row, and its graph in every file)"
+        )
+    return narrow
+
+
+def _parse_tu_lines(path: Path, lines: list[str], integer: bool) -> np.ndarray:
+    """Line-by-line parse of :func:`_read_tu_table`, raising at the first bad line."""
+    pattern, what = (_INTEGER, "integers") if integer else (_NUMBER, "numbers")
+    rows: list[list[int | float]] = []
+    width = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise ValueError(
+                f"{path}, line {number}: blank line; every line up to the last must hold one row "
+                "(delete the blank line)"
+            )
+        fields = [field.strip() for field in line.split(",")]
+        if not all(pattern.fullmatch(field) for field in fields):
+            raise ValueError(f"{path}, line {number}: expected comma-separated {what}, got {line.strip()[:60]!r}")
+        row = [int(field) if integer else float(field) for field in fields]
+        if integer and not all(_INT64[0] <= value <= _INT64[1] for value in row):
+            big = next(field for field, value in zip(fields, row) if not _INT64[0] <= value <= _INT64[1])
+            raise ValueError(f"{path}, line {number}: {big[:40]} does not fit in a 64-bit integer")
+        if width is None:
+            width = len(fields)
+        elif len(fields) != width:
+            raise ValueError(f"{path}, line {number}: {_plural(len(fields), 'column')}, the first line has {width}")
+        rows.append(row)
+    return np.array(rows, dtype=np.int64 if integer else np.float64).reshape(len(rows), width or 0)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _columns(path: Path, table: np.ndarray, expected: int, content: str) -> np.ndarray:
+    if table.shape[1] != expected:
+        raise ValueError(f"{path}, line 1: {_plural(table.shape[1], 'column')}, expected {expected} ({content})")
+    return table
+
+
+def _one_hot_labels(path: Path, labels: np.ndarray) -> Tensor:
+    """TUDataset's encoding of integer labels: every column shifted to 0 and one-hot, concatenated."""
+    parts = []
+    for column in labels.T:
+        low = int(column.min())
+        width = int(column.max()) - low + 1
+        if width * len(column) > _MAX_ONE_HOT:
+            line = int(column.argmax()) + 1
+            raise ValueError(
+                f"{path}, line {line}: label {int(column.max())} (the smallest is {low}) makes a "
+                f"one-hot encoding of {len(column)} x {width} values; labels must be category "
+                "codes (relabel them 0..C-1)"
+            )
+        parts.append(F.one_hot(torch.from_numpy(column - low), width).float())
+    return torch.cat(parts, dim=1)
 
 
 def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
@@ -206,8 +313,17 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
     ``use_edge_attr=True``): ``x`` is the one-hot node labels; without node labels the node
     attributes; without either a constant column of ones (one feature per vertex, so liftings
     and models see every vertex). ``edge_attr`` is the edge attributes and one-hot edge labels
-    (when present). ``y`` is the class index (``graph_labels``, remapped to ``0..C-1``) or the
-    float ``graph_attributes``.
+    (when present). ``y`` is the float ``graph_attributes`` when that file exists (as
+    TUDataset: regression), else the class index (``graph_labels``, remapped to ``0..C-1``).
+    As TUDataset, self-loops are removed and a repeated edge is kept once (its edge features
+    summed); edges are sorted.
+
+    The files are parsed by this package (not by PyG's ``read_tu_data``, which drops the last
+    line of a file without a final newline): every line counts, with or without a final
+    newline, with LF or CRLF line ends. A damaged file (a blank line before the
+    last row, a token that is not a number, an id out of range or beyond 64 bits, a
+    non-finite float, a row count that does not match) raises one ``ValueError`` naming the
+    file and the line.
 
     Parameters
     ----------
@@ -219,63 +335,109 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
     Returns
     -------
     list of torch_geometric.data.Data
-        One graph per line of ``<name>_graph_labels.txt``.
+        One graph per line of ``<name>_graph_labels.txt`` (or ``_graph_attributes.txt``).
     """
-    from torch_geometric.io import read_tu_data
+    from torch_geometric.utils import coalesce, remove_self_loops
 
     raw_dir = Path(raw_dir)
-    required = [raw_dir / f"{name}_{part}.txt" for part in ("A", "graph_indicator")]
-    labels = [raw_dir / f"{name}_graph_{part}.txt" for part in ("labels", "attributes")]
-    missing = [p.name for p in required if not p.is_file()]
+
+    def file(part: str) -> Path:
+        return raw_dir / f"{name}_{part}.txt"
+
+    labels = [file("graph_attributes"), file("graph_labels")]  # TUDataset prefers the attributes
+    missing = [file(part).name for part in ("A", "graph_indicator") if not file(part).is_file()]
     if missing or not any(p.is_file() for p in labels):
         raise FileNotFoundError(f"TU data set {name} in {raw_dir} is incomplete: expected {_expected_tu_files(name)}")
-    # validate every file (first bad line named) and the counts before PyG's parser runs
-    num_nodes = _check_tu_table(raw_dir / f"{name}_graph_indicator.txt", integer=True)
-    num_edges = _check_tu_table(raw_dir / f"{name}_A.txt", integer=True)
-    label_file = next(p for p in labels if p.is_file())
-    num_graphs = _check_tu_table(label_file, integer=label_file is labels[0])
-    for part, rows, integer in (
-        ("node_labels", num_nodes, True), ("node_attributes", num_nodes, False),
-        ("edge_labels", num_edges, True), ("edge_attributes", num_edges, False),
-    ):
-        path = raw_dir / f"{name}_{part}.txt"
-        if path.is_file() and _check_tu_table(path, integer) != rows:
-            raise ValueError(f"{path} has {_check_tu_table(path, integer)} rows, expected {rows} (one per line of {name}_{'graph_indicator' if 'node' in part else 'A'}.txt)")
-    if num_nodes == 0 or num_graphs == 0:
-        raise ValueError(f"TU data set {name} in {raw_dir} has no graphs")
-    indicator = torch.as_tensor(
-        [int(v) for v in (raw_dir / f"{name}_graph_indicator.txt").read_text().split()], dtype=torch.long
+    indicator_file, edge_file = file("graph_indicator"), file("A")
+    indicator = _columns(
+        indicator_file, _read_tu_table(indicator_file, True, "one graph id per vertex"), 1, "one graph id per vertex"
+    )[:, 0]
+    edges = _columns(
+        edge_file, _read_tu_table(edge_file, True, "one 'u, v' line per directed edge"), 2, "u, v"
     )
-    if int(indicator.min()) != 1 or int(indicator.max()) != num_graphs or bool((indicator.diff() < 0).any()):
+    label_file = next(p for p in labels if p.is_file())
+    regression = label_file is labels[0]
+    targets = _read_tu_table(label_file, not regression, "one line per graph")
+    if not regression:
+        targets = _columns(label_file, targets, 1, "one class label per graph")[:, 0]
+    num_nodes, num_graphs = len(indicator), len(targets)
+    tables = {}
+    for part, rows, integer, per in (
+        ("node_labels", num_nodes, True, indicator_file), ("node_attributes", num_nodes, False, indicator_file),
+        ("edge_labels", len(edges), True, edge_file), ("edge_attributes", len(edges), False, edge_file),
+    ):
+        path = file(part)
+        if path.is_file():
+            tables[part] = _read_tu_table(path, integer, f"{rows} rows, one per line of {per.name}")
+            if len(tables[part]) != rows:
+                raise ValueError(
+                    f"{path} has {len(tables[part])} rows (its last row is line {len(tables[part])}), "
+                    f"expected {rows} (one per line of {per.name})"
+                )
+    # graph ids: sorted, 1..num_graphs, every graph up to the last one present
+    for bad, problem in (
+        (indicator < 1, "graph ids start at 1"),
+        (indicator > num_graphs, f"graph ids must be at most {num_graphs} (the lines of {label_file.name})"),
+        (np.concatenate([[False], np.diff(indicator) < 0]), "graph ids must be sorted (all vertices of a graph together, in graph order)"),
+    ):
+        if bad.any():
+            line = int(bad.argmax())
+            raise ValueError(f"{indicator_file}, line {line + 1}: graph id {int(indicator[line])}; {problem}")
+    if int(indicator[-1]) != num_graphs:
         raise ValueError(
-            f"{raw_dir / f'{name}_graph_indicator.txt'}: graph ids must be sorted and run from 1 to "
-            f"{num_graphs} (the lines of {label_file.name}), got {int(indicator.min())}..{int(indicator.max())}"
+            f"{indicator_file}, line {num_nodes}: the last graph id is {int(indicator[-1])}, but "
+            f"{label_file.name} has {num_graphs} lines (one per graph); "
+            + (f"graph {num_graphs}" if int(indicator[-1]) + 1 == num_graphs else f"graphs {int(indicator[-1]) + 1}..{num_graphs}")
+            + " would have no vertex"
         )
-    if num_edges:
-        pairs = torch.as_tensor(
-            [int(v) for v in (raw_dir / f"{name}_A.txt").read_text().replace(",", " ").split()], dtype=torch.long
-        ).view(-1, 2) - 1
-        if int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes:
-            raise ValueError(f"{raw_dir / f'{name}_A.txt'}: vertex ids must be in 1..{num_nodes}")
-        if bool((indicator[pairs[:, 0]] != indicator[pairs[:, 1]]).any()):
-            raise ValueError(f"{raw_dir / f'{name}_A.txt'}: an edge joins vertices of two different graphs")
-    data, slices, sizes = read_tu_data(str(raw_dir), name)
-    n_attr = sizes["num_node_attributes"]
-    counts = torch.bincount(indicator - 1, minlength=num_graphs)
-    node_start = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    outside = (edges < 1) | (edges > num_nodes)
+    if outside.any():
+        line = int(outside.any(axis=1).argmax())
+        raise ValueError(
+            f"{edge_file}: vertex ids must be in 1..{num_nodes} (one per line of "
+            f"{indicator_file.name}); line {line + 1} holds {int(edges[line, 0])}, {int(edges[line, 1])}"
+        )
+    owner = indicator[edges - 1]
+    across = owner[:, 0] != owner[:, 1]
+    if across.any():
+        line = int(across.argmax())
+        raise ValueError(
+            f"{edge_file}, line {line + 1}: the edge {int(edges[line, 0])}, {int(edges[line, 1])} joins "
+            f"vertices of graphs {int(owner[line, 0])} and {int(owner[line, 1])} (an edge lies in one graph)"
+        )
+
+    node_labels = _one_hot_labels(file("node_labels"), tables["node_labels"]) if "node_labels" in tables else None
+    node_attributes = torch.from_numpy(tables["node_attributes"]) if "node_attributes" in tables else None
+    x = node_labels if node_labels is not None else node_attributes  # TUDataset's use_node_attr=False
+    edge_parts = [torch.from_numpy(tables["edge_attributes"])] if "edge_attributes" in tables else []
+    if "edge_labels" in tables:
+        edge_parts.append(_one_hot_labels(file("edge_labels"), tables["edge_labels"]))
+    edge_attr = torch.cat(edge_parts, dim=1) if edge_parts else None
+    if regression:
+        y = torch.from_numpy(targets)
+        y = y[:, 0] if y.size(1) == 1 else y
+    else:
+        y = torch.unique(torch.from_numpy(targets), sorted=True, return_inverse=True)[1]
+    edge_index = torch.from_numpy(edges.T - 1).contiguous()
+    edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
+    edge_index, edge_attr = coalesce(edge_index, edge_attr, num_nodes)  # sorted; repeats summed
+
+    counts = np.bincount(indicator - 1, minlength=num_graphs)
+    node_start = np.concatenate([[0], np.cumsum(counts)])
+    edge_start = np.searchsorted(edge_index[0].numpy(), node_start).tolist()  # edges sorted by source
+    node_start = node_start.tolist()
     graphs = []
     for g in range(num_graphs):
-        lo, hi = int(node_start[g]), int(node_start[g + 1])
-        e_lo, e_hi = int(slices["edge_index"][g]), int(slices["edge_index"][g + 1])
-        if data.x is not None and data.x.size(1) > n_attr:
-            x = data.x[lo:hi, n_attr:]  # one-hot node labels (TUDataset's use_node_attr=False)
-        elif data.x is not None:
-            x = data.x[lo:hi]  # node attributes only
-        else:
-            x = torch.ones(hi - lo, 1)
-        graph = Data(x=x, edge_index=data.edge_index[:, e_lo:e_hi], y=data.y[g : g + 1], num_nodes=hi - lo)
-        if data.edge_attr is not None:
-            graph.edge_attr = data.edge_attr[e_lo:e_hi]
+        lo, hi = node_start[g], node_start[g + 1]
+        e_lo, e_hi = edge_start[g], edge_start[g + 1]
+        graph = Data(
+            x=x[lo:hi] if x is not None else torch.ones(hi - lo, 1),
+            edge_index=edge_index[:, e_lo:e_hi] - lo,
+            y=y[g : g + 1],
+            num_nodes=hi - lo,
+        )
+        if edge_attr is not None:
+            graph.edge_attr = edge_attr[e_lo:e_hi]
         graphs.append(graph)
     return graphs
 

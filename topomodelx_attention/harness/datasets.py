@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from tqdm import tqdm
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.benchmark_graphs import (
     SPLITS,
+    atomic_output,
     gcb_plain_path,
     read_gcb,
     read_zinc12k,
@@ -78,7 +80,7 @@ CACHE_VERSION = 2
 CACHE_FORMAT = "topomodelx-attention complexes 2"
 """``format`` entry of a cache file (:func:`save_cache`)."""
 
-LOADERS = ("tu", "gcb", "zinc")
+LOADERS = ("tu", "gcb", "zinc", "graphuniverse")
 """Data set readers known to :func:`load_graphs`."""
 
 _ALWAYS_KEPT = ("y", "shape", "num_nodes")
@@ -125,6 +127,15 @@ class DatasetInfo:
         Monitored metric (``"accuracy"`` or ``"mae"``).
     node_id_channels : int or None, default=None
         Width of ``node_id`` (TokenGT node identifiers; ``None`` when the PE wrote none).
+    task_level : {"graph", "node"}, default="graph"
+        One label per complex (``y`` of shape ``(1,)`` or ``(1, d)``) or one class per vertex
+        (``y`` of shape ``(n_0,)``: inductive node classification, every vertex of a complex
+        belongs to the complex's split).
+    loss : {"cross_entropy", "mae", "mse"} or None, default=None
+        Training loss (``None``: cross-entropy for classification, MAE for regression).
+    metrics : tuple of str, default=()
+        Metrics logged besides ``metric`` (``"mse_per_triangle"``: the GraphUniverse
+        challenge's MSE divided by the targets' total, for triangle counting).
     """
 
     name: str
@@ -135,6 +146,9 @@ class DatasetInfo:
     pe_channels: int | None
     metric: str
     node_id_channels: int | None = None
+    task_level: str = "graph"
+    loss: str | None = None
+    metrics: tuple[str, ...] = ()
 
     @property
     def max_rank(self) -> int:
@@ -327,6 +341,10 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
     data_dir = cfg.get("data_dir")
     if loader == "tu":
         graphs: list[Data] | dict[str, list[Data]] = _load_tu(cfg, cache)
+    elif loader == "graphuniverse":  # generated (graph-universe), cached under <cache>/graphuniverse
+        from topomodelx_attention.harness.graphuniverse import load_graphuniverse
+
+        graphs = load_graphuniverse(cfg, cache)
     elif data_dir is None:
         needed = cfg.get("file", "hard_small.npz") if loader == "gcb" else (
             "smiles_score.csv and indexes_train_val_test.csv"
@@ -535,6 +553,10 @@ def cache_key(
         key: dataset_cfg.get(key)
         for key in ("name", "loader", "file", "target", "subset", "max_graphs", "lifting_kwargs")
     }
+    if dataset_cfg.get("loader") == "graphuniverse":  # task, generation parameters, split
+        from topomodelx_attention.harness.graphuniverse import cache_fields
+
+        reading["graphuniverse"] = cache_fields(dataset_cfg)
     payload = {
         "version": CACHE_VERSION,
         "dataset": reading,
@@ -649,6 +671,10 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
 def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
     """Write processed complexes as plain tensors, atomically (a temporary file, then a rename).
 
+    The temporary file is created next to ``path`` with an unpredictable name and exclusive
+    creation (:func:`~topomodelx_attention.data.benchmark_graphs.atomic_output`): a file or
+    symlink planted at a guessed name is never followed or overwritten.
+
     The file holds only tensors, lists, ints and strings, so :func:`load_cache` reads it with
     ``torch.load(weights_only=True)``: nothing in a cache folder is ever unpickled.
 
@@ -669,13 +695,10 @@ def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
         "split": None if split is None else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    try:
-        torch.save(plain, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    # <name>.<host>.<pid>.<random>.tmp, created exclusively (a planted symlink is never followed);
+    # host and pid let _clean_orphans tell a killed save from a running one
+    with atomic_output(path, prefix=f"{path.name}.{socket.gethostname()}.{os.getpid()}.") as handle:
+        torch.save(plain, handle)
 
 
 def load_cache(path: str | os.PathLike) -> dict[str, Any]:
@@ -721,19 +744,26 @@ def load_cache(path: str | os.PathLike) -> dict[str, Any]:
     return {"complexes": complexes, "split": split}
 
 
-_TMP = re.compile(r"^(?P<name>.+)\.(?P<host>[^.]+(?:\.[^.]+)*)\.(?P<pid>\d+)\.tmp$")
+def _temporary_pid(name: str, host: str) -> int | None:
+    """Process id in a temporary name of this host (``<name>.<host>.<pid>[.<random>].tmp``), else None."""
+    match = re.fullmatch(rf"(?P<name>.+)\.{re.escape(host)}\.(?P<pid>\d+)(?:\.[A-Za-z0-9_]+)?\.tmp", name)
+    return int(match["pid"]) if match else None
 
 
 def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
-    """Delete temporary files of saves that were killed (this host: their process is gone)."""
+    """Delete temporary files of saves that were killed (this host: their process is gone).
+
+    Temporary names are ``<name>.<host>.<pid>.<random>.tmp`` (:func:`save_cache`; older
+    versions wrote ``<name>.<host>.<pid>.tmp``); those of other hosts, or of no known
+    pattern, are deleted once older than ``max_age`` seconds.
+    """
     if not folder.is_dir():
         return
     host = socket.gethostname()
     for tmp in folder.glob("*.tmp"):
-        match = _TMP.match(tmp.name)
+        pid = _temporary_pid(tmp.name, host)
         try:
-            if match and match["host"] == host:
-                pid = int(match["pid"])
+            if pid is not None:
                 if pid == os.getpid():
                     continue
                 try:
@@ -743,7 +773,7 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
                     pass
                 except PermissionError:
                     continue
-            elif time.time() - tmp.stat().st_mtime < max_age:
+            elif time.time() - tmp.lstat().st_mtime < max_age:
                 continue  # possibly a save in progress on another machine (shared cache)
             tmp.unlink()
         except OSError:
@@ -753,9 +783,10 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
 def probe_writable(folder: Path) -> None:
     """Create ``folder`` if needed and write (then remove) a probe file; ``OSError`` if impossible."""
     folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / f".write-test.{socket.gethostname()}.{os.getpid()}.tmp"
-    probe.write_bytes(b"")
-    probe.unlink()
+    # an unpredictable name, created exclusively: a planted symlink is never followed (truncated)
+    descriptor, probe = tempfile.mkstemp(dir=folder, prefix=f".write-test.{socket.gethostname()}.{os.getpid()}.", suffix=".tmp")
+    os.close(descriptor)
+    os.unlink(probe)
 
 
 def _check_writable(folder: Path) -> None:
@@ -769,7 +800,28 @@ def _check_writable(folder: Path) -> None:
         ) from error
 
 
+_LOSSES = {"classification": ("cross_entropy",), "regression": ("mae", "mse")}
+_METRICS = {"classification": ("accuracy",), "regression": ("mae", "mse")}
+_EXTRA_METRICS = {"mse_per_triangle": "regression"}
+
+
+def _node_labels(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], labels: list[Tensor]) -> Tensor:
+    """Node-level labels: one per vertex of every complex (raises naming the first bad complex)."""
+    for i, (complex_, label) in enumerate(zip(complexes, labels)):
+        n_0 = complex_.num_cells(0)
+        if (label.dim() > 1 and label.shape[1:].numel() != 1) or label.reshape(-1).numel() != n_0:
+            raise ValueError(
+                f"data set {cfg['name']} is a node-level task (dataset.task_level=node) but graph "
+                f"{i} has y of shape {tuple(label.shape)} for {n_0} vertices: give one label per vertex"
+            )
+    return torch.cat([label.reshape(-1, 1) for label in labels])
+
+
 def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: Any) -> DatasetInfo:
+    if cfg.get("loader") == "graphuniverse":  # the challenge task sets the harness task
+        from topomodelx_attention.harness.graphuniverse import task_protocol
+
+        cfg = task_protocol(cfg)
     if not complexes:
         raise ValueError(f"data set {cfg['name']} has no graphs")
     first = complexes[0]
@@ -794,13 +846,31 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
     labels = [c.y for c in complexes if "y" in c and c.y is not None]
     if len(labels) != len(complexes):
         raise ValueError(f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y")
-    y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
+    level = cfg.get("task_level") or "graph"
+    if level not in ("graph", "node"):
+        raise ValueError(f"dataset.task_level must be 'graph' or 'node', got {level!r}")
+    if level == "node":
+        y = _node_labels(cfg, complexes, labels)
+    else:
+        y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
     task = cfg.get("task") or ("regression" if y.is_floating_point() else "classification")
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
+    if level == "node" and task != "classification":
+        raise ValueError("dataset.task_level=node supports dataset.task=classification only")
     metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
-    if metric not in ("accuracy", "mae"):
-        raise ValueError(f"dataset.monitor_metric must be 'accuracy' or 'mae', got {metric!r}")
+    if metric not in _METRICS[task]:
+        raise ValueError(f"dataset.monitor_metric of a {task} task must be one of {_METRICS[task]}, got {metric!r}")
+    loss = cfg.get("loss") or _LOSSES[task][0]
+    if loss not in _LOSSES[task]:
+        raise ValueError(f"dataset.loss of a {task} task must be one of {_LOSSES[task]}, got {loss!r}")
+    metrics = tuple(cfg.get("metrics") or ())
+    for name in metrics:
+        if _EXTRA_METRICS.get(name) != task or level != "graph":
+            raise ValueError(
+                f"dataset.metrics: {name!r} is not a metric of a {level}-level {task} task "
+                f"(known: {sorted(_EXTRA_METRICS)}, for graph-level regression)"
+            )
     pe_channels = node_id_channels = None
     if pe is not None and "node_id" in first:  # TokenGT identifiers, not a pe_r encoding
         node_id_channels = int(first["node_id"].shape[1])
@@ -834,6 +904,9 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
         pe_channels=None if pe_channels is None else int(pe_channels),
         metric=metric,
         node_id_channels=node_id_channels,
+        task_level=level,
+        loss=loss,
+        metrics=metrics,
     )
 
 

@@ -19,6 +19,15 @@ name                         domain       model
 ``sccnn``                    simplicial   :class:`SCCNNBaseline` (TopoModelX ``SCCNN``)
 ===========================  ===========  ======================================================
 
+Node-level tasks (``DatasetInfo.task_level == "node"``, e.g. GraphUniverse community
+detection) get node-level outputs of every model, ``(n_0, out_channels)``: option
+``outputs="node"`` (``model.params.outputs``; its default follows the data set's task level).
+The baselines skip the pooling and apply the readout MLP to every vertex (CWN first sums the
+final states of the edges and 2-cells into their vertices: TopoModelX's CWN updates only the
+edges); the Cellular Transformer returns its rank-0 readout (``outputs="cells"``,
+``readout_ranks=(0,)``), TokenGT its vertex tokens (``OrderKTokenGT(outputs=(0,))``), the
+N-simplicial transformer its vertex tokens (``outputs="tokens"``).
+
 The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
 rank-0/1 part of a lifted complex: ``x_0`` (nodes), ``x_1`` (edges, as edge features) and the
 graph given by ``incidence_1`` (:func:`edge_graph`); their positional encoding is ``pe_0``,
@@ -49,6 +58,7 @@ from topomodelx_attention.nn.common import (
 
 __all__ = [
     "MODELS",
+    "OUTPUTS",
     "CWNBaseline",
     "EdgeGraphBaseline",
     "GINBaseline",
@@ -56,6 +66,7 @@ __all__ = [
     "GPSBaseline",
     "GraphTransformerBaseline",
     "ModelSpec",
+    "NodeOutputs",
     "SCCNNBaseline",
     "build_model",
     "edge_graph",
@@ -163,6 +174,56 @@ def build_model(name: str, params: Mapping[str, Any] | None, info: DatasetInfo) 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
 # ----------------------------------------------------------------------------------------------
+OUTPUTS = ("complex", "node")
+"""``outputs`` of the harness models: one row per complex, or one row per vertex."""
+
+
+def _check_outputs(outputs: str) -> str:
+    if outputs not in OUTPUTS:
+        raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
+    return outputs
+
+
+def _outputs(params: dict[str, Any], info: DatasetInfo) -> str:
+    """Pop ``outputs`` from ``params``: the data set's task level by default, never another."""
+    expected = "node" if info.task_level == "node" else "complex"
+    outputs = params.pop("outputs", expected)
+    if outputs not in OUTPUTS:
+        raise ValueError(f"model.params.outputs must be one of {OUTPUTS}, got {outputs!r}")
+    if outputs != expected:
+        raise ValueError(
+            f"data set {info.name} is a {info.task_level}-level task: model.params.outputs must be "
+            f"{expected!r} (or left out), got {outputs!r}"
+        )
+    return outputs
+
+
+class NodeOutputs(nn.Module):
+    """Rank-0 rows of a family model's cell-level outputs, ``(n_0, out_channels)``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model whose ``method(batch)`` returns ``{rank: (n_rank, out_channels)}``.
+    method : str, default="forward"
+        The method returning the cell-level outputs (``"cell_outputs"`` for OrderKTokenGT).
+    """
+
+    def __init__(self, model: nn.Module, method: str = "forward") -> None:
+        super().__init__()
+        self.model = model
+        self.method = method
+
+    def forward(self, batch: Any) -> Tensor:
+        """Return the node-level predictions, ``(n_0, out_channels)``."""
+        call = self.model if self.method == "forward" else getattr(self.model, self.method)
+        return call(batch)[0]
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return model.model if isinstance(model, NodeOutputs) else model
+
+
 def _encoders(info: DatasetInfo, hidden: int, ranks: Sequence[int]) -> nn.ModuleList:
     return nn.ModuleList(FeatureEncoder(info.in_channels[r], hidden, info.categorical[r]) for r in ranks)
 
@@ -178,24 +239,41 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     keys = _rank_keys(info.max_rank, "x", "batch")
     if info.pe_channels is not None:
         keys |= _rank_keys(info.max_rank, "pe")
-    return keys | {arrow.neighborhood for arrow in model.arrows}
+    return keys | {arrow.neighborhood for arrow in _unwrap(model).arrows}
 
 
 @register_model("cellular_transformer", "cell", _ct_keys)
 def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """Cellular Transformer sized for the data set (``params``: its keyword arguments)."""
+    """Cellular Transformer sized for the data set (``params``: its keyword arguments).
+
+    Node-level tasks: the per-vertex readout (``outputs="cells"``, ``readout_ranks=(0,)``).
+    """
     from topomodelx_attention.nn.cell import CellularTransformer
 
     params = dict(params)
+    outputs = _outputs(params, info)
     if "readout_ranks" in params and not isinstance(params["readout_ranks"], str):
         params["readout_ranks"] = tuple(params["readout_ranks"])
-    return CellularTransformer(
+    if outputs == "node":
+        if tuple(params.get("readout_ranks", (0,))) != (0,):
+            raise ValueError(
+                f"node-level outputs read the vertices: model.params.readout_ranks must be [0], "
+                f"got {list(params['readout_ranks'])}"
+            )
+        if params.get("readout_before_pooling", True) is not True:
+            raise ValueError(
+                "node-level outputs apply the readout MLP to every vertex: "
+                "model.params.readout_before_pooling must be true"
+            )
+        params.update(outputs="cells", readout_ranks=(0,))
+    model = CellularTransformer(
         in_channels=info.in_channels,
         out_channels=info.out_channels,
         categorical=info.categorical,
         pe_channels=info.pe_channels,
         **params,
     )
+    return NodeOutputs(model) if outputs == "node" else model
 
 
 # ----------------------------------------------------------------------------------------------
@@ -220,6 +298,8 @@ class GINBaseline(nn.Module):
         Global pooling.
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs once per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
     """
 
     def __init__(
@@ -231,11 +311,13 @@ class GINBaseline(nn.Module):
         readout_layers: int = 1,
         pooling: str = "sum",
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__()
         from torch_geometric.nn import GIN
 
         self.check_inputs = bool(check_inputs)
+        self.outputs = _check_outputs(outputs)
 
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
@@ -255,19 +337,23 @@ class GINBaseline(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions.
+            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
         """
         check_rows({"x_0": (batch.x_0, batch.batch_0.numel())})
         if self.check_inputs:
             check_inputs({"x_0": batch.x_0})
         h = self.gin(self.encoder(batch.x_0), batch.edge_index)
+        if self.outputs == "node":
+            return self.readout(h)
         return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
 
 
 @register_model("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
 def build_gin(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """GIN baseline (``params``: :class:`GINBaseline` arguments)."""
-    return GINBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return GINBaseline(info, **params, outputs=outputs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -338,6 +424,8 @@ class EdgeGraphBaseline(nn.Module):
         Global pooling.
     check_inputs : bool
         Reject NaN/Inf/huge float inputs once per forward (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
     """
 
     def __init__(
@@ -350,8 +438,10 @@ class EdgeGraphBaseline(nn.Module):
         readout_layers: int,
         pooling: str,
         check_inputs: bool,
+        outputs: str = "complex",
     ) -> None:
         super().__init__()
+        self.outputs = _check_outputs(outputs)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
         h = int(hidden_channels)
@@ -401,7 +491,8 @@ class EdgeGraphBaseline(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions (zeros-pooled rows for complexes without nodes).
+            Predictions (zeros-pooled rows for complexes without nodes); ``outputs="node"``:
+            ``(n_0, out_channels)``.
         """
         pe = batch.pe_0 if self.pe_encoder is not None else None
         n_0, n_1 = batch.incidence_1.shape
@@ -417,6 +508,8 @@ class EdgeGraphBaseline(nn.Module):
         edge_attr = self.edge_encoder(batch.x_1)[edge_id]
         # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
         h = self.layers(x, edge_index, edge_attr, batch.batch_0) if n_0 else x
+        if self.outputs == "node":
+            return self.readout(self.dropout(h))
         pooled = segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling)
         return self.readout(self.dropout(pooled))
 
@@ -458,6 +551,8 @@ class GINEBaseline(EdgeGraphBaseline):
         Width of the encoded PE (only with ``pe_0``).
     check_inputs : bool, default=True
         Validate float inputs once per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex.
     """
 
     def __init__(
@@ -471,10 +566,12 @@ class GINEBaseline(EdgeGraphBaseline):
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__(
             info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
             readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+            outputs=outputs,
         )
         from torch_geometric.nn import GINEConv
 
@@ -526,6 +623,8 @@ class GPSBaseline(EdgeGraphBaseline):
         Width of the encoded PE (only with ``pe_0``).
     check_inputs : bool, default=True
         Validate float inputs once per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex.
     """
 
     def __init__(
@@ -542,10 +641,12 @@ class GPSBaseline(EdgeGraphBaseline):
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__(
             info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
             readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+            outputs=outputs,
         )
         from torch_geometric.nn import GINEConv, GPSConv
 
@@ -616,6 +717,8 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
         Width of the encoded PE (only with ``pe_0``).
     check_inputs : bool, default=True
         Validate float inputs once per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex.
     """
 
     def __init__(
@@ -631,10 +734,12 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__(
             info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
             readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
+            outputs=outputs,
         )
         h = self.hidden_channels
         n_layers, heads = _check_depth(n_layers, h, heads)
@@ -652,19 +757,25 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
 @register_model("gine", "graph", _edge_graph_keys)
 def build_gine(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """GINE baseline (``params``: :class:`GINEBaseline` keyword arguments)."""
-    return GINEBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return GINEBaseline(info, **params, outputs=outputs)
 
 
 @register_model("gps", "graph", _edge_graph_keys)
 def build_gps(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """GPS baseline (``params``: :class:`GPSBaseline` keyword arguments)."""
-    return GPSBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return GPSBaseline(info, **params, outputs=outputs)
 
 
 @register_model("graph_transformer", "graph", _edge_graph_keys)
 def build_graph_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """Sparse graph transformer baseline (``params``: :class:`GraphTransformerBaseline` keyword arguments)."""
-    return GraphTransformerBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return GraphTransformerBaseline(info, **params, outputs=outputs)
 
 
 def _check_ranks(batch: Any, finite: bool) -> None:
@@ -700,6 +811,12 @@ class CWNBaseline(nn.Module):
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
         per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex. TopoModelX's CWN updates only the edges
+        (its vertex states are the projected inputs), so a vertex reads the final states
+        propagated down the incidences: ``h_0 + B_1 (h_1 + B_2 h_2)`` with the unsigned
+        ``B_1 = incidence_1``, ``B_2 = incidence_2`` (as TopoBench's signal-down readout,
+        summed), then the readout MLP.
     """
 
     def __init__(
@@ -710,11 +827,13 @@ class CWNBaseline(nn.Module):
         dropout: float = 0.0,
         readout_layers: int = 1,
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__()
         from topomodelx.nn.cell.cwn import CWN
 
         self.check_inputs = bool(check_inputs)
+        self.outputs = _check_outputs(outputs)
 
         if info.max_rank != 2:
             raise ValueError(f"CWN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -735,7 +854,7 @@ class CWNBaseline(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions.
+            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
         """
         _check_ranks(batch, self.check_inputs)
         x = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
@@ -745,6 +864,9 @@ class CWNBaseline(nn.Module):
             incidence_2=batch.incidence_2,
             incidence_1_t=batch.incidence_1.t().coalesce(),
         )
+        if self.outputs == "node":  # the edge (and 2-cell) states down to their vertices
+            edges = out[1] + torch.sparse.mm(batch.incidence_2, out[2])
+            return self.readout(self.dropout(out[0] + torch.sparse.mm(batch.incidence_1, edges)))
         size = batch.num_complexes
         pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
@@ -757,7 +879,9 @@ class CWNBaseline(nn.Module):
 )
 def build_cwn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """CWN baseline (``params``: :class:`CWNBaseline` arguments)."""
-    return CWNBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return CWNBaseline(info, **params, outputs=outputs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -792,6 +916,9 @@ class SCCNNBaseline(nn.Module):
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
         per forward.
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex (the readout MLP on the final vertex states,
+        which SCCNN updates from the edges and triangles).
     """
 
     def __init__(
@@ -805,11 +932,13 @@ class SCCNNBaseline(nn.Module):
         dropout: float = 0.0,
         readout_layers: int = 1,
         check_inputs: bool = True,
+        outputs: str = "complex",
     ) -> None:
         super().__init__()
         from topomodelx.nn.simplicial.sccnn import SCCNN
 
         self.check_inputs = bool(check_inputs)
+        self.outputs = _check_outputs(outputs)
 
         if info.max_rank != 2:
             raise ValueError(f"SCCNN needs 2-dimensional complexes, got max_rank={info.max_rank}")
@@ -832,7 +961,7 @@ class SCCNNBaseline(nn.Module):
         Returns
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions.
+            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
         """
         _check_ranks(batch, self.check_inputs)
         x = tuple(enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders))
@@ -841,6 +970,8 @@ class SCCNNBaseline(nn.Module):
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
         out = self.sccnn(x, laplacians, incidences)
+        if self.outputs == "node":
+            return self.readout(self.dropout(out[0]))
         size = batch.num_complexes
         pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
         return self.readout(self.dropout(pooled))
@@ -855,7 +986,9 @@ class SCCNNBaseline(nn.Module):
 )
 def build_sccnn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """SCCNN baseline (``params``: :class:`SCCNNBaseline` arguments)."""
-    return SCCNNBaseline(info, **params)
+    params = dict(params)
+    outputs = _outputs(params, info)
+    return SCCNNBaseline(info, **params, outputs=outputs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -869,7 +1002,8 @@ def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """Order-k TokenGT; its node identifiers come from ``model.pe`` (``LaplacianNodeId``/``OrthogonalRandomNodeId``).
 
     On the 1-skeleton (``tokengt``) this is TokenGT with one token per node and per undirected
-    edge (paper A.5); on a cell complex (``tokengt_cell``) every cell is a token.
+    edge (paper A.5); on a cell complex (``tokengt_cell``) every cell is a token. Node-level
+    tasks: the head on the vertex tokens (``outputs=(0,)``, :meth:`~.OrderKTokenGT.cell_outputs`).
     """
     from topomodelx_attention.nn.graph import OrderKTokenGT
 
@@ -877,13 +1011,17 @@ def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
         raise ValueError(
             "TokenGT needs node identifiers: set model.pe to LaplacianNodeId or OrthogonalRandomNodeId"
         )
-    return OrderKTokenGT(
+    params = dict(params)
+    outputs = _outputs(params, info)
+    model = OrderKTokenGT(
         in_channels=info.in_channels,
         out_channels=info.out_channels,
         categorical=info.categorical,
         node_id_dim=info.node_id_channels,
+        outputs=(0,) if outputs == "node" else ("complex",),
         **params,
     )
+    return NodeOutputs(model, "cell_outputs") if outputs == "node" else model
 
 
 register_model("tokengt", "graph", _tokengt_keys)(build_tokengt)
@@ -899,13 +1037,19 @@ register_model("tokengt_cell", "cell", _tokengt_keys)(build_tokengt)
     lambda model, info: {"x_0", "batch_0"} | {f"incidence_{r}" for r in range(1, info.max_rank + 1)},
 )
 def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples."""
+    """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples.
+
+    Node-level tasks: the head on every vertex token (``outputs="tokens"``).
+    """
     from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 
+    params = dict(params)
+    outputs = _outputs(params, info)
     return NSimplicialTransformer(
         in_channels=info.in_channels[0],
         out_channels=info.out_channels,
         categorical=info.categorical[0],
+        outputs="tokens" if outputs == "node" else "complex",
         **params,
     )
 

@@ -54,6 +54,9 @@ class SeedResult:
         ``wall_seconds`` (wall time since the start of training, validation included).
     stopped_by_time : bool, default=False
         Whether ``trainer.max_time`` ended the training.
+    test_metrics : dict of str to float, default={}
+        Test values of the data set's further metrics (``dataset.metrics``, e.g.
+        ``mse_per_triangle``), at the best-validation checkpoint.
     """
 
     seed: int
@@ -64,6 +67,7 @@ class SeedResult:
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_by_time: bool = False
+    test_metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -215,9 +219,18 @@ def markdown_table(result: ExperimentResult) -> str:
         f"| **mean ± std** | | | **{summary['val']}** | **{summary['test']}** "
         f"| {summary['seconds']} | {summary['s_per_epoch']} | |"
     )
+    for name in _extra_metrics(result):
+        values = [s.test_metrics.get(name, float("nan")) for s in result.seeds]
+        lines.append(f"\ntest {name}: {format_mean_std(values, 1.0, 4)} (per seed: "
+                     + ", ".join(f"{v:.4f}" for v in values) + ")")
     if result.max_time is not None:
         lines.append(f"\nwall-time budget: {result.max_time:g} s per seed (`trainer.max_time`)")
     return "\n".join(lines)
+
+
+def _extra_metrics(result: ExperimentResult) -> list[str]:
+    """Names of the further test metrics of the seeds (:attr:`SeedResult.test_metrics`), sorted."""
+    return sorted({name for s in result.seeds for name in s.test_metrics})
 
 
 def comparison_table(rows: Iterable[dict[str, Any]]) -> str:
@@ -368,13 +381,14 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
         writer = csv.writer(handle)
         writer.writerow(["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
                          f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
-                         "budget_s", "parameters"])
+                         "budget_s", "parameters", *(f"test_{m}" for m in _extra_metrics(result))])
         for s in result.seeds:
             writer.writerow([result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
                              f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
                              f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
                              "" if result.max_time is None else f"{result.max_time:g}",
-                             result.num_parameters])
+                             result.num_parameters,
+                             *(f"{s.test_metrics.get(m, float('nan')):.6f}" for m in _extra_metrics(result))])
     row = summary_row(result)
     with open(files["summary"], "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(row))

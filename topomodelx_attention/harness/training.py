@@ -177,15 +177,57 @@ def max_time_seconds(value: Any) -> float | None:
     return seconds
 
 
+def _mse_per_total_target() -> Any:
+    """Squared error summed over the epoch / predictions / targets summed (torchmetrics ``Metric``)."""
+    import torchmetrics
+
+    class MSEPerTotalTarget(torchmetrics.Metric):
+        """MSE of the epoch divided by the sum of the epoch's targets.
+
+        The GraphUniverse challenge's ``mse_per_triangle``: with ``y`` the number of triangles
+        of every graph, test MSE / total number of triangles over the test graphs
+        (TopoBench ``2026_tdl_challenge/utils.py``). States are sums, so batches and DDP
+        processes combine exactly.
+        """
+
+        full_state_update = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            zero = torch.tensor(0.0, dtype=torch.float64)
+            self.add_state("squared_error", default=zero.clone(), dist_reduce_fx="sum")
+            self.add_state("count", default=zero.clone(), dist_reduce_fx="sum")
+            self.add_state("target_total", default=zero.clone(), dist_reduce_fx="sum")
+
+        def update(self, prediction: Tensor, target: Tensor) -> None:
+            prediction, target = prediction.double().reshape(-1), target.double().reshape(-1)
+            self.squared_error += ((prediction - target) ** 2).sum()
+            self.count += target.numel()
+            self.target_total += target.sum()
+
+        def compute(self) -> Tensor:
+            if not bool(self.target_total != 0):  # undefined without triangles: NaN, not inf
+                return self.squared_error.new_tensor(float("nan"))
+            return self.squared_error / self.count.clamp_min(1) / self.target_total
+
+    return MSEPerTotalTarget()
+
+
 class GraphTaskModule(L.LightningModule):
-    """Graph-level classification or regression with any harness model.
+    """Graph-level classification or regression, or node classification, with any harness model.
+
+    Graph-level tasks (``info.task_level == "graph"``): one prediction per complex. Node-level
+    tasks (``"node"``, inductive): one prediction per vertex, every vertex of a batch is
+    labelled (the split is by complex), and the loss and accuracy are means over the vertices
+    (the epoch metrics weight every batch by its number of vertices).
 
     Parameters
     ----------
     model : torch.nn.Module
-        ``model(batch) -> (num_complexes, out_channels)``.
+        ``model(batch) -> (num_complexes, out_channels)``, or ``(n_0, out_channels)`` for a
+        node-level task.
     info : DatasetInfo
-        Task, output width and metric of the data set.
+        Task, task level, output width, loss and metrics of the data set.
     optimizer : mapping
         The ``optimizer`` config (``lr``, ``weight_decay``, ``betas``, ``eps``, ``scheduler``,
         ``warmup_epochs``, ``min_lr_ratio``).
@@ -216,36 +258,64 @@ class GraphTaskModule(L.LightningModule):
         self.augment = augment
         self.time_budget = time_budget
         self.steps_per_epoch = steps_per_epoch
-        if info.task == "classification":
+        if info.metric == "accuracy":
             make = lambda: torchmetrics.classification.MulticlassAccuracy(  # noqa: E731
                 num_classes=info.out_channels, average="micro"
             )
+        elif info.metric == "mse":
+            make = torchmetrics.MeanSquaredError
         else:
             make = torchmetrics.MeanAbsoluteError
         self.metrics = nn.ModuleDict(
             {f"{stage}_metric": make() for stage in ("train", "val", "test")}
         )
+        extra = {"mse_per_triangle": _mse_per_total_target}
+        unknown = sorted(set(info.metrics) - set(extra))
+        if unknown:
+            raise ValueError(f"unknown metrics {unknown} (dataset.metrics); known: {sorted(extra)}")
+        self.extra_metrics = nn.ModuleDict(
+            {f"{stage}_{name}": extra[name]() for name in info.metrics for stage in ("val", "test")}
+        )
 
     def forward(self, batch: Any) -> Tensor:
-        """Predictions of the wrapped model, ``(num_complexes, out_channels)``."""
+        """Predictions of the wrapped model, ``(num_complexes, out_channels)`` (node tasks: ``(n_0, ...)``)."""
         return self.model(batch)
 
     def _loss_and_prediction(self, batch: Any) -> tuple[Tensor, Tensor, Tensor]:
         out = self.model(batch)
         y = batch.y
+        loss = self.info.loss or ("cross_entropy" if self.info.task == "classification" else "mae")
+        if self.info.task_level == "node":
+            y = y.reshape(-1).long()
+            if out.dim() != 2 or out.shape[0] != y.shape[0]:
+                raise ValueError(
+                    f"a node-level task needs one prediction row per vertex: the model returned "
+                    f"{tuple(out.shape)} for {y.shape[0]} labelled vertices (build it with "
+                    "model.params.outputs=node)"
+                )
+            if not y.numel():  # only empty complexes: nothing to learn, no NaN mean
+                return out.sum() * 0.0, out, y
+            return F.cross_entropy(out, y), out, y
         if self.info.task == "classification":
             y = y.view(-1).long()
             return F.cross_entropy(out, y), out, y
         y = y.view(out.shape[0], -1).to(out.dtype)
         if y.shape[1] == 1:
             out, y = out.view(-1), y.view(-1)
-        return F.l1_loss(out, y), out, y
+        return (F.mse_loss if loss == "mse" else F.l1_loss)(out, y), out, y
 
     def _step(self, batch: Any, stage: str) -> Tensor:
         loss, prediction, target = self._loss_and_prediction(batch)
         metric = self.metrics[f"{stage}_metric"]
+        size = target.shape[0] if self.info.task_level == "node" else batch.num_complexes
+        if not size:  # a batch of empty complexes of a node task: no vertex to count
+            return loss
         metric.update(prediction.detach(), target)
-        size = batch.num_complexes
+        for name in self.info.metrics:
+            key = f"{stage}_{name}"
+            if key in self.extra_metrics:
+                self.extra_metrics[key].update(prediction.detach(), target)
+                self.log(f"{stage}/{name}", self.extra_metrics[key], on_step=False, on_epoch=True, batch_size=size)
         self.log(
             f"{stage}/loss",
             loss,
@@ -552,6 +622,13 @@ def run_seed(
     info = prepared.info
     L.seed_everything(int(seed), workers=True, verbose=False)
     train, val, test = prepared.split(int(seed))
+    if info.task_level == "node":
+        for part, name in ((train, "training"), (val, "validation"), (test, "test")):
+            if not any(c.num_cells(0) for c in part.complexes):
+                raise ValueError(
+                    f"the {name} split of {info.name} has no vertex to classify: a node-level "
+                    "task needs vertices in every split (more graphs, or other split proportions)"
+                )
     loader_cfg = dict(cfg.dataset.get("dataloader") or {})
     batch_size = int(loader_cfg.pop("batch_size", 32))
     num_workers = int(loader_cfg.pop("num_workers", 0))
@@ -608,11 +685,17 @@ def run_seed(
     trainer.fit(module, loaders[0], loaders[1])
     stopped_by_time = _stopped_by_time(trainer)
     test_value = float("nan")
+    test_metrics: dict[str, float] = {}
     if cfg.get("test", True):
         ckpt = checkpoint.best_model_path or None
         outcome = trainer.test(module, loaders[2], ckpt_path=ckpt, verbose=False)
         if outcome:
             test_value = float(outcome[0].get(f"test/{info.metric}", float("nan")))
+            test_metrics = {
+                key.split("/", 1)[1]: float(value)
+                for key, value in outcome[0].items()
+                if key.startswith("test/") and key.split("/", 1)[1] in info.metrics
+            }
     seconds = time.perf_counter() - start
     rows = [r for r in history.rows if monitor in r]
     if rows:
@@ -630,6 +713,7 @@ def run_seed(
         seconds,
         history.rows,
         stopped_by_time,
+        test_metrics,
     )
     return result, n_params
 

@@ -1,0 +1,576 @@
+"""GraphUniverse graph families (``graph-universe==0.1.2``) with the protocol of TopoBench's challenge.
+
+GraphUniverse (optional extra ``graphuniverse``) samples families of attributed graphs from a
+"universe" of ``K`` communities (a degree-corrected stochastic block model with community
+feature clusters). TopoBench's *TDL Challenge 2026* (``2026_tdl_challenge/utils.py``) evaluates
+models on a grid of such families: three homophily levels × two average degrees × two
+power-law exponents, each family 1,000 graphs of 50–300 nodes, with two tasks:
+
+* ``community_detection``: node-level classification of the universe community of every node
+  (``K = 20`` classes), inductive (the graphs are split, every node of a graph is in its split);
+* ``triangle_counting``: graph-level regression of the number of triangles of the graph.
+
+This module generates a family **in memory** with graph-universe's generator API
+(:class:`graph_universe.GraphUniverse`, :class:`graph_universe.GraphFamilyGenerator`) and
+converts it to PyG graphs exactly as graph-universe's ``GraphSample.to_pyg_graph`` does
+(``x`` float features, symmetric ``edge_index``), plus both targets. graph-universe's own
+``GraphUniverseDataset`` is not used: it stores the family as a pickle read back by PyG's
+``fs.torch_load``, which falls back to ``torch.load(weights_only=False)`` (unpickling) when the
+safe load fails. Our cache (:func:`load_family`) holds plain tensors only, read with
+``torch.load(weights_only=True)`` and validated; a damaged file is regenerated.
+
+Splits (:func:`challenge_split`) reproduce TopoBench's inductive ``random_splitting``
+(``split_utils.py``): NumPy's global generator seeded with ``global_seed=42``, ten permutations
+drawn, fold ``data_seed`` taken, ``int(n · train_prop)`` training and
+``int(n · (1 - train_prop) / 2)`` validation graphs, the rest for testing.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import socket
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from topomodelx_attention.data.datasets import default_root
+
+__all__ = [
+    "CACHE_FORMAT",
+    "FAMILY_PARAMETERS",
+    "GRAPH_UNIVERSE_VERSION",
+    "LEVELS",
+    "TASKS",
+    "UNIVERSE_PARAMETERS",
+    "GraphUniverseCacheError",
+    "challenge_split",
+    "count_triangles",
+    "family_cache_file",
+    "generate_family",
+    "generation_parameters",
+    "load_family",
+    "read_family",
+    "save_family",
+    "task_graphs",
+    "triangle_total",
+]
+
+GRAPH_UNIVERSE_VERSION = "0.1.2"
+"""The graph-universe release the challenge pins (and the cache key includes)."""
+
+CACHE_FORMAT = "topomodelx-attention graphuniverse family 1"
+"""``format`` entry of a family cache file (:func:`save_family`)."""
+
+TASKS = ("community_detection", "triangle_counting")
+"""The two tasks of the challenge."""
+
+UNIVERSE_PARAMETERS: dict[str, Any] = {
+    "K": 20,
+    "feature_dim": 15,
+    "center_variance": 0.2,
+    "cluster_variance": 0.4,
+    "edge_propensity_variance": 0.5,
+    "seed": 42,
+}
+"""``universe_parameters`` of the challenge (``STANDARD_GENERATION_PARAMETERS``, utils.py l.47-54)."""
+
+FAMILY_PARAMETERS: dict[str, Any] = {
+    "n_graphs": 1000,
+    "n_nodes_range": [50, 300],
+    "n_communities_range": [5, 10],
+    "degree_separation_range": [0.5, 1.0],
+    "seed": 42,
+}
+"""``family_parameters`` of the challenge (utils.py l.55-64) before the per-setting ranges."""
+
+LEVELS: dict[str, dict[str, list[float]]] = {
+    "homophily": {"lo": [0.0, 0.1], "mid": [0.4, 0.6], "hi": [0.9, 1.0]},
+    "avg_degree": {"lo": [1.0, 2.5], "hi": [4.0, 5.0]},
+    "power_law": {"lo": [1.5, 2.0], "hi": [4.0, 5.0]},
+}
+"""The levels of the challenge grid (utils.py l.67-80), by setting name."""
+
+_RANGE_KEYS = {
+    "homophily": "homophily_range",
+    "avg_degree": "avg_degree_range",
+    "power_law": "power_law_exponent_range",
+}
+
+
+class GraphUniverseCacheError(ValueError):
+    """A family cache file that is not a valid :func:`save_family` file for the parameters."""
+
+
+# ----------------------------------------------------------------------------------------------
+# parameters
+# ----------------------------------------------------------------------------------------------
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _pair(value: Any, name: str) -> list:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(f"{name} must be a pair [min, max], got {value!r}")
+    return [v.item() if isinstance(v, np.generic) else v for v in value]
+
+
+def generation_parameters(
+    homophily: str = "lo",
+    avg_degree: str = "lo",
+    power_law: str = "lo",
+    *,
+    n_graphs: int | None = None,
+    universe: Mapping[str, Any] | None = None,
+    family: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Return the generation parameters of one setting of the challenge grid (``build_generation_parameters``).
+
+    Parameters
+    ----------
+    homophily : {"lo", "mid", "hi"}, default="lo"
+        Homophily level: ranges ``[0.0, 0.1]``, ``[0.4, 0.6]``, ``[0.9, 1.0]``.
+    avg_degree : {"lo", "hi"}, default="lo"
+        Average degree level: ``[1.0, 2.5]`` or ``[4.0, 5.0]``.
+    power_law : {"lo", "hi"}, default="lo"
+        Power-law exponent level of the degree distribution: ``[1.5, 2.0]`` or ``[4.0, 5.0]``.
+    n_graphs : int, optional
+        Graphs of the family (default: the challenge's 1,000).
+    universe : mapping, optional
+        Entries replacing those of :data:`UNIVERSE_PARAMETERS` (unknown keys raise).
+    family : mapping, optional
+        Entries replacing those of :data:`FAMILY_PARAMETERS` (unknown keys raise; the three
+        ranges of the levels are set by the levels, not here).
+
+    Returns
+    -------
+    dict
+        ``{"universe_parameters": {...}, "family_parameters": {...}}``, the arguments of
+        ``GraphUniverse`` and ``GraphFamilyGenerator``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown level, key or a malformed value (the message names it).
+    """
+    levels = {"homophily": homophily, "avg_degree": avg_degree, "power_law": power_law}
+    universe_parameters = copy.deepcopy(UNIVERSE_PARAMETERS)
+    family_parameters = copy.deepcopy(FAMILY_PARAMETERS)
+    for name, given, target in (
+        ("universe", universe, universe_parameters),
+        ("family", family, family_parameters),
+    ):
+        unknown = sorted(set(given or {}) - set(target))
+        if unknown:
+            raise ValueError(
+                f"dataset.{name} has unknown keys {unknown}; known: {sorted(target)} (the "
+                "homophily, degree and power-law ranges are set by dataset.homophily, "
+                "dataset.avg_degree and dataset.power_law)"
+            )
+        target.update({k: copy.deepcopy(v) for k, v in (given or {}).items()})
+    for name, level in levels.items():
+        if level not in LEVELS[name]:
+            raise ValueError(
+                f"dataset.{name} must be one of {sorted(LEVELS[name])} (the challenge's levels), "
+                f"got {level!r}"
+            )
+        family_parameters[_RANGE_KEYS[name]] = list(LEVELS[name][level])
+    if n_graphs is not None:
+        family_parameters["n_graphs"] = n_graphs
+    family_parameters["n_graphs"] = _positive_int(family_parameters["n_graphs"], "dataset.n_graphs")
+    universe_parameters["K"] = _positive_int(universe_parameters["K"], "dataset.universe.K")
+    universe_parameters["feature_dim"] = _positive_int(
+        universe_parameters["feature_dim"], "dataset.universe.feature_dim"
+    )
+    for key in ("n_nodes_range", "n_communities_range"):
+        pair = [_positive_int(v, f"dataset.family.{key}") for v in _pair(family_parameters[key], f"dataset.family.{key}")]
+        if pair[0] > pair[1]:
+            raise ValueError(f"dataset.family.{key} must be [min, max] with min <= max, got {pair}")
+        family_parameters[key] = pair
+    if family_parameters["n_communities_range"][1] > universe_parameters["K"]:
+        raise ValueError(
+            f"dataset.family.n_communities_range {family_parameters['n_communities_range']} "
+            f"exceeds the universe's K={universe_parameters['K']} communities"
+        )
+    family_parameters["degree_separation_range"] = [
+        float(v) for v in _pair(family_parameters["degree_separation_range"], "dataset.family.degree_separation_range")
+    ]
+    for key in ("center_variance", "cluster_variance", "edge_propensity_variance"):
+        value = universe_parameters[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"dataset.universe.{key} must be a non-negative number, got {value!r}")
+    return {"universe_parameters": universe_parameters, "family_parameters": family_parameters}
+
+
+# ----------------------------------------------------------------------------------------------
+# generation and conversion
+# ----------------------------------------------------------------------------------------------
+def count_triangles(edge_index: Tensor, num_nodes: int) -> int:
+    """Triangles of a graph as the challenge counts them (``networkx.triangles``, summed / 3).
+
+    Parameters
+    ----------
+    edge_index : torch.Tensor, shape = (2, n_edges)
+        Edges (any direction; both directions of an edge count once, self-loops are dropped).
+    num_nodes : int
+        Number of vertices.
+
+    Returns
+    -------
+    int
+        Number of triangles.
+    """
+    graph = nx.Graph()
+    graph.add_nodes_from(range(int(num_nodes)))
+    graph.add_edges_from((u, v) for u, v in edge_index.t().tolist() if u != v)
+    return sum(nx.triangles(graph).values()) // 3
+
+
+def _sample_to_data(sample: Any) -> Data:
+    """Convert a ``GraphSample`` to ``Data(x, edge_index, community, triangles)`` (``to_pyg_graph``'s rules)."""
+    from torch_geometric.utils import to_undirected
+
+    features = getattr(sample, "features", None)
+    labels = getattr(sample, "community_labels_universe_level", None)
+    if features is None or labels is None:
+        raise ValueError("graph-universe returned a graph without features or community labels")
+    x = torch.tensor(np.asarray(features), dtype=torch.float)
+    n = x.shape[0]
+    edges = list(sample.graph.edges())
+    if edges:
+        edge_index = to_undirected(torch.tensor(edges, dtype=torch.long).t().contiguous(), num_nodes=n)
+    else:
+        edge_index = torch.zeros((2, 0), dtype=torch.long)
+    community = torch.tensor(np.asarray(labels), dtype=torch.long).view(-1)
+    if community.numel() != n:
+        raise ValueError(f"graph-universe returned {community.numel()} labels for {n} nodes")
+    triangles = torch.tensor([count_triangles(edge_index, n)], dtype=torch.long)
+    return Data(x=x, edge_index=edge_index, community=community, triangles=triangles, num_nodes=n)
+
+
+def generate_family(parameters: Mapping[str, Any], progress: bool = False) -> list[Data]:
+    """Generate a family in memory with graph-universe (no file is written).
+
+    graph-universe seeds NumPy's global generator; its state is restored afterwards, so the
+    caller's random stream is untouched.
+
+    Parameters
+    ----------
+    parameters : mapping
+        ``{"universe_parameters": ..., "family_parameters": ...}``
+        (:func:`generation_parameters`).
+    progress : bool, default=False
+        Show graph-universe's progress bar.
+
+    Returns
+    -------
+    list of torch_geometric.data.Data
+        One graph per member of the family, in generation order: ``x`` ``(n, feature_dim)``
+        float, ``edge_index`` ``(2, 2m)`` (both directions), ``community`` ``(n,)`` long
+        (universe community of every node), ``triangles`` ``(1,)`` long.
+
+    Raises
+    ------
+    ImportError
+        When graph-universe is not installed (the message names the extra).
+    """
+    try:
+        from graph_universe import GraphFamilyGenerator, GraphUniverse
+    except ImportError as error:
+        raise ImportError(
+            f"GraphUniverse data needs graph-universe=={GRAPH_UNIVERSE_VERSION}: pip install "
+            "'topomodelx-attention[graphuniverse]'"
+        ) from error
+    universe_parameters = dict(parameters["universe_parameters"])
+    family_parameters = dict(parameters["family_parameters"])
+    state = np.random.get_state()  # noqa: NPY002 (graph-universe seeds the legacy global generator)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # graph-universe warns on retried samples
+            universe = GraphUniverse(**universe_parameters)
+            family = GraphFamilyGenerator(
+                universe=universe, **{k: tuple(v) if isinstance(v, list) else v for k, v in family_parameters.items()}
+            )
+            family.generate_family(show_progress=progress, collect_stats=False)
+        return [_sample_to_data(sample) for sample in family.graphs]
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+
+
+def task_graphs(family: Sequence[Data], task: str) -> list[Data]:
+    """Graphs of one task: ``Data(x, edge_index, y)``.
+
+    Parameters
+    ----------
+    family : sequence of Data
+        Graphs of :func:`generate_family` / :func:`load_family`.
+    task : {"community_detection", "triangle_counting"}
+        ``y`` is the community of every node (``(n,)`` long) or the number of triangles of
+        the graph (``(1,)`` float).
+
+    Returns
+    -------
+    list of torch_geometric.data.Data
+        New graphs sharing the tensors of ``family``.
+    """
+    if task not in TASKS:
+        raise ValueError(f"dataset.task must be one of {TASKS} for GraphUniverse, got {task!r}")
+    out = []
+    for graph in family:
+        y = graph.community if task == "community_detection" else graph.triangles.to(torch.float)
+        out.append(Data(x=graph.x, edge_index=graph.edge_index, y=y, num_nodes=graph.num_nodes))
+    return out
+
+
+def challenge_split(
+    n: int, train_prop: float = 0.7, data_seed: int = 0, global_seed: int = 42
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TopoBench's inductive random split (``split_utils.random_splitting``), by graph.
+
+    Parameters
+    ----------
+    n : int
+        Number of graphs.
+    train_prop : float, default=0.7
+        Training proportion; validation and test get ``(1 - train_prop) / 2`` each
+        (``int`` rounding, the test set the rest).
+    data_seed : int, default=0
+        Fold: which of the ten permutations drawn after seeding (0..9).
+    global_seed : int, default=42
+        Seed of NumPy's generator (TopoBench's ``global_data_seed``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(train, val, test)`` graph indices, in TopoBench's (permutation) order.
+
+    Raises
+    ------
+    ValueError
+        For proportions outside ``(0, 1)``, a fold outside 0..9, or a split that would be empty.
+    """
+    if isinstance(train_prop, bool) or not isinstance(train_prop, (int, float)) or not 0 < train_prop < 1:
+        raise ValueError(f"dataset.split.train_prop must be in (0, 1), got {train_prop!r}")
+    if isinstance(data_seed, bool) or not isinstance(data_seed, int) or not 0 <= data_seed < 10:
+        raise ValueError(f"dataset.split.data_seed must be a fold in 0..9 (TopoBench draws ten), got {data_seed!r}")
+    n = int(n)
+    n_train = int(n * train_prop)
+    n_val = int(n * (1 - train_prop) / 2)
+    if min(n_train, n_val, n - n_train - n_val) < 1:
+        raise ValueError(
+            f"{n} graphs with dataset.split.train_prop={train_prop} leave a split empty "
+            f"({n_train} train, {n_val} validation, {n - n_train - n_val} test graphs): generate "
+            "more graphs (dataset.n_graphs) or change train_prop"
+        )
+    rng = np.random.RandomState(int(global_seed))  # = np.random.seed(global_seed) + np.random.permutation
+    for _ in range(data_seed + 1):
+        permutation = rng.permutation(n)
+    return permutation[:n_train], permutation[n_train : n_train + n_val], permutation[n_train + n_val :]
+
+
+# ----------------------------------------------------------------------------------------------
+# cache: plain tensors, read with torch.load(weights_only=True)
+# ----------------------------------------------------------------------------------------------
+def _parameters_text(parameters: Mapping[str, Any]) -> str:
+    plain = {
+        "graph_universe": GRAPH_UNIVERSE_VERSION,
+        "universe_parameters": dict(parameters["universe_parameters"]),
+        "family_parameters": dict(parameters["family_parameters"]),
+    }
+    return json.dumps(plain, sort_keys=True, default=str)
+
+
+def family_cache_file(parameters: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> Path:
+    """Cache file of a family: ``<cache_dir>/graphuniverse/<hash of the parameters>.pt``.
+
+    Parameters
+    ----------
+    parameters : mapping
+        Generation parameters (:func:`generation_parameters`).
+    cache_dir : path-like, optional
+        Cache root (default ``$TOPOMODELX_ATTENTION_DATA`` or ``~/.cache/topomodelx_attention``).
+
+    Returns
+    -------
+    pathlib.Path
+        The file (it may not exist yet).
+    """
+    root = Path(cache_dir).expanduser() if cache_dir else default_root()
+    key = hashlib.sha1((CACHE_FORMAT + _parameters_text(parameters)).encode()).hexdigest()[:16]
+    return root / "graphuniverse" / f"{key}.pt"
+
+
+_TENSORS = ("num_nodes", "num_edges", "x", "edge_index", "community", "triangles")
+
+
+def _checksum(payload: Mapping[str, Any]) -> str:
+    """SHA-1 of the bytes of the family's tensors (detects damaged files that still load)."""
+    digest = hashlib.sha1()
+    for key in _TENSORS:
+        tensor = payload[key]
+        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Write a family as concatenated plain tensors, atomically (a temporary file, then a rename).
+
+    Parameters
+    ----------
+    graphs : sequence of Data
+        Graphs of :func:`generate_family`.
+    parameters : mapping
+        Their generation parameters (stored, checked when read back).
+    path : path-like
+        Cache file.
+    """
+    path = Path(path)
+    graphs = list(graphs)
+    payload = {
+        "format": CACHE_FORMAT,
+        "parameters": _parameters_text(parameters),
+        "count": len(graphs),
+        "num_nodes": torch.tensor([int(g.num_nodes) for g in graphs], dtype=torch.long),
+        "num_edges": torch.tensor([int(g.edge_index.shape[1]) for g in graphs], dtype=torch.long),
+        "x": torch.cat([g.x for g in graphs]) if graphs else torch.zeros(0, 0),
+        "edge_index": torch.cat([g.edge_index for g in graphs], dim=1) if graphs else torch.zeros(2, 0, dtype=torch.long),
+        "community": torch.cat([g.community for g in graphs]) if graphs else torch.zeros(0, dtype=torch.long),
+        "triangles": torch.cat([g.triangles for g in graphs]) if graphs else torch.zeros(0, dtype=torch.long),
+    }
+    payload["checksum"] = _checksum(payload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read_family(path: str | os.PathLike, parameters: Mapping[str, Any]) -> list[Data]:
+    """Read a :func:`save_family` file with ``torch.load(weights_only=True)`` and validate it.
+
+    Parameters
+    ----------
+    path : path-like
+        Cache file.
+    parameters : mapping
+        The generation parameters the file must hold.
+
+    Returns
+    -------
+    list of torch_geometric.data.Data
+        The graphs, as :func:`generate_family` returns them.
+
+    Raises
+    ------
+    GraphUniverseCacheError
+        When the file is damaged, not a family file, holds other parameters, or anything but
+        plain tensors (a pickle naming any other global is refused by ``weights_only``,
+        unexecuted); the message names the file.
+    """
+    path = Path(path)
+
+    def bad(why: str) -> GraphUniverseCacheError:
+        return GraphUniverseCacheError(f"{path}: {why}")
+
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, garbage, foreign pickles: all invalid
+        first = str(error).splitlines()[0] if str(error) else ""
+        raise bad(f"not a readable family file ({type(error).__name__}: {first})") from error
+    if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT:
+        raise bad(f"not a GraphUniverse family file (expected format {CACHE_FORMAT!r})")
+    if raw.get("parameters") != _parameters_text(parameters):
+        raise bad("holds a family of other generation parameters")
+    count = raw.get("count")
+    if not isinstance(count, int) or count < 0 or not all(isinstance(raw.get(k), Tensor) for k in _TENSORS):
+        raise bad("entries missing or not tensors")
+    if raw.get("checksum") != _checksum(raw):
+        raise bad("its tensors do not match their checksum (a damaged file)")
+    nodes, edges, x, edge_index, community, triangles = (raw[k] for k in _TENSORS)
+    feature_dim = int(parameters["universe_parameters"]["feature_dim"])
+    k = int(parameters["universe_parameters"]["K"])
+    total_nodes = int(nodes.sum()) if nodes.numel() else 0
+    shapes_ok = (
+        nodes.dtype == edges.dtype == edge_index.dtype == community.dtype == triangles.dtype == torch.long
+        and nodes.shape == edges.shape == triangles.shape == (count,)
+        and bool((nodes >= 0).all()) and bool((edges >= 0).all()) and bool((triangles >= 0).all())
+        and x.dtype == torch.float32 and x.shape == (total_nodes, feature_dim)
+        and community.shape == (total_nodes,)
+        and edge_index.dim() == 2 and edge_index.shape[0] == 2
+        and edge_index.shape[1] == (int(edges.sum()) if edges.numel() else 0)
+    )
+    if not shapes_ok:
+        raise bad("tensor shapes or dtypes do not match")
+    if not bool(torch.isfinite(x).all()):
+        raise bad("features are not finite")
+    if community.numel() and (int(community.min()) < 0 or int(community.max()) >= k):
+        raise bad(f"community labels outside 0..{k - 1}")
+    owner = torch.repeat_interleave(torch.arange(count), edges)
+    if edge_index.numel() and (int(edge_index.min()) < 0 or bool((edge_index >= nodes[owner]).any())):
+        raise bad("edges refer to vertices outside their graph")
+    out = []
+    for xs, es, cs, t, n in zip(
+        x.split(nodes.tolist()), edge_index.split(edges.tolist(), dim=1),
+        community.split(nodes.tolist()), triangles.split(1), nodes.tolist(),
+    ):
+        out.append(Data(x=xs.clone(), edge_index=es.clone(), community=cs.clone(), triangles=t.clone(), num_nodes=int(n)))
+    return out
+
+
+def load_family(
+    parameters: Mapping[str, Any],
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    progress: bool = False,
+) -> list[Data]:
+    """Return a family from the cache, else generate (and cache) it.
+
+    Parameters
+    ----------
+    parameters : mapping
+        Generation parameters (:func:`generation_parameters`).
+    cache_dir : path-like, optional
+        Cache root (see :func:`family_cache_file`).
+    use_cache : bool, default=True
+        Read and write the cache file.
+    progress : bool, default=False
+        Show graph-universe's progress bar while generating.
+
+    Returns
+    -------
+    list of torch_geometric.data.Data
+        The graphs of :func:`generate_family`.
+    """
+    path = family_cache_file(parameters, cache_dir)
+    if use_cache and path.is_file():
+        try:
+            return read_family(path, parameters)
+        except GraphUniverseCacheError as error:
+            warnings.warn(f"{error}; the file was deleted and the family is regenerated", stacklevel=2)
+            path.unlink(missing_ok=True)
+    graphs = generate_family(parameters, progress=progress)
+    if use_cache:
+        save_family(graphs, parameters, path)
+        path.with_suffix(".json").write_text(_parameters_text(parameters) + "\n")
+    return graphs
+
+
+def triangle_total(graphs: Sequence[Data]) -> int:
+    """Total number of triangles of graphs (the challenge's normaliser of the test MSE)."""
+    return int(sum(count_triangles(g.edge_index, int(g.num_nodes)) for g in graphs))
+
