@@ -24,9 +24,10 @@ detection) get node-level outputs of every model, ``(n_0, out_channels)``: optio
 ``outputs="node"`` (``model.params.outputs``; its default follows the data set's task level).
 The baselines skip the pooling and apply the readout MLP to every vertex (CWN first sums the
 final states of the edges and 2-cells into their vertices: TopoModelX's CWN updates only the
-edges); the Cellular Transformer returns its rank-0 readout (``outputs="cells"``,
-``readout_ranks=(0,)``), TokenGT its vertex tokens (``OrderKTokenGT(outputs=(0,))``), the
-N-simplicial transformer its vertex tokens (``outputs="tokens"``).
+edges); the family models return their rank-0 outputs (cell-level outputs are named by their
+ranks): the Cellular Transformer its rank-0 readout (``CellularTransformer(outputs=(0,))``),
+TokenGT its vertex tokens (``OrderKTokenGT(outputs=(0,))``), the N-simplicial transformer its
+vertex tokens (``outputs="tokens"``).
 
 The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
 rank-0/1 part of a lifted complex: ``x_0`` (nodes), ``x_1`` (edges, as edge features) and the
@@ -246,7 +247,7 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
 def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """Cellular Transformer sized for the data set (``params``: its keyword arguments).
 
-    Node-level tasks: the per-vertex readout (``outputs="cells"``, ``readout_ranks=(0,)``).
+    Node-level tasks: the per-vertex readout (``outputs=(0,)``).
     """
     from topomodelx_attention.nn.cell import CellularTransformer
 
@@ -265,7 +266,8 @@ def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> 
                 "node-level outputs apply the readout MLP to every vertex: "
                 "model.params.readout_before_pooling must be true"
             )
-        params.update(outputs="cells", readout_ranks=(0,))
+        params.pop("readout_ranks", None)
+        params.update(outputs=(0,))
     model = CellularTransformer(
         in_channels=info.in_channels,
         out_channels=info.out_channels,

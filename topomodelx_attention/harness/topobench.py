@@ -289,8 +289,9 @@ class NSimplicialBackbone(nn.Module):
     in_channels : int
         Width of every ``x_r`` after TopoBench's feature encoder.
     hidden_channels : int
-        Token width (a linear map adapts ``in_channels`` when they differ; outputs are projected
-        back so every rank keeps ``in_channels`` columns for the readout).
+        Token width (the transformer's embedding maps ``in_channels`` to it; outputs are
+        projected back when they differ, so every rank keeps ``in_channels`` columns for the
+        readout).
     n_layers : int, default=2
         Layers.
     heads : int, default=1
@@ -305,8 +306,9 @@ class NSimplicialBackbone(nn.Module):
     num_cell_dimensions : int, optional
         TopoBench's count of cell dimensions.
     **layer_kwargs
-        Other :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformerLayer`
-        options (``dropout``, ``attention_dropout``, ``kv_bias``, ``router_k``, ...).
+        Other :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer` options
+        (``dropout``, ``attention_dropout``, ``kv_bias``, ``router_k``, ...): TopoBench's
+        backbone config passes them by name.
     """
 
     def __init__(
@@ -325,27 +327,21 @@ class NSimplicialBackbone(nn.Module):
         **layer_kwargs: Any,
     ) -> None:
         super().__init__()
-        from topomodelx_attention.nn.simplicial import NSimplicialTransformerLayer
+        from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 
         self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         if not 0 <= int(rank) <= self.max_rank:
             raise ValueError(f"rank must be in 0..{self.max_rank}, got {rank}")
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        self.rank, self.order = int(rank), int(order)
-        self.include_lower = bool(layer_kwargs.get("kv_bias", False)) if include_lower is None else include_lower
-        self.self_loops = bool(self_loops)
+        self.rank = int(rank)
         self.out_channels = int(in_channels)
-        same = int(in_channels) == int(hidden_channels)
-        self.lift = nn.Identity() if same else nn.Linear(in_channels, hidden_channels)
-        self.layers = nn.ModuleList(
-            NSimplicialTransformerLayer(
-                hidden_channels, heads, self.order, include_lower=self.include_lower,
-                self_loops=self.self_loops, **layer_kwargs,
-            )
-            for _ in range(int(n_layers))
+        # out_channels=None: an encoder without readout (every parameter gets a gradient); its
+        # encode() embeds the cells, runs the layers (router context included) and the LayerNorm
+        self.transformer = NSimplicialTransformer(
+            int(in_channels), hidden_channels, None, n_layers=n_layers, heads=heads,
+            order=order, rank=self.rank, include_lower=include_lower, self_loops=self_loops,
+            **layer_kwargs,
         )
-        self.norm = nn.LayerNorm(hidden_channels)
+        same = int(in_channels) == int(hidden_channels)
         self.project = nn.Identity() if same else nn.Linear(hidden_channels, in_channels)
 
     def forward(self, batch: Any) -> list[Tensor]:
@@ -361,19 +357,9 @@ class NSimplicialBackbone(nn.Module):
         list of torch.Tensor
             ``h_r`` of shape ``(n_r, in_channels)``, ``r = 0..max_rank``.
         """
-        from topomodelx_attention.nn.simplicial.masks import complex_data_to_tuples
-
         data = _complex_view(batch, self.max_rank)
-        tuples = complex_data_to_tuples(data, self.order, self.rank, self.include_lower, self.self_loops)
-        x = data[f"x_{self.rank}"]
-        # prepared once for every layer (the layers share tuple options)
-        mask = self.layers[0].prepare_tuples(tuples, x.shape[0], device=x.device)
-        h = self.lift(x)
-        context = None
-        for layer in self.layers:
-            h, context = layer(h, tuples=mask, context=context, return_context=True)
         out = [data[f"x_{r}"] for r in range(self.max_rank + 1)]
-        out[self.rank] = self.project(self.norm(h))
+        out[self.rank] = self.project(self.transformer.encode(data))
         return out
 
 

@@ -210,7 +210,7 @@ def test_readout_after_pooling_is_the_mlp_of_the_pooled_cells():
     paper = make_model("pairwise", "sparse", readout_ranks=(0, 2))
     assert not torch.allclose(paper(batch), expected)  # the paper's Σ_c MLP(h_c) differs
     with pytest.raises(ValueError, match="readout_before_pooling"):
-        make_model("pairwise", "sparse", readout_before_pooling=False, outputs="cells")
+        make_model("pairwise", "sparse", readout_before_pooling=False, outputs=(0,))
 
 
 @pytest.mark.parametrize("combination", ["sum", "concat"])
@@ -462,8 +462,14 @@ def test_keyword_only_options_and_outputs():
         CellularTransformerLayer(8, 2)
     with pytest.raises(ValueError, match="outputs"):
         CellularTransformer([3, 3, 3], 8, 2, outputs="nodes")
+    with pytest.raises(ValueError, match="outputs"):  # cell-level outputs are named by rank
+        CellularTransformer([3, 3, 3], 8, 2, outputs="cells")
+    with pytest.raises(ValueError, match=r"ranks in 0\.\.2"):
+        CellularTransformer([3, 3, 3], 8, 2, outputs=(3,))
+    with pytest.raises(ValueError, match="give the ranks once"):
+        CellularTransformer([3, 3, 3], 8, 2, outputs=(0, 2), readout_ranks=(0,))
     data = to_double(complexes()[0])
-    model = make_model("pairwise", "sparse", outputs="cells", readout_ranks=(0, 2))
+    model = make_model("pairwise", "sparse", outputs=(0, 2))
     cells = model(data)
     assert set(cells) == {0, 2} and cells[2].shape == (data.num_cells(2), 2)
     for r, out in model.cell_outputs(data).items():

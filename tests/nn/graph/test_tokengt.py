@@ -72,7 +72,7 @@ def make_model(kind="dense", edge_tokens="directed", **kwargs) -> TokenGT:
         kind=kind,
         edge_tokens=edge_tokens,
         kernel_options={"num_random_features": 32} if kind == "linear" else None,
-        outputs=("complex", "node", "edge"),
+        outputs=("complex", 0, 1),
     )
     defaults.update(kwargs)
     return TokenGT(**defaults).double().eval()
@@ -341,7 +341,7 @@ def test_constructor_validation():
     with pytest.raises(ValueError, match="token_layout"):
         TokenGT(3, 0, 16, 1, token_layout="dense")
     model = TokenGT(3, 0, 16, 1, heads=4, node_id_dim=NODE_ID_DIM, outputs=("complex",)).double()
-    with pytest.raises(ValueError, match="no 'node' output"):
+    with pytest.raises(ValueError, match="no 0 output"):
         model.node_outputs(graphs()[0])
     assert isinstance(model.encoder.layers[0], TokenGTLayer)
 

@@ -214,7 +214,7 @@ def linear_attention(
     ``"padded"``
         features are padded per complex to ``(B, heads, L_max, m)`` and contracted with batched
         matrix products: :math:`O(B \cdot L_{max} \cdot \mathrm{heads} \cdot (m + d_v))`
-        memory, several times faster when complexes have similar sizes.
+        memory; fewer, larger products when complexes have similar sizes.
     ``"auto"`` (default)
         ``"padded"`` when its memory estimate is at most that of ``"scatter"``, otherwise
         ``"scatter"``; hence memory and time stay linear in the number of tokens whatever the

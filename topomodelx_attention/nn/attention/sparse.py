@@ -11,8 +11,8 @@ and memory. Three executions of the same equations:
   SpMM = CSR × dense), softmax and its gradient by segment reductions over the CSR rows, and
   keeps only ``nnz·heads``-sized tensors for backward. Its index plan (:class:`SparsePlan`) can
   be built once per batch with :func:`sparse_plan` and shared by every call on the same
-  neighbourhood (the Cellular Transformer's layers do); measured faster forward + backward
-  than the composable path (``benchmarks/attention_core.py --sparse-backward``);
+  neighbourhood (the Cellular Transformer's layers do; its speed against the composable path:
+  ``benchmarks/attention_core.py --sparse-backward``, numbers in ``benchmarks/README.md``);
 * eager elsewhere (CUDA, other dtypes), and the fused kernel's double backward: the SDDMM /
   SpMM as chunked custom autograd functions that keep only ``(nnz, heads)`` tensors;
 * while ``torch.compile`` traces: plain differentiable gathers and scatters (the compiler
@@ -45,8 +45,8 @@ from topomodelx_attention.nn.attention.scatter import (
 __all__ = ["SPARSE_CHUNK_ELEMENTS", "SparsePlan", "sparse_attention", "sparse_plan"]
 
 #: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the
-#: composable sparse kernels (the fused CPU kernel builds no such chunk) (4 MiB in float32; chunks of a few MiB are reused by the allocator and measured
-#: faster than one big transient on CPU); larger neighbourhoods are processed in chunks.
+#: composable sparse kernels (the fused CPU kernel builds no such chunk): 4 MiB in float32, a
+#: size the allocator reuses; larger neighbourhoods are processed in chunks.
 SPARSE_CHUNK_ELEMENTS: int = 1 << 20
 
 
@@ -269,8 +269,7 @@ def _with_transpose(plan: SparsePlan) -> SparsePlan:
 def _stable_argsort(index: Tensor, size: int) -> Tensor:
     """Stable argsort of a CPU index with values in ``[0, size)``.
 
-    NumPy's radix sort for 16-bit keys when ``size`` fits (measured ~10× faster than
-    ``torch.sort(stable=True)`` for a few thousand edges), ``torch.argsort(stable=True)``
+    NumPy's radix sort for 16-bit keys when ``size`` fits, ``torch.argsort(stable=True)``
     otherwise.
     """
     if size <= np.iinfo(np.int16).max:

@@ -22,7 +22,6 @@ from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
 
 __all__ = [
     "CELL_EMBEDDINGS",
-    "OUTPUTS",
     "PE_COMBINATIONS",
     "PE_PROJECTIONS",
     "CellEncoder",
@@ -33,7 +32,6 @@ __all__ = [
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
-OUTPUTS = ("complex", "cells")
 
 
 @dataclass(frozen=True)
@@ -214,6 +212,27 @@ def _pattern_product(left: Tensor, right: Tensor) -> Tensor:
     return sparsity_pattern(product.coalesce())
 
 
+def _check_outputs(outputs: object, max_rank: int) -> str | tuple[int, ...]:
+    """``"complex"``, or the cell-level output ranks as a tuple (clear errors otherwise)."""
+    if isinstance(outputs, str):
+        if outputs != "complex":
+            raise ValueError(
+                f"outputs must be 'complex' or a sequence of ranks in 0..{max_rank} (cell-level "
+                f"outputs, e.g. (0,) for the vertices), got {outputs!r}"
+            )
+        return outputs
+    ranks = tuple(outputs) if isinstance(outputs, Sequence) else (outputs,)
+    if (
+        not ranks
+        or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= max_rank for r in ranks)
+        or len(set(ranks)) != len(ranks)
+    ):
+        raise ValueError(
+            f"outputs must be 'complex' or distinct ranks in 0..{max_rank}, got {outputs!r}"
+        )
+    return ranks
+
+
 def vertex_membership(data: ComplexData, rank: int) -> Tensor:
     """Which vertices lie on each cell of ``rank``, from the unsigned incidence chain.
 
@@ -306,8 +325,9 @@ class CellularTransformer(nn.Module):
         Hidden layers of the readout MLP.
     readout_dropout : float, default=0.0
         Dropout in the readout MLP.
-    readout_ranks : sequence of int or "all", default=(0,)
-        Ranks pooled by the readout (the paper pools the vertices).
+    readout_ranks : sequence of int or "all", optional
+        Ranks pooled by the readout of the complex-level output (default ``(0,)``: the paper
+        pools the vertices).
     pooling : {"sum", "mean"}, default="sum"
         Global pooling (the paper: add pool).
     readout_before_pooling : bool, default=True
@@ -315,9 +335,10 @@ class CellularTransformer(nn.Module):
         outputs are pooled, ``Σ_c MLP(h_c)``. ``False``: the cells are pooled first and the
         MLP reads the pooled vector, ``MLP(Σ_c h_c)`` (the usual GNN readout, as GIN or GPS;
         nonlinear in the pooled counts). Several readout ranks are summed either way.
-    outputs : {"complex", "cells"}, default="complex"
-        What :meth:`forward` returns: one row per complex, or the per-cell predictions
-        ``{rank: (n_rank, out_channels)}`` of the readout ranks (:meth:`cell_outputs`).
+    outputs : "complex" or sequence of int, default="complex"
+        What :meth:`forward` returns: one row per complex, or, given as the ranks (e.g.
+        ``(0,)`` for node-level tasks), the per-cell predictions ``{rank: (n_rank,
+        out_channels)}`` of those ranks (:meth:`cell_outputs`; they are then the readout ranks).
     final_norm : bool, default=True
         A per-rank LayerNorm after the last layer, before the readout (usual in pre-norm
         transformers; not in the paper's Appendix A: ``False``).
@@ -354,10 +375,10 @@ class CellularTransformer(nn.Module):
         embedding_dropout: float = 0.0,
         readout_layers: int = 1,
         readout_dropout: float = 0.0,
-        readout_ranks: Sequence[int] | str = (0,),
+        readout_ranks: Sequence[int] | str | None = None,
         pooling: str = "sum",
         readout_before_pooling: bool = True,
-        outputs: str = "complex",
+        outputs: str | Sequence[int] = "complex",
         final_norm: bool = True,
         bias: bool = False,
         output_projection: bool = True,
@@ -370,17 +391,23 @@ class CellularTransformer(nn.Module):
         self.max_rank = len(in_channels) - 1
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        if outputs not in OUTPUTS:
-            raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
         if not isinstance(readout_before_pooling, bool):
             raise TypeError(
                 f"readout_before_pooling must be a bool, got {readout_before_pooling!r}"
             )
-        if outputs == "cells" and not readout_before_pooling:
-            raise ValueError(
-                "outputs='cells' returns the readout of every cell: it needs "
-                "readout_before_pooling=True (there is no pooling to read after)"
-            )
+        outputs = _check_outputs(outputs, self.max_rank)
+        if outputs != "complex":  # cell-level outputs: their ranks are the readout ranks
+            if not readout_before_pooling:
+                raise ValueError(
+                    f"outputs={outputs} returns the readout of every cell: it needs "
+                    "readout_before_pooling=True (there is no pooling to read after)"
+                )
+            if readout_ranks is not None and tuple(readout_ranks) != outputs:
+                raise ValueError(
+                    f"outputs={outputs} names the ranks of the cell-level outputs; "
+                    f"readout_ranks={readout_ranks} contradicts it: give the ranks once"
+                )
+            readout_ranks = outputs
         if pe_projection not in PE_PROJECTIONS:
             raise ValueError(
                 f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
@@ -397,7 +424,9 @@ class CellularTransformer(nn.Module):
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
             raise ValueError("categorical needs one entry (None or cardinalities) per rank")
-        if readout_ranks == "all":
+        if readout_ranks is None:
+            readout_ranks = (0,)
+        elif readout_ranks == "all":
             readout_ranks = tuple(range(self.max_rank + 1))
         self.readout_ranks = tuple(int(r) for r in readout_ranks)
         if not self.readout_ranks or any(not 0 <= r <= self.max_rank for r in self.readout_ranks):
@@ -606,7 +635,7 @@ class CellularTransformer(nn.Module):
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
     def forward(self, data: ComplexData | CellularInputs) -> Tensor | dict[int, Tensor]:
-        """Predict one output per complex (or per cell with ``outputs="cells"``).
+        """Predict one output per complex (or per cell when ``outputs`` lists ranks).
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
@@ -623,7 +652,7 @@ class CellularTransformer(nn.Module):
         -------
         torch.Tensor, shape = (num_complexes, out_channels)
             Predictions (``outputs="complex"``), one row per complex, empty complexes included;
-            with ``outputs="cells"`` the dict of :meth:`cell_outputs`.
+            with ``outputs`` given as ranks the dict of :meth:`cell_outputs`.
         """
         inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
         num = inputs.num_complexes
@@ -635,7 +664,7 @@ class CellularTransformer(nn.Module):
                 for r in self.readout_ranks
             )
         outputs = self.cell_outputs(inputs)
-        if self.outputs == "cells":
+        if self.outputs != "complex":
             return outputs
         pooled = 0
         for rank, out in outputs.items():

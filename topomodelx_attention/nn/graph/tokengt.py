@@ -671,7 +671,9 @@ def _check_symmetric(edge_index: Tensor, num_nodes: int) -> None:
 # TokenGT for graphs
 # ----------------------------------------------------------------------------------------------
 #: Predictions :class:`TokenGT` can return (its ``outputs``).
-TOKENGT_OUTPUTS: tuple[str, ...] = ("complex", "node", "edge")
+#: Cell-level outputs are named by their rank, as in :class:`OrderKTokenGT`: 0 the nodes,
+#: 1 the edges.
+TOKENGT_OUTPUTS: tuple[str | int, ...] = ("complex", 0, 1)
 
 
 class TokenGT(_TokenModel):
@@ -727,10 +729,10 @@ class TokenGT(_TokenModel):
         Both directions of every edge (``edge_index`` must be symmetric: a column without its
         reverse raises ``ValueError``), or one token per undirected edge (pooled
         identifiers; any mix of directions is merged).
-    outputs : sequence of {"complex", "node", "edge"}, default = ("complex",)
+    outputs : sequence of {"complex", 0, 1}, default = ("complex",)
         Which predictions the model returns (one linear readout each): ``"complex"`` one row per
-        graph (:meth:`forward`), ``"node"`` (:meth:`node_outputs`), ``"edge"``
-        (:meth:`edge_outputs`).
+        graph (:meth:`forward`), ``0`` one per node (:meth:`node_outputs`), ``1`` one per edge
+        (:meth:`edge_outputs`): cell-level outputs are named by their rank, as everywhere.
     sparse_equivariant_basis : bool, default = False
         "+ SEB" of A.4.3: after every layer add to every node token the sum of the tokens of
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
@@ -779,7 +781,7 @@ class TokenGT(_TokenModel):
         eigenvector_dropout: float = 0.0,
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
-        outputs: Sequence[str] = ("complex",),
+        outputs: Sequence[str | int] = ("complex",),
         sparse_equivariant_basis: bool = False,
         categorical: Sequence[int] | None = None,
         edge_categorical: Sequence[int] | None = None,
@@ -788,7 +790,7 @@ class TokenGT(_TokenModel):
         check_inputs: bool = True,
     ) -> None:
         super().__init__()
-        outputs = _check_outputs(outputs, TOKENGT_OUTPUTS, "graph, node and edge predictions")
+        outputs = _check_outputs(outputs, TOKENGT_OUTPUTS, "the graph; 0: nodes, 1: edges")
         if isinstance(out_channels, bool) or not isinstance(out_channels, int) or out_channels < 1:
             raise ValueError(f"out_channels must be a positive int, got {out_channels!r}")
         self.tokenizer = TokenGTTokenizer(
@@ -982,7 +984,7 @@ class TokenGT(_TokenModel):
         torch.Tensor, shape = (num_nodes, out_channels)
             One prediction per node.
         """
-        readout = self._readout("node")
+        readout = self._readout(0)
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
         tokens = self.encode(inputs)
@@ -1002,7 +1004,7 @@ class TokenGT(_TokenModel):
             One prediction per column of ``data.edge_index`` (with
             ``edge_tokens="undirected"`` both directions get their edge token's prediction).
         """
-        readout = self._readout("edge")
+        readout = self._readout(1)
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = data if isinstance(data, TokenGTInputs) else self.prepare(data)
         tokens = self.encode(inputs)

@@ -19,8 +19,8 @@ restricted to the allowed pairs (``j <= i`` when causal). ``Q^{(t-1)}, K^{(t-1)}
 (the ReLU maps every negative product to 0) are broken by the pre-ReLU score, then by index, so the
 selection is the paper's top-K whenever it is unique, and equivariant otherwise.
 
-``"bilinear"`` — a low-rank bilinear form of the current layer input (the earlier
-implementation, kept for the comparison of ``benchmarks/n_simplicial.py --router``):
+``"bilinear"`` — a low-rank bilinear form of the current layer input (compared with
+``"paper"`` by ``benchmarks/n_simplicial.py --router``):
 ``s^{(m)}_{ij} = <x_i A_m, x_j B_m> / sqrt(r)`` with ``A_m, B_m ∈ R^{C × r}``, no ReLU.
 
 Both select hard top-K keys per query and axis, identically at training and inference. The
