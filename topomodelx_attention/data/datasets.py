@@ -199,15 +199,16 @@ def _check_tu_table(path: Path, integer: bool) -> int:
     return count
 
 
-def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
+def read_tu_graphs(name: str, raw_dir: str | os.PathLike, *, use_node_attr: bool = False) -> list[Data]:
     """Read a TU data set from its raw text files (no processed cache, nothing unpickled).
 
-    Features follow :class:`torch_geometric.datasets.TUDataset` (``use_node_attr=False``,
-    ``use_edge_attr=True``): ``x`` is the one-hot node labels; without node labels the node
-    attributes; without either a constant column of ones (one feature per vertex, so liftings
-    and models see every vertex). ``edge_attr`` is the edge attributes and one-hot edge labels
-    (when present). ``y`` is the class index (``graph_labels``, remapped to ``0..C-1``) or the
-    float ``graph_attributes``.
+    Features follow :class:`torch_geometric.datasets.TUDataset` (``use_edge_attr=True``): ``x``
+    is the one-hot node labels (``use_node_attr=False``, PyG's default) or the continuous node
+    attributes followed by the one-hot node labels (``use_node_attr=True``); without node labels
+    the node attributes; without either a constant column of ones (one feature per vertex, so
+    liftings and models see every vertex). ``edge_attr`` is the edge attributes and one-hot edge
+    labels (when present). ``y`` is the class index (``graph_labels``, remapped to ``0..C-1``)
+    or the float ``graph_attributes``.
 
     Parameters
     ----------
@@ -215,6 +216,9 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
         Data set name (the files' prefix).
     raw_dir : path-like
         Folder of the raw files.
+    use_node_attr : bool, default=False
+        Keep the node attributes (``<name>_node_attributes.txt``) of a data set that also has
+        node labels (e.g. PROTEINS, ENZYMES); as PyG's ``TUDataset(use_node_attr=...)``.
 
     Returns
     -------
@@ -267,10 +271,10 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
     for g in range(num_graphs):
         lo, hi = int(node_start[g]), int(node_start[g + 1])
         e_lo, e_hi = int(slices["edge_index"][g]), int(slices["edge_index"][g + 1])
-        if data.x is not None and data.x.size(1) > n_attr:
+        if data.x is not None and data.x.size(1) > n_attr and not use_node_attr:
             x = data.x[lo:hi, n_attr:]  # one-hot node labels (TUDataset's use_node_attr=False)
         elif data.x is not None:
-            x = data.x[lo:hi]  # node attributes only
+            x = data.x[lo:hi]  # node attributes (then the one-hot labels, with use_node_attr)
         else:
             x = torch.ones(hi - lo, 1)
         graph = Data(x=x, edge_index=data.edge_index[:, e_lo:e_hi], y=data.y[g : g + 1], num_nodes=hi - lo)
@@ -285,6 +289,8 @@ def load_tu_graphs(
     data_dir: str | os.PathLike | None = None,
     root: str | os.PathLike | None = None,
     download: bool = False,
+    *,
+    use_node_attr: bool = False,
 ) -> list[Data]:
     """Graphs of a TU data set: bundled (MUTAG), from ``data_dir``, or downloaded into ``root``.
 
@@ -300,6 +306,8 @@ def load_tu_graphs(
     download : bool, default=False
         Download ``<name>.zip`` from the TU site into ``root/<name>/raw`` when no files are
         found (needs internet).
+    use_node_attr : bool, default=False
+        Keep the continuous node attributes next to the node labels (:func:`read_tu_graphs`).
 
     Returns
     -------
@@ -307,13 +315,13 @@ def load_tu_graphs(
         The graphs (:func:`read_tu_graphs`).
     """
     if name in EMBEDDED_DATASETS and data_dir is None:
-        return read_tu_graphs(name, embedded_raw_dir(name))
+        return read_tu_graphs(name, embedded_raw_dir(name), use_node_attr=use_node_attr)
     if data_dir is not None:
-        return read_tu_graphs(name, find_tu_raw(name, data_dir))
+        return read_tu_graphs(name, find_tu_raw(name, data_dir), use_node_attr=use_node_attr)
     root = Path(root).expanduser() if root is not None else default_root() / "tu"
     raw = root / name / "raw"
     if (raw / f"{name}_A.txt").is_file():
-        return read_tu_graphs(name, raw)
+        return read_tu_graphs(name, raw, use_node_attr=use_node_attr)
     if not download:
         raise FileNotFoundError(
             f"TU data set {name} is not bundled and no files were given: pass --data-dir DIR "
@@ -334,4 +342,4 @@ def load_tu_graphs(
             f"TU data set {name} could not be downloaded into {raw} ({type(error).__name__}: "
             f"{error}); pass --data-dir DIR with {_expected_tu_files(name)} in DIR/{name}/raw"
         ) from error
-    return read_tu_graphs(name, raw)
+    return read_tu_graphs(name, raw, use_node_attr=use_node_attr)
