@@ -1,6 +1,9 @@
 """Composition of the packaged hydra configs."""
 
+import warnings
+
 import pytest
+from omegaconf import OmegaConf
 
 from topomodelx_attention.harness.config import (
     CONFIG_DIR,
@@ -8,6 +11,7 @@ from topomodelx_attention.harness.config import (
     compose_config,
     dataset_choice,
     model_choice,
+    unused_additions,
 )
 
 
@@ -71,3 +75,37 @@ def test_paper_training_presets_compose_with_the_paper_model(preset, dataset, mo
     assert cfg.trainer.max_epochs == epochs
     assert cfg.dataset.dataloader.batch_size == 256
     assert cfg.model.params.n_layers == 12
+
+
+# ------------------------------------------------------------------ +key additions nothing reads
+@pytest.mark.parametrize(
+    ("override", "suggestion"),
+    [("+foo=1", None), ("+trainer_max_epochs=3", "trainer.max_epochs"),
+     ("+dataset.use_node_atr=true", "dataset.use_node_attr"), ("++optimizer.lrr=0.1", "optimizer.lr")],
+)
+def test_an_added_key_nothing_reads_warns(override, suggestion):
+    key = override.lstrip("+").split("=")[0]
+    # the unprotected path: hydra adds the key silently
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        assert OmegaConf.select(compose(config_name="train", overrides=[override]), key) is not None
+    with pytest.warns(UserWarning, match=rf"configuration key '{key}' \(override \+*{key}=.*no effect") as record:
+        compose_config([override])
+    if suggestion:
+        assert f"did you mean {suggestion}" in str(record[0].message)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["+trainer.accumulate_grad_batches=2", "+model.params.extra=1", "+dataset.dataloader.pin_memory=true",
+     "dataset.use_node_attr=true", "+model.pe.resample=true", "trainer.max_epochs=3"],
+)
+def test_added_keys_that_are_read_do_not_warn(override):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compose_config([override], dataset="PROTEINS" if "use_node_attr" in override else None)
+
+
+def test_group_additions_are_not_keys():
+    assert unused_additions(["+experiment=ct_paper_zinc", "~model.pe", "model=graph/gin"]) == []
