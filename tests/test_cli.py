@@ -134,6 +134,15 @@ def test_importing_the_package_warns_nothing(tmp_path):
         capture_output=True, text=True, env=_env(tmp_path), timeout=300,
     )
     assert check.returncode != 0 and "DeprecationWarning: `torch.jit.script`" in check.stderr
+    # and the filters the imported libraries install for themselves are kept, as after a plain import
+    show = "import warnings; {}; print('\\n'.join(map(repr, warnings.filters)))"
+    filters = [
+        subprocess.run([sys.executable, "-c", show.format(code)], capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=300, check=True).stdout
+        for code in ("import torch_geometric", "import topomodelx_attention._compat")
+    ]
+    assert "is in beta and the API may change" in filters[0]  # e.g. torch's own
+    assert filters[1] == filters[0]
 
 
 def _tiny_train(tmp_path, *overrides, epochs=1, output="o"):
