@@ -329,12 +329,12 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
     calls = []
     real = datasets.load_tu_graphs
 
-    def download(name, data_dir=None, root=None, download=False):  # what the TU download leaves
+    def download(name, data_dir=None, root=None, download=False, **options):  # what the TU download leaves
         calls.append(name)
         raw = root / name / "raw"
         if not raw.is_dir():
             write_tiny_tu(root, name=name)
-        return real(name, data_dir=data_dir, root=root, download=download)
+        return real(name, data_dir=data_dir, root=root, download=download, **options)
 
     monkeypatch.setattr(datasets, "load_tu_graphs", download)
     cfg = {"name": "TINY", "loader": "tu", "download": True}
