@@ -1,4 +1,12 @@
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from topomodelx_attention.cli import main
 
@@ -20,8 +28,6 @@ def test_lift_clique(tmp_path, capsys):
 
 
 def test_bench_list_names_the_benchmark_scripts(capsys, monkeypatch):
-    from pathlib import Path
-
     monkeypatch.chdir(Path(__file__).resolve().parents[1])  # the checkout
     assert main(["bench", "--list"]) == 0
     out = capsys.readouterr().out
@@ -46,3 +52,177 @@ def test_bench_runs_a_script_in_a_subprocess(tmp_path, capsys):
 def test_bench_outside_a_checkout_explains(tmp_path, capsys):
     assert main(["bench", "--benchmarks-dir", str(tmp_path / "nowhere"), "--list"]) == 2
     assert "source checkout" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a quiet, fast CLI (subprocesses)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(tmp_path, **extra):
+    """The environment of a CLI subprocess: this checkout first on the path, a private cache."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["TOPOMODELX_ATTENTION_DATA"] = str(tmp_path / "default_cache")
+    env.pop("TOPOMODELX_ATTENTION_TRACEBACK", None)
+    env.update(extra)
+    return env
+
+
+HEAVY = ("torch", "torch_geometric", "lightning", "hydra", "omegaconf", "numpy", "scipy")
+
+_HELP_PROBE = f"""
+import runpy, sys
+sys.argv = ["topomodelx-attention", *sys.argv[1:]]
+try:
+    runpy.run_module("topomodelx_attention.cli", run_name="__main__", alter_sys=True)
+except SystemExit as exit_:
+    code = exit_.code
+print("EXIT", code, file=sys.stderr)
+print("HEAVY", " ".join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["train", "--help"], ["lift", "--help"], ["train", "--max-epochs", "0"]]
+)
+def test_help_and_argument_errors_import_no_heavy_module(argv, tmp_path):
+    # the probe can fail: importing the package's data layer does pull torch in
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, topomodelx_attention.data; print('torch' in sys.modules)"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=300, check=True,
+    )
+    assert probe.stdout.strip() == "True"
+    run = subprocess.run(
+        [sys.executable, "-c", _HELP_PROBE, *argv], capture_output=True, text=True,
+        env=_env(tmp_path), timeout=300,
+    )
+    lines = run.stderr.strip().splitlines()
+    assert lines[-2] in ("EXIT 0", "EXIT 2"), run.stderr
+    assert lines[-1] == "HEAVY", f"{argv} imported {lines[-1][6:]}"
+    if argv == ["train", "--help"]:
+        assert "--no-progress-bar" in run.stdout and "--verbose" in run.stdout
+
+
+PACKAGE_MODULES = (
+    "topomodelx_attention", "topomodelx_attention.data", "topomodelx_attention.transforms",
+    "topomodelx_attention.nn", "topomodelx_attention.nn.attention", "topomodelx_attention.nn.cell",
+    "topomodelx_attention.nn.graph", "topomodelx_attention.nn.simplicial",
+    "topomodelx_attention.harness", "topomodelx_attention.harness.topobench",
+    "topomodelx_attention.cli",
+)
+
+
+def test_importing_the_package_warns_nothing(tmp_path):
+    # the unprotected path: PyG's own import warns (torch.jit.script is deprecated)
+    naive = subprocess.run(
+        [sys.executable, "-W", "error", "-c", "import torch_geometric"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=300,
+    )
+    assert naive.returncode != 0 and "Warning" in naive.stderr
+    code = "import " + ", ".join(PACKAGE_MODULES)
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True,
+        env=_env(tmp_path), timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stderr == ""
+    # the filter was scoped to our import of PyG: the same warning raised later is an error again
+    later = "warnings.warn('`torch.jit.script` is deprecated. Please switch', DeprecationWarning)"
+    check = subprocess.run(
+        [sys.executable, "-W", "error", "-c", f"import warnings; {code}; {later}"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=300,
+    )
+    assert check.returncode != 0 and "DeprecationWarning: `torch.jit.script`" in check.stderr
+    # and the filters the imported libraries install for themselves are kept, as after a plain import
+    show = "import warnings; {}; print('\\n'.join(map(repr, warnings.filters)))"
+    filters = [
+        subprocess.run([sys.executable, "-c", show.format(code)], capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=300, check=True).stdout
+        for code in ("import torch_geometric", "import topomodelx_attention._compat")
+    ]
+    assert "is in beta and the API may change" in filters[0]  # e.g. torch's own
+    assert filters[1] == filters[0]
+
+
+def _tiny_train(tmp_path, *overrides, epochs=1, output="o"):
+    """``train`` of GIN on 12 MUTAG graphs (the overrides first: --seeds takes several values)."""
+    return ["train", "dataset.max_graphs=12", *overrides, "--model", "gin", "--max-epochs", str(epochs),
+            "--seeds", "1", "--cache-dir", str(tmp_path / "c"), "--output-dir", str(tmp_path / output)]
+
+
+@pytest.mark.slow
+def test_train_without_a_terminal_prints_no_bar_no_lightning_chatter(tmp_path):
+    argv = _tiny_train(tmp_path, "+foo=1")
+    run = subprocess.run(
+        [sys.executable, "-m", "topomodelx_attention.cli", *argv], capture_output=True, text=True,
+        env=_env(tmp_path), timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| **mean ± std** |" in run.stdout
+    # stderr is a pipe: no progress bar (lifting or Lightning), no Lightning info, no tip; only
+    # the one-line warning about the unused +foo
+    assert run.stderr.strip().splitlines() == [
+        "topomodelx-attention train: warning: configuration key 'foo' (override +foo=1) is not "
+        "read by the harness: no packaged config has it, so it has no effect"
+    ], run.stderr
+    verbose = subprocess.run(
+        [sys.executable, "-m", "topomodelx_attention.cli", *_tiny_train(tmp_path, output="o2"), "--verbose"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=600,
+    )
+    assert verbose.returncode == 0, verbose.stderr[-2000:]
+    assert "GPU available" in verbose.stderr  # Lightning's info, asked for
+    assert "litlogger" not in verbose.stderr and "%|" not in verbose.stderr
+
+
+_SIGINT_WRAPPER = """
+import contextlib, sys
+from pathlib import Path
+from topomodelx_attention import cli
+from topomodelx_attention.harness import training
+
+marker, mode, argv = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+step = training.GraphTaskModule.training_step
+
+def training_step(self, *args, **kwargs):  # the training runs: tell the test
+    marker.touch()
+    return step(self, *args, **kwargs)
+
+training.GraphTaskModule.training_step = training_step
+if mode == "naive":  # the CLI without its SIGINT handling
+    cli._sigint_interrupts = contextlib.nullcontext
+sys.exit(cli.main(argv))
+"""
+
+
+def _interrupt_training(tmp_path, mode):
+    marker = tmp_path / f"training-{mode}"
+    argv = _tiny_train(tmp_path, epochs=100000, output=mode)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SIGINT_WRAPPER, str(marker), mode, *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the training never started"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    return process.returncode, err
+
+
+@pytest.mark.slow
+def test_sigint_during_training_prints_one_line_and_exits_130(tmp_path):
+    # the unprotected path: Lightning turns Ctrl+C into its own sys.exit(1)
+    code, err = _interrupt_training(tmp_path, "naive")
+    assert code == 1, err
+    code, err = _interrupt_training(tmp_path, "cli")
+    assert code == 130, err
+    assert err.strip().splitlines() == ["topomodelx-attention train: interrupted"], err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err

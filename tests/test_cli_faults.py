@@ -153,6 +153,23 @@ def test_original_gcb_asks_for_conversion_and_converted_one_trains(tmp_path, cap
     assert (src.parent / "hard_small.plain.npz").is_file()
     code, err = run(base, capsys)
     assert code == 0, err
+    assert "**GCB-hard_small / gin**" in (tmp_path / "o" / "results.md").read_text()  # which file
+
+
+def test_gcb_without_the_default_file_names_dataset_file(tmp_path, capsys):
+    src = write_gcb(tmp_path)
+    src.rename(src.with_name("easy_small.npz"))
+    argv = ["train", "--dataset", "GCB", "--data-dir", src.parent, *FAST, "--cache-dir", tmp_path / "c"]
+    assert_user_error(*run(argv, capsys), "hard_small.npz not found", "easy_small.npz",
+                      "dataset.file=easy_small.npz")
+
+
+def test_misspelled_data_set_name_leaves_no_cache_folder(tmp_path, capsys):
+    write_tiny_tu(tmp_path / "data")
+    argv = ["train", "--dataset", "TINNY", "--data-dir", tmp_path / "data", *FAST, "--cache-dir", tmp_path / "c"]
+    assert_user_error(*run(argv, capsys), "TINNY_A.txt")
+    assert (tmp_path / "c").is_dir()  # --cache-dir is checked (created) first
+    assert not (tmp_path / "c" / "processed").exists()
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00garbage\xff" * 10, "truncated"])

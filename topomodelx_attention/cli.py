@@ -17,32 +17,50 @@ convert-gcb
 User errors (bad paths, unknown names, damaged data files, unwritable folders) print one line
 ``topomodelx-attention <command>: error: ...`` on stderr and exit with status 2; other
 exceptions are bugs and keep their traceback (``TOPOMODELX_ATTENTION_TRACEBACK=1`` shows the
-traceback of user errors too).
+traceback of user errors too). Ctrl+C (SIGINT) prints one line
+``topomodelx-attention <command>: interrupted`` and exits with status 130, without a traceback.
+
+The module imports nothing heavy: ``--help`` and argument errors never import torch, PyG or
+Lightning; each command imports what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import torch
-
-__all__ = ["USER_ERRORS", "UserError", "main"]
+__all__ = ["EXIT_INTERRUPTED", "USER_ERRORS", "Interrupted", "UserError", "main"]
 
 LIFTINGS = ("cell_cycle", "clique")
 
 
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl+C (SIGINT): 128 + the signal number, as shells report it."""
+
+
 class UserError(Exception):
     """An error the user can fix (printed as one line, exit status 2)."""
+
+
+class Interrupted(BaseException):
+    """Raised by the CLI's SIGINT handler (exit status :data:`EXIT_INTERRUPTED`, one line).
+
+    Deliberately not a ``KeyboardInterrupt``: Lightning turns a ``KeyboardInterrupt`` during
+    ``fit`` into a "graceful shutdown" message and ``sys.exit(1)``; any other exception it tears
+    down and re-raises, so the CLI reports one line and exits with 130.
+    """
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -93,6 +111,8 @@ def _lifting(args: argparse.Namespace):
 
 
 def _cmd_lift(args: argparse.Namespace) -> int:
+    import torch
+
     from topomodelx_attention.data.datasets import load_tu_graphs
 
     graphs = load_tu_graphs(args.dataset, data_dir=args.data_dir, root=args.root)
@@ -119,6 +139,7 @@ def _cmd_lift(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     try:
         from topomodelx_attention.harness import compose_config, run_experiment
+        from topomodelx_attention.harness.datasets import progress_bars
         from topomodelx_attention.harness.results import markdown_table
     except ImportError as error:  # pragma: no cover - depends on the environment
         print(
@@ -144,17 +165,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={_quote(value)}")
-    if args.no_progress_bar:
+    # progress bars (lifting and Lightning's): only when asked and on a terminal; an explicit
+    # trainer.enable_progress_bar=true override shows them anywhere
+    asked = any(o.lstrip("+").startswith("trainer.enable_progress_bar=") for o in args.overrides)
+    if args.no_progress_bar or not (asked or _is_terminal(sys.stderr)):
         overrides.append("trainer.enable_progress_bar=false")
     for flag, value in (("--output-dir", args.output_dir), ("--cache-dir", args.cache_dir)):
         if value is not None:
             _check_writable_dir(flag, Path(value).expanduser())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            cfg = compose_config(overrides, dataset=args.dataset, model=args.model)
+        except ValueError as error:
+            raise UserError(str(error)) from error
+    for warning in caught:  # e.g. a +key=value override that nothing reads: one line each
+        print(f"topomodelx-attention train: warning: {warning.message}", file=sys.stderr)
+    bars = bool(cfg.trainer.get("enable_progress_bar", True))
     try:
-        cfg = compose_config(overrides, dataset=args.dataset, model=args.model)
-    except ValueError as error:
-        raise UserError(str(error)) from error
-    try:
-        result = run_experiment(cfg)
+        with progress_bars(bars), _lightning_logs(verbose=args.verbose):
+            result = run_experiment(cfg)
     except ImportError as error:
         raise UserError(
             f"{error} (training needs the extra `train`, ZINC also `chem`: pip install "
@@ -168,6 +198,50 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print()
         print(f"results, learning curves and logs: {result.output_dir}")
     return 0
+
+
+def _is_terminal(stream: object) -> bool:
+    """Whether ``stream`` is an interactive terminal (progress bars are drawn only there)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed or detached stream
+        return False
+
+
+_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
+
+
+@contextlib.contextmanager
+def _lightning_logs(verbose: bool) -> Iterator[None]:
+    """Lightning's INFO messages (devices, checkpoint restores) only with ``--verbose``.
+
+    Warnings and errors are always shown; the litlogger tip never. Levels and filters are
+    restored afterwards (``main`` may run in a caller's process).
+    """
+    import logging
+
+    def tip_filter(record: logging.LogRecord) -> bool:  # the "💡 Tip: ... litlogger" advert
+        return "litlogger" not in record.getMessage()
+
+    saved = []
+    for name in _LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level))
+        if not verbose:
+            logger.setLevel(logging.WARNING)
+    # the tip is logged by the rank_zero module's logger (filters act on the emitting logger)
+    tip_loggers = [logging.getLogger(f"{name}.utilities.rank_zero") for name in _LIGHTNING_LOGGERS]
+    tip_loggers.append(logging.getLogger("lightning_utilities.core.rank_zero"))
+    for logger in tip_loggers:
+        logger.addFilter(tip_filter)
+    try:
+        yield
+    finally:
+        for logger in tip_loggers:
+            logger.removeFilter(tip_filter)
+        for logger, level in saved:
+            logger.setLevel(level)
 
 
 def _check_writable_dir(flag: str, folder: Path) -> None:
@@ -342,7 +416,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--num-nodes", type=_positive_int, default=None, help="nodes (trainer.num_nodes)"
     )
-    train.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
+    train.add_argument(
+        "--no-progress-bar",
+        action="store_true",
+        help="hide the progress bars of the lifting and the training (they are shown only on a "
+        "terminal anyway)",
+    )
+    train.add_argument(
+        "-v", "--verbose", action="store_true", help="show Lightning's info messages (devices, checkpoints)"
+    )
     train.add_argument("overrides", nargs="*", help="hydra overrides KEY=VALUE")
     train.set_defaults(func=_cmd_train)
 
@@ -388,17 +470,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status.
+        Exit status: 0, 2 for a user error, :data:`EXIT_INTERRUPTED` (130) after Ctrl+C.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with _sigint_interrupts():
+            return int(args.func(args))
+    except (Interrupted, KeyboardInterrupt):
+        print(f"topomodelx-attention {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except USER_ERRORS as error:
         if os.environ.get("TOPOMODELX_ATTENTION_TRACEBACK"):
             raise
         print(f"topomodelx-attention {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def _sigint_interrupts() -> Iterator[None]:
+    """Turn SIGINT into :class:`Interrupted` in this process while a command runs.
+
+    A second Ctrl+C during the clean-up is ignored; forked children (data loader workers)
+    keep the usual ``KeyboardInterrupt``. The previous handler is restored afterwards. Only the
+    main thread can install signal handlers: elsewhere nothing changes.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def interrupt(signum: int, frame: object) -> None:
+        if os.getpid() != owner:  # a forked worker: the usual behaviour
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _one_line(error: BaseException) -> str:

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 from omegaconf import OmegaConf
@@ -19,6 +20,7 @@ from topomodelx_attention.harness.config import (
     dataset_choice,
     model_choice,
     register_target,
+    unused_additions,
 )
 from topomodelx_attention.harness.datasets import instantiate_transform
 
@@ -317,3 +319,37 @@ def test_register_target_extends_the_allow_list_from_code_only(monkeypatch):
     assert f"{__name__}._MyLifting" in config.allowed_targets()
     with pytest.raises(TypeError, match="register_target"):
         register_target(3)
+
+
+# ------------------------------------------------------------------ +key additions nothing reads
+@pytest.mark.parametrize(
+    ("override", "suggestion"),
+    [("+foo=1", None), ("+trainer_max_epochs=3", "trainer.max_epochs"),
+     ("+dataset.use_node_atr=true", "dataset.use_node_attr"), ("++optimizer.lrr=0.1", "optimizer.lr")],
+)
+def test_an_added_key_nothing_reads_warns(override, suggestion):
+    key = override.lstrip("+").split("=")[0]
+    # the unprotected path: hydra adds the key silently
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        assert OmegaConf.select(compose(config_name="train", overrides=[override]), key) is not None
+    with pytest.warns(UserWarning, match=rf"configuration key '{key}' \(override \+*{key}=.*no effect") as record:
+        compose_config([override])
+    if suggestion:
+        assert f"did you mean {suggestion}" in str(record[0].message)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["+trainer.accumulate_grad_batches=2", "+model.params.extra=1", "+dataset.dataloader.pin_memory=true",
+     "dataset.use_node_attr=true", "+model.pe.resample=true", "trainer.max_epochs=3"],
+)
+def test_added_keys_that_are_read_do_not_warn(override):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compose_config([override], dataset="PROTEINS" if "use_node_attr" in override else None)
+
+
+def test_group_additions_are_not_keys():
+    assert unused_additions(["+experiment=ct_paper_zinc", "~model.pe", "model=graph/gin"]) == []

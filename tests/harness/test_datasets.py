@@ -2,6 +2,7 @@
 
 import json
 import os
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -328,12 +329,12 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
     calls = []
     real = datasets.load_tu_graphs
 
-    def download(name, data_dir=None, root=None, download=False):  # what the TU download leaves
+    def download(name, data_dir=None, root=None, download=False, **options):  # what the TU download leaves
         calls.append(name)
         raw = root / name / "raw"
         if not raw.is_dir():
             write_tiny_tu(root, name=name)
-        return real(name, data_dir=data_dir, root=root, download=download)
+        return real(name, data_dir=data_dir, root=root, download=download, **options)
 
     monkeypatch.setattr(datasets, "load_tu_graphs", download)
     cfg = {"name": "TINY", "loader": "tu", "download": True}
@@ -488,3 +489,132 @@ def test_tu_without_final_newlines_prepares_the_same_data_set(tmp_path):
     for a, b in zip(prepared[0].complexes, prepared[1].complexes):
         assert torch.equal(a.shape, b.shape) and torch.equal(a.y, b.y) and torch.equal(a.x_0, b.x_0)
         assert torch.equal(a.incidence_1.to_dense(), b.incidence_1.to_dense())
+
+
+# ------------------------------------------------------------------ progress bars, names, options
+class _RecordingBar:
+    """Stands in for tqdm: records the total, the updates and ``disable``."""
+
+    bars: ClassVar[list] = []
+
+    def __init__(self, total=None, disable=False, **kwargs):
+        self.total, self.disable, self.updates = total, disable, []
+        _RecordingBar.bars.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        self.updates.append(n)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 4, 256])
+def test_lifting_bar_counts_each_graph_once(monkeypatch, chunk_size):
+    from topomodelx_attention.data.datasets import load_tu_graphs
+    from topomodelx_attention.transforms import BarycentricRandomWalkPE, CellCycleLifting
+
+    monkeypatch.setattr(datasets, "tqdm", _RecordingBar)
+    _RecordingBar.bars = []
+    graphs = load_tu_graphs("MUTAG")[:9]
+    out = datasets.process_graphs(graphs, CellCycleLifting(), BarycentricRandomWalkPE(dim=2), chunk_size=chunk_size)
+    (bar,) = _RecordingBar.bars
+    assert len(out) == 9 and all("pe_0" in c for c in out)  # lifted and encoded
+    assert bar.total == 9 and sum(bar.updates) == 9  # one count per graph, lifting + PE together
+
+
+def test_lifting_bar_only_when_asked_or_on_a_terminal(monkeypatch):
+    from topomodelx_attention.transforms import CellCycleLifting
+
+    monkeypatch.setattr(datasets, "tqdm", _RecordingBar)
+    _RecordingBar.bars = []
+    graphs = load_graphs(_dataset_cfg("MUTAG", max_graphs=2))
+    datasets.process_graphs(graphs, CellCycleLifting())  # default: tqdm's disable=None (a TTY only)
+    with datasets.progress_bars(False):
+        datasets.process_graphs(graphs, CellCycleLifting())
+        datasets.process_graphs(graphs, CellCycleLifting(), progress=True)  # explicit wins
+    with datasets.progress_bars(True):
+        datasets.process_graphs(graphs, CellCycleLifting())
+    datasets.process_graphs(graphs, CellCycleLifting())  # the block is over
+    assert [bar.disable for bar in _RecordingBar.bars] == [None, True, False, False, None]
+
+
+def test_real_tqdm_draws_nothing_on_a_pipe(capsys):
+    from topomodelx_attention.transforms import CellCycleLifting
+
+    graphs = load_graphs(_dataset_cfg("MUTAG", max_graphs=2))
+    datasets.process_graphs(graphs, CellCycleLifting())  # pytest's captured stderr is no terminal
+    assert capsys.readouterr().err == ""
+    datasets.process_graphs(graphs, CellCycleLifting(), progress=True)
+    assert "graph" in capsys.readouterr().err  # the bar exists and would be drawn when asked
+
+
+def test_misspelled_data_set_leaves_no_empty_processed_folder(tmp_path):
+    from topomodelx_attention.harness.datasets import _check_writable
+
+    # the unprotected path: the fail-fast writability probe creates processed/<name>/
+    probe = tmp_path / "probe" / "processed" / "X"
+    _check_writable(probe)
+    assert probe.is_dir()
+    (tmp_path / "data").mkdir()
+    cfg = compose_config(["dataset.data_dir=" + str(tmp_path / "data")], dataset="ENZYMSE").dataset
+    with pytest.raises(FileNotFoundError, match=r"ENZYMSE_A\.txt"):
+        prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # every folder this call created, removed again
+    (tmp_path / "cache").mkdir()
+    with pytest.raises(FileNotFoundError):
+        prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []  # an existing (e.g. --cache-dir) folder stays
+    # an existing processed/ folder with other data sets is kept
+    prepare_dataset(_dataset_cfg("MUTAG", max_graphs=2), CELL, None, cache_dir=tmp_path / "cache")
+    with pytest.raises(FileNotFoundError):
+        prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache" / "processed").iterdir()) == ["MUTAG"]
+
+
+def test_gcb_without_the_default_file_names_dataset_file_and_the_files_found(tmp_path, gcb_file):
+    from topomodelx_attention.data.benchmark_graphs import convert_gcb
+
+    gcb_file.rename(gcb_file.with_name("easy_small.npz"))
+    cfg = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
+    with pytest.raises(FileNotFoundError, match=r"hard_small\.npz not found.*easy_small\.npz: choose one with dataset\.file=NAME"):
+        load_graphs(cfg, tmp_path)
+    convert_gcb(gcb_file.with_name("easy_small.npz"))  # easy_small.plain.npz: still one choice
+    with pytest.raises(FileNotFoundError, match=r"it holds easy_small\.npz: choose"):
+        load_graphs(cfg, tmp_path)
+    cfg.file = "easy_small.npz"
+    prepared = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert prepared.info.name == "GCB-easy_small"  # tables and output folders name the file
+
+
+def _tu_with_attributes(folder, name="ATTR"):
+    """The tiny TU data set with 2 continuous node attributes next to its 3 node labels."""
+    from tests.test_cli_faults import write_tiny_tu
+
+    raw = write_tiny_tu(folder, name=name)
+    rows = len((raw / f"{name}_graph_indicator.txt").read_text().split())
+    (raw / f"{name}_node_attributes.txt").write_text("".join(f"{0.5 * i}, {-1.0 * i}\n" for i in range(rows)))
+    return raw
+
+
+def test_tu_use_node_attr_keeps_the_attributes(tmp_path):
+    _tu_with_attributes(tmp_path / "data")
+    cfg = compose_config(["dataset.data_dir=" + str(tmp_path / "data")], dataset="ATTR").dataset
+    assert cfg.use_node_attr is False  # PyG's default: the labels only
+    labels = load_graphs(cfg, tmp_path)
+    assert labels[0].x.shape[1] == 3
+    cfg.use_node_attr = True
+    both = load_graphs(cfg, tmp_path)
+    x = torch.cat([g.x for g in both])
+    assert x.shape[1] == 5  # [2 attributes, 3 one-hot labels], as TUDataset(use_node_attr=True)
+    assert torch.equal(x[:, :2], torch.tensor([[0.5 * i, -1.0 * i] for i in range(len(x))]))
+    assert torch.equal(x[:, 2:], torch.cat([g.x for g in labels]))
+    # a different cache entry, and the models see the wider features
+    assert cache_key(cfg, CELL, None) != cache_key({**cfg, "use_node_attr": False}, CELL, None)
+    prepared = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path / "cache")
+    assert prepared.info.in_channels[0] == 5
+    cfg.use_node_attr = "yes"
+    with pytest.raises(ValueError, match=r"dataset\.use_node_attr must be true or false"):
+        load_graphs(cfg, tmp_path)

@@ -1,5 +1,6 @@
 """Data model: :class:`ComplexData`, neighbourhoods and TopoNetX conversion."""
 
+import topomodelx_attention._compat  # noqa: F401  (imports PyG without its import-time warning)
 from topomodelx_attention.data.collate import (
     ComplexDataBatch,
     ComplexDataLoader,

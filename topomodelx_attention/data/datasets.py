@@ -306,12 +306,13 @@ def _one_hot_labels(path: Path, labels: np.ndarray) -> Tensor:
     return torch.cat(parts, dim=1)
 
 
-def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
+def read_tu_graphs(name: str, raw_dir: str | os.PathLike, *, use_node_attr: bool = False) -> list[Data]:
     """Read a TU data set from its raw text files (no processed cache, nothing unpickled).
 
-    Features follow :class:`torch_geometric.datasets.TUDataset` (``use_node_attr=False``,
-    ``use_edge_attr=True``): ``x`` is the one-hot node labels; without node labels the node
-    attributes; without either a constant column of ones (one feature per vertex, so liftings
+    Features follow :class:`torch_geometric.datasets.TUDataset` (``use_edge_attr=True``): ``x``
+    is the one-hot node labels (``use_node_attr=False``, PyG's default) or the continuous node
+    attributes followed by the one-hot node labels (``use_node_attr=True``); without node labels
+    the node attributes; without either a constant column of ones (one feature per vertex, so liftings
     and models see every vertex). ``edge_attr`` is the edge attributes and one-hot edge labels
     (when present). ``y`` is the float ``graph_attributes`` when that file exists (as
     TUDataset: regression), else the class index (``graph_labels``, remapped to ``0..C-1``).
@@ -331,6 +332,9 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
         Data set name (the files' prefix).
     raw_dir : path-like
         Folder of the raw files.
+    use_node_attr : bool, default=False
+        Keep the node attributes (``<name>_node_attributes.txt``) of a data set that also has
+        node labels (e.g. PROTEINS, ENZYMES); as PyG's ``TUDataset(use_node_attr=...)``.
 
     Returns
     -------
@@ -408,7 +412,10 @@ def read_tu_graphs(name: str, raw_dir: str | os.PathLike) -> list[Data]:
 
     node_labels = _one_hot_labels(file("node_labels"), tables["node_labels"]) if "node_labels" in tables else None
     node_attributes = torch.from_numpy(tables["node_attributes"]) if "node_attributes" in tables else None
-    x = node_labels if node_labels is not None else node_attributes  # TUDataset's use_node_attr=False
+    if use_node_attr and node_labels is not None and node_attributes is not None:
+        x = torch.cat([node_attributes, node_labels], dim=1)  # as TUDataset(use_node_attr=True)
+    else:
+        x = node_labels if node_labels is not None else node_attributes  # use_node_attr=False
     edge_parts = [torch.from_numpy(tables["edge_attributes"])] if "edge_attributes" in tables else []
     if "edge_labels" in tables:
         edge_parts.append(_one_hot_labels(file("edge_labels"), tables["edge_labels"]))
@@ -447,6 +454,8 @@ def load_tu_graphs(
     data_dir: str | os.PathLike | None = None,
     root: str | os.PathLike | None = None,
     download: bool = False,
+    *,
+    use_node_attr: bool = False,
 ) -> list[Data]:
     """Graphs of a TU data set: bundled (MUTAG), from ``data_dir``, or downloaded into ``root``.
 
@@ -462,6 +471,8 @@ def load_tu_graphs(
     download : bool, default=False
         Download ``<name>.zip`` from the TU site into ``root/<name>/raw`` when no files are
         found (needs internet).
+    use_node_attr : bool, default=False
+        Keep the continuous node attributes next to the node labels (:func:`read_tu_graphs`).
 
     Returns
     -------
@@ -469,13 +480,13 @@ def load_tu_graphs(
         The graphs (:func:`read_tu_graphs`).
     """
     if name in EMBEDDED_DATASETS and data_dir is None:
-        return read_tu_graphs(name, embedded_raw_dir(name))
+        return read_tu_graphs(name, embedded_raw_dir(name), use_node_attr=use_node_attr)
     if data_dir is not None:
-        return read_tu_graphs(name, find_tu_raw(name, data_dir))
+        return read_tu_graphs(name, find_tu_raw(name, data_dir), use_node_attr=use_node_attr)
     root = Path(root).expanduser() if root is not None else default_root() / "tu"
     raw = root / name / "raw"
     if (raw / f"{name}_A.txt").is_file():
-        return read_tu_graphs(name, raw)
+        return read_tu_graphs(name, raw, use_node_attr=use_node_attr)
     if not download:
         raise FileNotFoundError(
             f"TU data set {name} is not bundled and no files were given: pass --data-dir DIR "
@@ -496,4 +507,4 @@ def load_tu_graphs(
             f"TU data set {name} could not be downloaded into {raw} ({type(error).__name__}: "
             f"{error}); pass --data-dir DIR with {_expected_tu_files(name)} in DIR/{name}/raw"
         ) from error
-    return read_tu_graphs(name, raw)
+    return read_tu_graphs(name, raw, use_node_attr=use_node_attr)

@@ -17,6 +17,7 @@ Example
 >>> result = run_experiment(cfg)  # doctest: +SKIP
 """
 
+import topomodelx_attention._compat  # noqa: F401  (imports PyG without its import-time warning)
 from topomodelx_attention.harness.config import (
     CONFIG_DIR,
     available,

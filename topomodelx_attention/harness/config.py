@@ -13,8 +13,11 @@ otherwise unpickle (run) a file; such a configuration is refused before anything
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from importlib import import_module
 from pathlib import Path
@@ -32,6 +35,7 @@ __all__ = [
     "dataset_choice",
     "model_choice",
     "register_target",
+    "unused_additions",
     "validate_config",
 ]
 
@@ -65,6 +69,17 @@ _TARGET_ROOTS = ("topomodelx_attention", "torch.optim")
 _CONVERT_MODES = ("none", "partial", "all", "object")
 
 _REGISTERED: dict[int, Any] = {}
+
+PASS_THROUGH = (
+    "trainer.",  # keyword arguments of lightning.Trainer
+    "model.params.",  # of the model's constructor
+    "model.lifting.", "model.pe.", "model.augment.",  # of the transforms (``_target_`` specs)
+    "dataset.lifting_kwargs.",  # of the lifting
+    "dataset.dataloader.",  # of the data loaders (e.g. pin_memory)
+    "dataset.split.",
+    "budget.space.",  # searched keys of the equal-budget comparison
+)
+"""Config sections handed on as keyword arguments: a ``+key`` added there is read (and checked) downstream."""
 
 
 def available(group: str) -> dict[str, str]:
@@ -184,8 +199,73 @@ def compose_config(
         except HydraException as error:
             raise ValueError(f"invalid configuration override: {' '.join(str(error).split())}") from error
     validate_config(cfg, defaults)
+    for override, key, close in unused_additions(overrides):
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        warnings.warn(
+            f"configuration key {key!r} (override {override}) is not read by the harness: no "
+            f"packaged config has it, so it has no effect{hint}",
+            UserWarning,
+            stacklevel=2,
+        )
     OmegaConf.set_struct(cfg, False)
     return cfg
+
+
+@functools.cache
+def _known_keys() -> tuple[frozenset[str], tuple[str, ...]]:
+    """Keys of the packaged configs over all options of every group: ``(all, leaves)``.
+
+    ``all`` holds every leaf (``group.key.sub``) and its parents, ``leaves`` the leaves sorted.
+    """
+    keys: set[str] = set()
+    leaves: set[str] = set()
+    for path in sorted(CONFIG_DIR.rglob("*.yaml")):
+        parts = path.relative_to(CONFIG_DIR).parts
+        if parts[0] in ("experiment", "topobench"):
+            continue  # presets of keys declared elsewhere; TopoBench's own configs
+        tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        if not isinstance(tree, dict):
+            continue
+        prefix = "" if len(parts) == 1 else f"{parts[0]}."
+        tree.pop("defaults", None)
+        for key in _leaves(tree):
+            pieces = f"{prefix}{key}".split(".")
+            keys.update(".".join(pieces[: i + 1]) for i in range(len(pieces)))
+            leaves.add(f"{prefix}{key}")
+    return frozenset(keys), tuple(sorted(leaves))
+
+
+def unused_additions(overrides: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """Find the ``+key=value`` overrides whose key nothing reads (typos: ``+trainer_max_epochs=3``).
+
+    A key added with ``+`` (or ``++``) is read when a packaged config of its group declares it
+    (for any option of the group, e.g. ``dataset.use_node_attr``) or when it lies in a section
+    handed on as keyword arguments (:data:`PASS_THROUGH`: ``trainer.``, ``model.params.``, ...,
+    checked by their receivers). Group additions (``+experiment=ct_paper_zinc``) are not keys.
+
+    Parameters
+    ----------
+    overrides : sequence of str
+        Hydra overrides.
+
+    Returns
+    -------
+    list of (str, str, list of str)
+        ``(override, key, close packaged keys)`` of every unused addition.
+    """
+    groups = {p.name for p in CONFIG_DIR.iterdir() if p.is_dir()}
+    known, leaves = _known_keys()
+    unused = []
+    for override in overrides:
+        override = str(override)
+        if not override.startswith("+") or "=" not in override:
+            continue
+        key = override.lstrip("+").split("=", 1)[0].strip()
+        if key.split("@", 1)[0] in groups or key in known or key.startswith(PASS_THROUGH):
+            continue
+        close = difflib.get_close_matches(key, leaves, n=2, cutoff=0.75)
+        unused.append((override, key, close))
+    return unused
 
 
 def _type_name(value: Any) -> str:

@@ -14,6 +14,8 @@ Protocol (as TopoBench): TU data sets use random 50/25/25 splits drawn per seed
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
@@ -22,7 +24,7 @@ import socket
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from tqdm import tqdm
 
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.benchmark_graphs import (
+    GCB_SOURCE,
     SPLITS,
     atomic_output,
     gcb_plain_path,
@@ -68,6 +71,7 @@ __all__ = [
     "prepare_dataset",
     "probe_writable",
     "process_graphs",
+    "progress_bars",
     "prune_keys",
     "random_split",
     "resolve_cache_dir",
@@ -304,16 +308,47 @@ def _plain(value: Any) -> Any:
 # ----------------------------------------------------------------------------------------------
 def _load_tu(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
     data_dir = cfg.get("data_dir")
+    use_node_attr = cfg.get("use_node_attr", False)
+    if not isinstance(use_node_attr, bool):
+        raise ValueError(f"dataset.use_node_attr must be true or false, got {use_node_attr!r}")
     return load_tu_graphs(
-        str(cfg["name"]), data_dir=data_dir, root=cache_dir / "tu", download=bool(cfg.get("download", False))
+        str(cfg["name"]), data_dir=data_dir, root=cache_dir / "tu", download=bool(cfg.get("download", False)),
+        use_node_attr=use_node_attr,
     )
 
 
+def _gcb_stem(file: str) -> str:
+    """``hard_small.npz`` / ``hard_small.plain.npz`` → ``hard_small`` (the benchmark's file name)."""
+    name = Path(file).name
+    for suffix in (".plain.npz", ".npz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def _gcb_file(data_dir: Path, file: str) -> Path:
-    """Return the GCB file to read: ``<stem>.plain.npz`` next to ``file`` when present, else ``file``."""
+    """Return the GCB file to read: ``<stem>.plain.npz`` next to ``file`` when present, else ``file``.
+
+    Raises a ``FileNotFoundError`` naming ``dataset.file=`` and the ``.npz`` files of
+    ``data_dir`` when neither exists (GCB ships several files; ``hard_small.npz`` is only the
+    default).
+    """
     path = data_dir / file
     plain = gcb_plain_path(path)
-    return plain if plain.is_file() and not path.name.endswith(".plain.npz") else path
+    if plain.is_file() and not path.name.endswith(".plain.npz"):
+        return plain
+    if not path.is_file() and data_dir.is_dir():
+        found = sorted({_gcb_stem(p.name) + ".npz" for p in data_dir.glob("*.npz")})
+        hint = (
+            f"it holds {', '.join(found)}: choose one with dataset.file=NAME (e.g. dataset.file={found[0]})"
+            if found else "it holds no .npz file"
+        )
+        raise FileNotFoundError(
+            f"GCB file {file} not found in --data-dir {data_dir} (nor {plain.name}); {hint}. "
+            f"The benchmark ships several files (hard_small.npz is only the default of dataset.file); "
+            f"download them from {GCB_SOURCE}"
+        )
+    return path
 
 
 def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = None) -> list[Data] | dict[str, list[Data]]:
@@ -324,7 +359,9 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
     cfg : mapping
         The ``dataset`` config: ``name``, ``loader`` (``tu``/``gcb``/``zinc``), ``data_dir``,
         ``file`` (GCB: the converted ``<stem>.plain.npz`` next to it is read when present),
-        ``target`` (ZINC), ``download`` (TU), ``max_graphs``, ``subset``.
+        ``target`` (ZINC), ``download`` and ``use_node_attr`` (TU: keep the continuous node
+        attributes next to the one-hot node labels, PyG's ``TUDataset(use_node_attr=True)``),
+        ``max_graphs``, ``subset``.
     cache_dir : path-like, optional
         Cache folder (TU raw files are copied there).
 
@@ -373,10 +410,41 @@ def load_graphs(cfg: Mapping[str, Any], cache_dir: str | os.PathLike | None = No
 # ----------------------------------------------------------------------------------------------
 # lifting + PE with a cache
 # ----------------------------------------------------------------------------------------------
+_PROGRESS: contextvars.ContextVar[bool | None] = contextvars.ContextVar("progress_bars", default=None)
+
+
+@contextlib.contextmanager
+def progress_bars(enabled: bool | None) -> Iterator[None]:
+    """Show (``True``), hide (``False``) or auto-show (``None``) the lifting progress bars inside the block.
+
+    :func:`process_graphs` (hence :func:`prepare_dataset`) uses it when called with
+    ``progress=None``; outside any block the bar is drawn only when stderr is a terminal. The
+    command line's ``train --no-progress-bar`` runs the harness inside ``progress_bars(False)``.
+
+    Parameters
+    ----------
+    enabled : bool or None
+        ``None``: only on a terminal.
+    """
+    token = _PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def process_graphs(
-    graphs: Sequence[Data], lifting: Any, pe: Any = None, desc: str = "lifting", chunk_size: int = 256
+    graphs: Sequence[Data],
+    lifting: Any,
+    pe: Any = None,
+    desc: str = "lifting",
+    chunk_size: int = 256,
+    progress: bool | None = None,
 ) -> list[ComplexData]:
     """Lift graphs (``lifting.lift_many`` in chunks) and apply a PE, with a progress bar.
+
+    The bar counts graphs: each graph once, when it is lifted and encoded (total
+    ``len(graphs)``).
 
     Parameters
     ----------
@@ -390,25 +458,29 @@ def process_graphs(
         Progress bar label.
     chunk_size : int, default=256
         Graphs per ``lift_many`` call.
+    progress : bool, optional
+        Draw the progress bar; default: as set by :func:`progress_bars`, else only when stderr
+        is a terminal.
 
     Returns
     -------
     list of ComplexData
         One complex per graph.
     """
+    if progress is None:
+        progress = _PROGRESS.get()
     out: list[ComplexData] = []
-    total = len(graphs) * (2 if pe is not None else 1)
-    with tqdm(total=total, desc=desc, unit="graph", leave=False) as bar:
+    # tqdm's disable=None: drawn only when its stream (stderr) is a terminal
+    disable = None if progress is None else not progress
+    label = desc if pe is None else f"{desc}: lifting + {type(pe).__name__}"
+    with tqdm(total=len(graphs), desc=label, unit="graph", leave=False, disable=disable) as bar:
         for start in range(0, len(graphs), chunk_size):
             chunk = list(graphs[start : start + chunk_size])
             lifted = lifting.lift_many(chunk) if hasattr(lifting, "lift_many") else [lifting(g) for g in chunk]
+            if pe is not None:
+                lifted = [pe(complex_) for complex_ in lifted]
             out.extend(lifted)
             bar.update(len(chunk))
-        if pe is not None:
-            bar.set_description(f"{desc}: {pe!r}")
-            for i, complex_ in enumerate(out):
-                out[i] = pe(complex_)
-                bar.update(1)
     return out
 
 
@@ -520,7 +592,7 @@ def cache_key(
     ----------
     dataset_cfg : mapping
         ``dataset`` config (reading options: name, loader, file, target, subset, max_graphs,
-        lifting_kwargs).
+        lifting_kwargs, and use_node_attr when true).
     lifting_cfg, pe_cfg : mapping or None
         Lifting and PE configs.
     lifting, pe : object, optional
@@ -557,6 +629,8 @@ def cache_key(
         from topomodelx_attention.harness.graphuniverse import cache_fields
 
         reading["graphuniverse"] = cache_fields(dataset_cfg)
+    if dataset_cfg.get("use_node_attr"):  # TU: node attributes kept next to the labels
+        reading["use_node_attr"] = True
     payload = {
         "version": CACHE_VERSION,
         "dataset": reading,
@@ -789,6 +863,24 @@ def probe_writable(folder: Path) -> None:
     os.unlink(probe)
 
 
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove the folders (deepest first) that this run created and left empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another process wrote there) or already gone
+            return
+
+
 def _check_writable(folder: Path) -> None:
     """Raise a ``PermissionError`` naming the cache folder when files cannot be written there."""
     try:
@@ -895,8 +987,11 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
             )
     elif num_classes is None:
         num_classes = y.size(1)
+    name = str(cfg["name"])
+    if cfg.get("loader") == "gcb":  # GCB ships several files: name the one read (tables, folders)
+        name = f"{name}-{_gcb_stem(str(cfg.get('file') or 'hard_small.npz'))}"
     return DatasetInfo(
-        name=str(cfg["name"]),
+        name=name,
         task=task,
         out_channels=int(num_classes),
         in_channels=in_channels,
@@ -948,6 +1043,7 @@ def prepare_dataset(
     folder = cache / "processed" / str(dataset_cfg["name"])
     split_cfg = dataset_cfg.get("split") or {}
     payload = cache_file = sources = None
+    created = _missing_folders(folder)
 
     def entry(fingerprint: list[dict[str, Any]]) -> Path:
         return folder / f"{cache_key(dataset_cfg, lifting_cfg, pe_cfg, lifting, pe, sources=fingerprint)}.pt"
@@ -969,7 +1065,11 @@ def prepare_dataset(
                 )
                 cache_file.unlink(missing_ok=True)
     if payload is None:
-        payload = _process(dataset_cfg, lifting, pe, cache)
+        try:
+            payload = _process(dataset_cfg, lifting, pe, cache)
+        except BaseException:
+            _remove_empty(created)  # e.g. a misspelled name: no empty processed/<name>/ left behind
+            raise
         if use_cache:
             files = data_files(dataset_cfg, cache)
             if files is None:

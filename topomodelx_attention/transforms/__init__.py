@@ -1,5 +1,6 @@
 """PyG-style transforms: graph → complex liftings, feature liftings, positional encodings."""
 
+import topomodelx_attention._compat  # noqa: F401  (imports PyG without its import-time warning)
 from topomodelx_attention.transforms.feature_lifting import FeatureLifting
 from topomodelx_attention.transforms.graph_checks import UndirectedGraph, undirected_graph
 from topomodelx_attention.transforms.liftings import CellCycleLifting, SimplicialCliqueLifting

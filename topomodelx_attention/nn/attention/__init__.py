@@ -13,6 +13,7 @@
   projected module (Eq. 2 of the Cellular Transformer paper).
 """
 
+from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.attention.functional import (
     HeadwiseLinear,
     NeighborhoodIndex,
@@ -50,6 +51,9 @@ from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
     segment_softmax,
 )
+
+register_prepared_inputs(NeighborhoodIndex, PaddedLayout, SparsePlan)  # torch.export inputs
+refuse_torchscript(AttentionKernel, DenseKernel, HeadwiseLinear, LinearKernel, MultiHeadAttention, SparseKernel)
 
 __all__ = [
     "BIAS_SCALES",

@@ -1,5 +1,6 @@
 """Cellular Transformer (Ballester et al.): pairwise and general cellular attention."""
 
+from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.cell.cellular_transformer import (
     CellEncoder,
     CellularInputs,
@@ -14,6 +15,10 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     default_tensor_diagram,
     parse_tensor_diagram,
 )
+
+# torch.export.export(model, (model.prepare(batch),)) (nn/_export.py)
+register_prepared_inputs(CellStructure, CellularInputs)
+refuse_torchscript(CellEncoder, CellularTransformer, CellularTransformerLayer)
 
 __all__ = [
     "Arrow",

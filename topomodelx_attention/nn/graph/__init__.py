@@ -10,6 +10,7 @@
 * :class:`TokenGTLayer`, :class:`TokenGTEncoder`: the encoder layer and stack.
 """
 
+from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.graph.orderings import CellOrderings, boundary_cycles, cell_orderings
 from topomodelx_attention.nn.graph.tokengt import (
     EDGE_TOKENS,
@@ -30,6 +31,10 @@ from topomodelx_attention.nn.graph.tokengt_layer import (
     all_pairs_kind,
     drop_path,
 )
+
+# torch.export.export(model, (model.prepare(data),)) for TokenGT (nn/_export.py)
+register_prepared_inputs(TokenGTInputs)
+refuse_torchscript(OrderKTokenGT, TokenGT, TokenGTEncoder, TokenGTLayer, TokenGTTokenizer)
 
 __all__ = [
     "EDGE_TOKENS",

@@ -12,6 +12,7 @@ modules' ``prepare_tuples``) and pass the :class:`TupleIndex`.
 Over-smoothing diagnostics (§3.2) in :mod:`~topomodelx_attention.nn.simplicial.diagnostics`.
 """
 
+from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.simplicial.diagnostics import (
     build_stack,
     mixed_norm,
@@ -52,6 +53,10 @@ from topomodelx_attention.nn.simplicial.router import (
     SimplicialRouter,
     topk_selection,
 )
+
+# torch.export.export(model, (x, model.prepare_tuples(data), batch), {"num_complexes": n})
+register_prepared_inputs(TupleIndex)
+refuse_torchscript(NSimplicialAttention, NSimplicialTransformer, NSimplicialTransformerLayer, SimplicialRouter)
 
 __all__ = [
     "NULL_KEY",

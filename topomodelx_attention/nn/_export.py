@@ -1,0 +1,79 @@
+"""``torch.export`` support and a clear ``torch.jit.script`` refusal for the model families.
+
+``torch.export.export(model, (model.prepare(batch),))`` needs the prepared inputs to be pytree
+nodes: :func:`register_prepared_inputs` registers the frozen dataclasses that carry them
+(``CellularInputs``, ``CellStructure``, ``TokenGTInputs``, ``TupleIndex``, ``PaddedLayout``,
+``NeighborhoodIndex``, ``SparsePlan``) with :func:`torch.export.register_dataclass`; every
+field is a tensor, an int, a bool, ``None`` or a tuple of those, so the exported program takes
+the same object and ``torch.export.save`` / ``load`` round-trip it. A ``ComplexData`` (or PyG
+batch) is not an export input: its preparation is data-dependent Python (sparse tensors,
+validation, ``torch.unique``), so it stays outside the exported graph, as it stays outside a
+``torch.compile`` graph.
+
+TorchScript (deprecated by torch) cannot compile this package's Python; :func:`refuse_torchscript`
+gives the modules a ``__prepare_scriptable__`` hook that ``torch.jit.script`` calls first, so it
+raises one ``TypeError`` naming what is supported instead of failing deep in the TorchScript
+frontend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+__all__ = ["REFUSED", "SUPPORTED", "refuse_torchscript", "register_prepared_inputs"]
+
+SUPPORTED = (
+    "torch.compile(model) (any input), or torch.export.export(model, (model.prepare(batch),)) for "
+    "CellularTransformer and TokenGT, torch.export.export(model, (x, model.prepare_tuples(data), "
+    "batch), {'num_complexes': n}) for NSimplicialTransformer (README: 'Compiling and exporting')"
+)
+"""What the refusal of ``torch.jit.script`` points to."""
+
+
+def register_prepared_inputs(*classes: type) -> None:
+    """Register frozen dataclasses of prepared inputs as pytree nodes (``torch.export`` inputs).
+
+    Idempotent: a class already registered (e.g. by a reload) is skipped.
+
+    Parameters
+    ----------
+    *classes : type
+        Dataclasses whose fields are tensors, ints, bools, ``None`` or tuples of those (or of
+        other registered dataclasses).
+    """
+    for cls in classes:
+        if cls in pytree.SUPPORTED_NODES:
+            continue
+        torch.export.register_dataclass(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+
+
+def _refuse_script(self: nn.Module) -> Any:
+    raise TypeError(
+        f"torch.jit.script does not support {type(self).__name__} (TorchScript is deprecated in "
+        f"torch and cannot compile this package's Python code). Use {SUPPORTED}."
+    )
+
+
+REFUSED: list[type[nn.Module]] = []
+"""The module classes given the refusing ``__prepare_scriptable__`` hook."""
+
+
+def refuse_torchscript(*classes: type[nn.Module]) -> None:
+    """Make ``torch.jit.script(module)`` raise one clear ``TypeError`` for these module classes.
+
+    ``torch.jit.script`` calls ``__prepare_scriptable__`` on the module and all its submodules
+    before compiling, so a user's module holding one of ours is refused too.
+
+    Parameters
+    ----------
+    *classes : type of torch.nn.Module
+        Module classes of the package.
+    """
+    for cls in classes:
+        cls.__prepare_scriptable__ = _refuse_script
+        if cls not in REFUSED:
+            REFUSED.append(cls)
