@@ -3,7 +3,7 @@
 ``torch.export.export(model, (model.prepare(batch),))`` needs the prepared inputs to be pytree
 nodes: :func:`register_prepared_inputs` registers the frozen dataclasses that carry them
 (``CellularInputs``, ``CellStructure``, ``TokenGTInputs``, ``TupleIndex``, ``PaddedLayout``,
-``NeighborhoodIndex``, ``SparsePlan``) with :func:`torch.export.register_dataclass`; every
+``NeighborhoodIndex``, ``SparsePlan``, ``FusedNeighborhood``) with :func:`torch.export.register_dataclass`; every
 field is a tensor, an int, a bool, ``None`` or a tuple of those, so the exported program takes
 the same object and ``torch.export.save`` / ``load`` round-trip it. A ``ComplexData`` (or PyG
 batch) is not an export input: its preparation is data-dependent Python (sparse tensors,

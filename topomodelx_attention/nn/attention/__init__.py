@@ -33,6 +33,7 @@ from topomodelx_attention.nn.attention.functional import (
     sparse_plan,
     split_heads,
 )
+from topomodelx_attention.nn.attention.fused import FusedNeighborhood
 from topomodelx_attention.nn.attention.kernels import (
     BIAS_SCALES,
     KERNELS,
@@ -52,8 +53,17 @@ from topomodelx_attention.nn.attention.scatter import (
     segment_softmax,
 )
 
-register_prepared_inputs(NeighborhoodIndex, PaddedLayout, SparsePlan)  # torch.export inputs
-refuse_torchscript(AttentionKernel, DenseKernel, HeadwiseLinear, LinearKernel, MultiHeadAttention, SparseKernel)
+# torch.export inputs
+register_prepared_inputs(NeighborhoodIndex, PaddedLayout, SparsePlan, FusedNeighborhood)
+refuse_torchscript(
+    AttentionKernel,
+    DenseKernel,
+    HeadwiseLinear,
+    LinearKernel,
+    MultiGroupAttention,
+    MultiHeadAttention,
+    SparseKernel,
+)
 
 __all__ = [
     "BIAS_SCALES",
