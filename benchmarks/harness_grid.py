@@ -44,8 +44,8 @@ from pathlib import Path
 import yaml
 
 from topomodelx_attention.harness import compose_config, run_equal_budget, run_experiment
+from topomodelx_attention.harness.budget import resolve_budget, write_budget_tables
 from topomodelx_attention.harness.results import comparison_table, summary_row
-from topomodelx_attention.harness.training import resolve_budget, write_budget_tables
 
 DATA_SUBDIR = {"MUTAG": None, "PROTEINS": "tudataset", "GCB": "gcb", "ZINC": "zinc12k"}
 

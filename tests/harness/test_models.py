@@ -9,7 +9,6 @@ from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import (
     MODELS,
     build_model,
-    edge_graph,
     get_spec,
     register_model,
 )
@@ -62,17 +61,6 @@ def test_tokengt_gets_its_node_id_width_not_a_pe_width(prepared_by_model):
     assert prepared.info.node_id_channels == 16 and prepared.info.pe_channels is None
     _, prepared = prepared_by_model["gps"]
     assert prepared.info.pe_channels == 16 and prepared.info.node_id_channels is None
-
-
-def test_edge_graph_is_both_orientations_of_the_incidence_columns():
-    # path 0-1-2 plus edge 0-2: columns (0,1), (1,2), (0,2)
-    incidence = torch.sparse_coo_tensor([[0, 1, 1, 2, 0, 2], [0, 0, 1, 1, 2, 2]], torch.ones(6), (3, 3)).coalesce()
-    edge_index, edge_id = edge_graph(incidence)
-    pairs = {(int(s), int(t), int(e)) for (s, t), e in zip(edge_index.t(), edge_id)}
-    assert pairs == {(0, 1, 0), (1, 0, 0), (1, 2, 1), (2, 1, 1), (0, 2, 2), (2, 0, 2)}
-    loop = torch.sparse_coo_tensor([[0], [0]], torch.ones(1), (2, 1)).coalesce()
-    with pytest.raises(ValueError, match="two vertices per edge"):
-        edge_graph(loop)
 
 
 def test_gps_positional_encoding_is_rwse(prepared_by_model):

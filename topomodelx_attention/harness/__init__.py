@@ -2,11 +2,12 @@
 
 * :mod:`~.config` — the packaged hydra YAML files and :func:`compose_config`;
 * :mod:`~.datasets` — cached lifting + PE of MUTAG, PROTEINS, GCB, ZINC-12k and their splits;
-* :mod:`~.models` — the model registry: our Cellular Transformer, TokenGT (graph and cell
-  tokens) and N-simplicial transformer, and the baselines GIN, GINE, GPS (RWSE), a
-  ``TransformerConv`` graph transformer, CWN and SCCNN;
-* :mod:`~.training` — the Lightning module, :func:`run_experiment` and the equal-budget
-  comparison :func:`run_equal_budget`;
+* :mod:`~.models` — the model registry and our Cellular Transformer, TokenGT (graph and cell
+  tokens) and N-simplicial transformer in it;
+* :mod:`~.baselines` — the baselines GIN, GINE, GPS (RWSE), a ``TransformerConv`` graph
+  transformer, CWN and SCCNN (registered on import);
+* :mod:`~.training` — the Lightning module and :func:`run_experiment`;
+* :mod:`~.budget` — the equal-budget comparison :func:`run_equal_budget`;
 * :mod:`~.results` — result records, tables, learning curves and time-to-accuracy plots;
 * :mod:`~.topobench` — wrapper and backbone for running our models inside TopoBench.
 
@@ -18,6 +19,7 @@ Example
 """
 
 import topomodelx_attention._compat  # noqa: F401  (imports PyG without its import-time warning)
+from topomodelx_attention.harness.budget import run_equal_budget
 from topomodelx_attention.harness.config import (
     CONFIG_DIR,
     available,
@@ -34,11 +36,7 @@ from topomodelx_attention.harness.datasets import (
 )
 from topomodelx_attention.harness.models import MODELS, build_model, register_model
 from topomodelx_attention.harness.results import ExperimentResult, SeedResult
-from topomodelx_attention.harness.training import (
-    GraphTaskModule,
-    run_equal_budget,
-    run_experiment,
-)
+from topomodelx_attention.harness.training import GraphTaskModule, run_experiment
 
 __all__ = [
     "CONFIG_DIR",

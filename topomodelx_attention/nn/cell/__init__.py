@@ -1,4 +1,9 @@
-"""Cellular Transformer (Ballester et al.): pairwise and general cellular attention."""
+"""Cellular Transformer (Ballester et al.): pairwise and general cellular attention.
+
+* :mod:`~.tensor_diagram`: the arrows of a tensor diagram (§4.3) and their neighbourhoods;
+* :mod:`~.cellular_transformer_layer`: one pre-norm layer (pairwise / general attention);
+* :mod:`~.cellular_transformer`: embeddings + PEs (Eq. 4), the layer stack, the readout.
+"""
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.cell.cellular_transformer import (
@@ -8,10 +13,12 @@ from topomodelx_attention.nn.cell.cellular_transformer import (
     vertex_membership,
 )
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
-    Arrow,
-    ArrowNeighborhoods,
     CellStructure,
     CellularTransformerLayer,
+)
+from topomodelx_attention.nn.cell.tensor_diagram import (
+    Arrow,
+    ArrowNeighborhoods,
     default_tensor_diagram,
     parse_tensor_diagram,
 )

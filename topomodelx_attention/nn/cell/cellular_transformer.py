@@ -12,11 +12,10 @@ from torch import Tensor, nn
 from topomodelx_attention.data import ComplexData, sparsity_pattern
 from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
-    Arrow,
     CellStructure,
     CellularTransformerLayer,
-    parse_tensor_diagram,
 )
+from topomodelx_attention.nn.cell.tensor_diagram import Arrow, parse_tensor_diagram
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
 from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
 

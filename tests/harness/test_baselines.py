@@ -1,0 +1,36 @@
+"""Baselines of the harness: the edge graph of the 1-skeleton, registration on import."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from topomodelx_attention.harness.baselines import edge_graph
+
+BASELINES = ("gin", "gine", "gps", "graph_transformer", "cwn", "sccnn")
+
+
+def test_edge_graph_is_both_orientations_of_the_incidence_columns():
+    # path 0-1-2 plus edge 0-2: columns (0,1), (1,2), (0,2)
+    incidence = torch.sparse_coo_tensor([[0, 1, 1, 2, 0, 2], [0, 0, 1, 1, 2, 2]], torch.ones(6), (3, 3)).coalesce()
+    edge_index, edge_id = edge_graph(incidence)
+    pairs = {(int(s), int(t), int(e)) for (s, t), e in zip(edge_index.t(), edge_id)}
+    assert pairs == {(0, 1, 0), (1, 0, 0), (1, 2, 1), (2, 1, 1), (0, 2, 2), (2, 0, 2)}
+    loop = torch.sparse_coo_tensor([[0], [0]], torch.ones(1), (2, 1)).coalesce()
+    with pytest.raises(ValueError, match="two vertices per edge"):
+        edge_graph(loop)
+
+
+def test_the_registry_holds_the_baselines_when_their_module_is_imported_first():
+    """The baselines register themselves in harness.models' registry; importing them first works."""
+    code = (
+        "import topomodelx_attention.harness.baselines\n"
+        "from topomodelx_attention.harness.models import MODELS\n"
+        f"missing = [name for name in {BASELINES!r} if name not in MODELS]\n"
+        "assert not missing, missing\n"
+        "from topomodelx_attention.harness.baselines import GPSBaseline\n"
+        "assert MODELS['gps'].build.__module__ == 'topomodelx_attention.harness.baselines'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
