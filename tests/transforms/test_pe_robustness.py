@@ -152,6 +152,31 @@ def test_any_eigsh_failure_falls_back_to_the_dense_answer(monkeypatch, failure, 
     assert len(calls) == (1 if failure is arpack_no_convergence else 3)
 
 
+def test_lobpcg_deflates_a_kernel_larger_than_its_block(monkeypatch):
+    graph = nx.gnm_random_graph(50, 160, seed=0)
+    data = CellCycleLifting(cycles="chordless", max_cell_length=4)(
+        graph_from_edges(list(graph.edges()), num_nodes=50)
+    )
+    lap = hodge_laplacians(boundary_coos(data, signed=True), data.cell_counts(), 0)[2]
+    assert lap.shape == (195, 195)  # kernel of dimension 84: seven times the first block
+    reference, _ = smallest_eigenpairs(lap.toarray(), 4, drop_kernel=True)
+    real_lobpcg, widths = spla.lobpcg, []
+
+    def recorded(operator, guess, **kwargs):
+        widths.append(guess.shape[1])
+        return real_lobpcg(operator, guess, **kwargs)
+
+    def failing_eigsh(*args, **kwargs):
+        raise arpack_error()
+
+    monkeypatch.setattr(pe_utils, "eigsh", failing_eigsh)
+    monkeypatch.setattr(pe_utils, "lobpcg", recorded)
+    values, vectors = smallest_eigenpairs(lap, 4, drop_kernel=True, eigh_threshold=0, dense_fallback=0)
+    np.testing.assert_allclose(values, reference, atol=1e-8)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-6)
+    assert widths[:2] == [12, 24] and len(widths) >= 3  # block doubled, kernel deflated
+
+
 def test_arpack_error_is_restarted_with_a_larger_krylov_space(monkeypatch):
     lap, reference = kernel_laplacian()
     real_eigsh, calls = spla.eigsh, []
