@@ -13,6 +13,20 @@ with ``SIGILL`` on its first BLAS call; the table says so ("not runnable on this
 of counting it as a test failure. The script exits with status 1 when a runnable setting has a
 failing test.
 
+Result on this project's machine (AMD EPYC without AVX-512, 2 shared cores; SciPy 1.17.1
+with its bundled OpenBLAS 0.3.30, NumPy's OpenBLAS 0.3.23), both PE test files:
+
+==================  ==========================  ==============================================
+OPENBLAS_CORETYPE   kernels in use              result
+==================  ==========================  ==============================================
+unset               numpy=Zen, scipy=Haswell    95 passed (before the fix: the mid-size test
+                                                failed with ArpackError 3)
+Haswell             numpy=Haswell, scipy=Haswell  95 passed (before: the same failure)
+SkylakeX            —                           not runnable on this CPU (SIGILL)
+Zen                 numpy=Zen, scipy=Haswell    95 passed
+Sandybridge         numpy=Sandybridge, both     95 passed (before: the same failure)
+==================  ==========================  ==============================================
+
 Usage::
 
     python benchmarks/pe_blas.py                                   # unset, Haswell, SkylakeX
