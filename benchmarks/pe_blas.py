@@ -21,10 +21,10 @@ OPENBLAS_CORETYPE   kernels in use              result
 ==================  ==========================  ==============================================
 unset               numpy=Zen, scipy=Haswell    95 passed (before the fix: the mid-size test
                                                 failed with ArpackError 3)
-Haswell             numpy=Haswell, scipy=Haswell  95 passed (before: the same failure)
+Haswell             both Haswell                95 passed (before: the same failure)
 SkylakeX            —                           not runnable on this CPU (SIGILL)
 Zen                 numpy=Zen, scipy=Haswell    95 passed
-Sandybridge         numpy=Sandybridge, both     95 passed (before: the same failure)
+Sandybridge         both Sandybridge            95 passed (before: the same failure)
 ==================  ==========================  ==============================================
 
 Usage::
