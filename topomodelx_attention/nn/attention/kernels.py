@@ -183,6 +183,10 @@ class DenseKernel(AttentionKernel):
         Whether :math:`\theta` is a trainable parameter (else a fixed buffer).
     bias_scale_init : float, default = 1.0
         Initial value of :math:`\theta`.
+    memory_budget : int, optional
+        Largest ``(B, heads, Lt, Ls)`` tensor allowed, in bytes (default
+        :data:`~topomodelx_attention.nn.attention.dense.DENSE_MEMORY_BUDGET`, read at call
+        time); a larger batch raises ``ValueError`` before allocating.
     """
 
     kind = "dense"
@@ -197,9 +201,13 @@ class DenseKernel(AttentionKernel):
         bias_scale: str = "per_head",
         learn_bias_scale: bool = True,
         bias_scale_init: float = 1.0,
+        memory_budget: int | None = None,
     ) -> None:
         super().__init__(scale=scale)
         heads = positive_int(heads, "heads")
+        if memory_budget is not None:
+            memory_budget = positive_int(memory_budget, "memory_budget")
+        self.memory_budget = memory_budget
         if bias_scale not in BIAS_SCALES:
             raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
         self.dropout = _check_dropout(dropout)
@@ -243,6 +251,7 @@ class DenseKernel(AttentionKernel):
             "scale": self.scale,
             "num_complexes": num_complexes,
             "layout": layout,
+            "memory_budget": self.memory_budget,
         }
 
     def forward(

@@ -79,7 +79,10 @@ class NSimplicialTransformer(nn.Module):
         Forwarded to every :class:`~.NSimplicialTransformerLayer` (``mlp_ratio``, ``dropout``,
         ``attention_dropout``, ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``,
         ``gating``, ``rope``, ``chunk_size``, ...). With ``router="paper"`` each layer's router
-        scores with the previous layer's queries and keys (§2.3).
+        scores with the previous layer's queries and keys (§2.3). ``rope=True`` (§2.4) is
+        defined on sequence positions: on complexes :meth:`forward` needs explicit
+        ``positions`` (the cells have no canonical order; the cell index is a labelling) and
+        raises ``ValueError`` without them.
     """
 
     def __init__(
@@ -235,7 +238,9 @@ class NSimplicialTransformer(nn.Module):
         mask : optional
             Explicit mask for the sequence mode (see :class:`~.NSimplicialAttention`).
         positions : torch.Tensor, optional
-            Token positions for RoPE.
+            Token positions for RoPE: ``(n,)`` or ``(batch, n)`` for sequences (default
+            ``0..n-1``); ``(n_cells,)`` on complexes, where they are required with
+            ``rope=True`` (an order the data defines, permuted together with the cells).
         num_complexes : int, optional
             Number of complexes of a 2-D ``x``; default ``data.num_complexes`` for a
             ``ComplexData``, else ``batch.max() + 1`` (at least 1).
