@@ -433,8 +433,7 @@ def test_contribute_writes_exactly_the_pull_request_files(checkout, model):
     assert "# ADD ONE OR SEVERAL MODELS" in pipeline  # the rest of the line is kept
     pyproject = (checkout / "pyproject.toml").read_text()
     assert re.search(r'^    "topomodelx-attention>=\d', pyproject, flags=re.M)
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     assert any(d.startswith("topomodelx-attention") for d in tomllib.loads(pyproject)["project"]["dependencies"])
     readme = (checkout / "README.md").read_text()
     section = readme.split(contribution.readme_section, 1)[1].split("###", 1)[0]
