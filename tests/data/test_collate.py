@@ -236,7 +236,6 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
 
 
 def test_fast_collation_of_complexes_without_sparse_keys():
-    from torch_geometric.data import Batch
 
     from topomodelx_attention.data import ComplexData, collate_complexes
 
