@@ -2,12 +2,17 @@
 
 Compares, in one run and on the same batches of 32 complexes:
 
-* **baseline: PyG generic** — ``torch_geometric.data.Batch.from_data_list`` (what
-  ``torch_geometric.loader.DataLoader`` does): one offset tensor and one index sum per complex
-  and per sparse key (``torch_geometric.utils.sparse.cat``);
+* **baseline: PyG generic** — PyG's own ``Batch.from_data_list``
+  (``topomodelx_attention.data.collate.pyg_from_data_list``; what
+  ``torch_geometric.loader.DataLoader`` did before issue 21): one offset tensor and one index sum
+  per complex and per sparse key (``torch_geometric.utils.sparse.cat``), one ``__inc__`` call
+  and one addition per complex and dense key;
 * **ours** — ``ComplexDataBatch.from_data_list`` (what ``ComplexDataLoader`` does): one
   concatenation of all neighbourhood indices, one offset table, values concatenated per key,
-  coalesced by construction (``topomodelx_attention.data.collate``).
+  coalesced by construction (``topomodelx_attention.data.collate``);
+* **PyG's DataLoader** — ``torch_geometric.loader.DataLoader`` itself (its ``Collater`` calls
+  ``Batch.from_data_list``, which importing the package routes to the same collation for lists
+  of ``ComplexData``).
 
 and the share of a Cellular Transformer training step taken by collation: a step is
 ``collate`` + forward + backward + AdamW step (fused, as the harness) of
@@ -41,8 +46,10 @@ import numpy as np
 import torch
 from _measure import print_table
 from torch_geometric.data import Batch, Data
+from torch_geometric.loader import DataLoader
 
 from topomodelx_attention.data import ComplexData, ComplexDataBatch
+from topomodelx_attention.data.collate import pyg_from_data_list
 from topomodelx_attention.data.datasets import load_tu_dataset
 from topomodelx_attention.harness.datasets import prune_keys
 from topomodelx_attention.harness.training import adam_update_mode
@@ -132,11 +139,13 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
     batches = [b for b in batches if len(b) == BATCH_SIZE]
     if not batches:
         raise ValueError(f"{name}: fewer than {BATCH_SIZE} complexes")
-    for data_list in batches:
-        if not identical(
-            Batch.from_data_list(data_list), ComplexDataBatch.from_data_list(data_list)
-        ):
+    loaders = [DataLoader(b, batch_size=BATCH_SIZE) for b in batches]
+    for data_list, loader in zip(batches, loaders):
+        generic = pyg_from_data_list(Batch, data_list)
+        if not identical(generic, ComplexDataBatch.from_data_list(data_list)):
             raise RuntimeError(f"{name}: the fast batch differs from PyG's")
+        if not identical(generic, next(iter(loader))):
+            raise RuntimeError(f"{name}: PyG's DataLoader batch differs from PyG's generic one")
     first = ComplexDataBatch.from_data_list(batches[0])
     in_channels = [first[f"x_{r}"].size(1) for r in range(3)]
     torch.manual_seed(0)
@@ -154,8 +163,9 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
         optimizer.step()
 
     cases: dict[str, Callable[[int], object]] = {
-        "generic": lambda i: Batch.from_data_list(batches[i]),
+        "generic": lambda i: pyg_from_data_list(Batch, batches[i]),
         "ours": lambda i: ComplexDataBatch.from_data_list(batches[i]),
+        "loader": lambda i: next(iter(loaders[i])),
         "step": lambda i: step(collated[i]),
     }
     for fn in cases.values():  # warm-up
@@ -168,7 +178,9 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
                 start = clock()
                 fn(i)
                 best[case][i] = min(best[case][i], clock() - start)
-    generic, ours, step_time = (float(np.mean(best[case])) for case in ("generic", "ours", "step"))
+    generic, ours, loader, step_time = (
+        float(np.mean(best[case])) for case in ("generic", "ours", "loader", "step")
+    )
     cells = torch.cat([c.shape for c in complexes[: len(batches) * BATCH_SIZE]]).float().mean(0)
     keys = sum(1 for k in first.keys() if isinstance(first[k], torch.Tensor) and first[k].is_sparse)
     return [
@@ -177,6 +189,7 @@ def measure(name: str, complexes: list[ComplexData], args) -> list[str]:
         str(keys),
         f"{1e3 * generic:.2f}",
         f"{1e3 * ours:.2f}",
+        f"{1e3 * loader:.2f}",
         f"{generic / ours:.1f}×",
         f"{1e3 * step_time:.1f}",
         f"{100 * generic / (generic + step_time):.1f} %",
@@ -215,18 +228,20 @@ def main() -> None:
         "Batches checked identical (indices, values, shapes, coalesced flags, every key)."
     )
     print_table(
-        "Collation of 32 complexes: PyG generic (Batch.from_data_list) vs ours "
-        "(ComplexDataBatch.from_data_list), and share of a CT training step "
-        "(collate + forward + backward + AdamW step, width 32, 2 layers)",
+        "Collation of 32 complexes: PyG generic (PyG's own Batch.from_data_list) vs ours "
+        "(ComplexDataBatch.from_data_list) and PyG's DataLoader (one batch, loader included), "
+        "and share of a CT training step (collate + forward + backward + AdamW step, width 32, "
+        "2 layers)",
         [
             "data set",
             "cells per complex (0/1/2)",
             "sparse keys",
             "PyG generic (ms)",
             "ours (ms)",
-            "speed-up",
+            "PyG DataLoader (ms)",
+            "speed-up (generic / ours)",
             "CT step: fwd+bwd+AdamW (ms)",
-            "collation share, PyG",
+            "collation share, PyG generic",
             "collation share, ours",
         ],
         rows,

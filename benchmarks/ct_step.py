@@ -18,9 +18,11 @@ Batches (size 32) are collated once, outside the timed region (collation is excl
 the minimum over ``--repeats`` interleaved rounds after ``--warmup`` epochs, with
 ``torch.set_num_threads(1)`` (set ``OMP_NUM_THREADS=1`` too) for stable numbers.
 
-The profile splits one CT epoch into parts with wall-clock timers around methods (forward
-only) plus the backward + optimiser step, and lists the heaviest operators (forward and
-backward) from ``torch.profiler``.
+The profile splits one CT epoch into parts with timers around methods (forward only: the
+model's ``prepare`` — once per batch, inside ``forward`` — ``encode`` and its layers, and the
+readout + pooling that is left) plus the backward + optimiser step, and lists the heaviest
+operators (forward and backward) from ``torch.profiler``. (Until issue 21 the ``prepare`` time
+was counted as "readout + pooling".)
 
 Usage::
 
@@ -207,6 +209,7 @@ def time_epochs(
 # ----------------------------------------------------------------------------------------------
 PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (CellularTransformer, "forward"): "forward",
+    (CellularTransformer, "prepare"): "prepare",  # inside forward, outside encode
     (CellularTransformer, "encode"): "encode",
     (CellularTransformer, "_embed"): "embed",
     (layer_module.CellularTransformerLayer, "prepare_neighborhoods"): "neighbourhoods",
@@ -214,12 +217,17 @@ PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (layer_module.CellularTransformerLayer, "_pairwise"): "attention block",
     (MultiHeadAttention, "attend"): "attend",
     (kernels_module, "sparse_attention"): "attend",  # the fused sparse arrows (if the layer has them)
-    (layer_module, "prepare_fused"): "plan",  # their index plan, built once per forward
+    (layer_module, "prepare_fused"): "plan",  # their index plan and CSR plan, built once (in prepare)
 }
 
 
-def profile_parts(model: nn.Module, data: list, rounds: int, clock: Callable[[], float]) -> dict[str, float]:
-    """Milliseconds per epoch of every part (forward timers; backward + step measured whole)."""
+def profile_parts(
+    model: nn.Module, data: list, rounds: int, clock: Callable[[], float], train: bool = True
+) -> dict[str, float]:
+    """Milliseconds per epoch of every part (forward timers; backward + step measured whole).
+
+    ``train=False``: inference, ``eval`` mode under ``torch.no_grad`` (no loss, no backward).
+    """
     totals: dict[str, float] = defaultdict(float)
     originals = {}
 
@@ -241,27 +249,36 @@ def profile_parts(model: nn.Module, data: list, rounds: int, clock: Callable[[],
     for (owner, method), label in PARTS.items():
         wrap(owner, method, label)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train(train)
     try:
-        for _ in range(rounds):
-            for batch in data:
-                optimizer.zero_grad(set_to_none=True)
-                start = clock()
-                loss = nn.functional.cross_entropy(model(batch), batch.y)
-                loss.backward()
-                optimizer.step()
-                totals["step"] += clock() - start
+        with torch.set_grad_enabled(train):
+            for _ in range(rounds):
+                for batch in data:
+                    optimizer.zero_grad(set_to_none=True)
+                    start = clock()
+                    out = model(batch)
+                    if train:
+                        nn.functional.cross_entropy(out, batch.y).backward()
+                        optimizer.step()
+                    totals["step"] += clock() - start
     finally:
+        model.train()
         for (owner, method), original in originals.items():
             setattr(owner, method, original)
     t = defaultdict(float, {k: 1e3 * v / rounds for k, v in totals.items()})
+    # ``forward(batch)`` = ``prepare`` (once per batch: checks, neighbourhood conversion, index
+    # plan) + ``encode`` (embedding, layers, final norm) + readout and pooling. The layers read
+    # the prepared structure, so the neighbourhood and plan timers fall inside ``prepare``.
+    structure = t["neighbourhoods"] + t["plan"]
     return {
+        "prepare: neighbourhoods (conversion, coalesce, transposes, index plan)": structure,
+        "prepare: input checks, key access, cell counts": t["prepare"] - structure,
         "embedding + PE (Eq. 4)": t["embed"],
-        "neighbourhoods (conversion, coalesce, transposes, index plan)": t["neighbourhoods"] + t["plan"],
-        "projections Q/K/V/O, dropout, sums over arrows": t["attention block"] - t["attend"] - t["plan"],
+        "projections Q/K/V/O, dropout, sums over arrows": t["attention block"] - t["attend"],
         "attention kernels (SDDMM, segment softmax, SpMM)": t["attend"],
-        "LayerNorm + FFN + residuals, input checks": t["layer"] - t["attention block"] - t["neighbourhoods"],
+        "LayerNorm + FFN + residuals": t["layer"] - t["attention block"],
         "final norm + loop (encode - embed - layers)": t["encode"] - t["embed"] - t["layer"],
-        "readout + pooling": t["forward"] - t["encode"],
+        "readout MLP + pooling (forward - prepare - encode)": t["forward"] - t["prepare"] - t["encode"],
         "loss + backward + Adam step": t["step"] - t["forward"],
         "total step": t["step"],
     }
@@ -351,11 +368,20 @@ def main() -> None:
         return
     rounds = 3 if args.quick else 5
     parts = profile_parts(ct, ct_batches, rounds, CLOCKS[args.clock])
-    step = parts["total step"]
+    inference = profile_parts(ct, ct_batches, rounds, CLOCKS[args.clock], train=False)
+    step, infer = parts["total step"], inference["total step"]
+    rows = [
+        [k, f"{v:.1f}", f"{100 * v / step:.0f}%", f"{inference[k]:.1f}", f"{100 * inference[k] / infer:.0f}%"]
+        for k, v in parts.items()
+        if k != "loss + backward + Adam step"
+    ]
+    rows.insert(-1, ["loss + backward + Adam step", f"{parts['loss + backward + Adam step']:.1f}",
+                     f"{100 * parts['loss + backward + Adam step'] / step:.0f}%", "—", "—"])
     print_table(
-        f"CT epoch by part (ms / epoch, mean of {rounds} epochs, {args.clock}-time timers; backward is one part)",
-        ["part", "ms", "share"],
-        [[k, f"{v:.1f}", f"{100 * v / step:.0f}%"] for k, v in parts.items()],
+        f"CT epoch by part (ms / epoch, mean of {rounds} epochs, {args.clock}-time timers; backward "
+        "is one part; inference = eval mode under torch.no_grad)",
+        ["part", "training ms", "share", "inference ms", "share"],
+        rows,
     )
     print_table(
         "CT epoch: heaviest operators (torch.profiler, self CPU time, forward + backward)",

@@ -1,40 +1,52 @@
-"""Run this package's TopoBench exports inside a real TopoBench checkout, end to end.
+"""Verify this package's TopoBench contributions inside a real TopoBench checkout.
 
 TopoBench is not on PyPI: clone it (``git clone https://github.com/geometric-intelligence/TopoBench``)
-and give its path. The script
+and give its path. The checkout itself is never modified: the script makes temporary
+``git worktree``s of its ``HEAD`` (TopoBench main) and
 
-1. copies this package's TopoBench model configs (``topomodelx_attention/configs/topobench/model``)
-   into ``<TopoBench>/configs/model/`` (files named ``tma_*.yaml``),
-2. puts the bundled MUTAG raw files where TopoBench's ``TUDatasetLoader`` looks for them
-   (``<TopoBench>/datasets/graph/TUDataset/MUTAG/raw``), so nothing is downloaded,
-3. runs ``python -m topobench model=... dataset=graph/MUTAG ...`` once per model and data seed,
-   through a small launcher (below) and
-4. prints every command it ran and a table of TopoBench's own test metric
-   (``test_best_rerun/<metric>``: the checkpoint of the best validation epoch, as TopoBench reports).
+1. **tests** (default): runs TopoBench's own test suite (``test/nn test/pipeline test/utils``)
+   on an untouched worktree (the baseline: failures there are TopoBench's own on this torch),
+   then on a worktree where ``topomodelx-attention topobench contribute`` wrote the files of the
+   pull requests (``--models``, default all three), with coverage of the added files (TopoBench's
+   codecov gate for a contribution: at least 93 %) and TopoBench's ruff settings on the added
+   modules; prints both pass/fail counts, the coverage per added file and the files a pull
+   request holds;
+2. **train** (``--train``): in the contributed worktree, runs ``python -m topobench
+   model=<config> dataset=graph/MUTAG ...`` per model and data seed (through a small launcher)
+   and prints a table of TopoBench's own test metric (``test_best_rerun/<metric>``: the checkpoint
+   of the best validation epoch, as TopoBench reports). The bundled MUTAG raw files are put where
+   TopoBench's ``TUDatasetLoader`` reads them, so nothing is downloaded.
 
-**Running TopoBench on a current torch.** TopoBench pins torch 2.3 and imports the compiled
-packages torch-scatter, torch-sparse and torch-cluster, which have no wheels for current torch
-versions. The launcher registers *pure-torch stand-ins* for the few functions TopoBench uses
-(``torch_scatter.scatter`` / ``scatter_add``, ``torch_sparse.coalesce``; ``torch_cluster``
-functions raise if called — only point-cloud liftings use them). They exist only inside the
-launcher process of this script, never in the package. The stand-ins are registered *after*
-``torch_geometric`` and this package's scatter backend are imported, so neither mistakes them
-for the real compiled packages. TopoBench's other Python dependencies install from PyPI into a
-virtual environment that sees this package::
+**Stand-ins (this script only, never the package).** TopoBench pins torch 2.3 and imports the
+compiled packages torch-scatter, torch-sparse and torch-cluster, which have no wheels for current
+torch versions. The script writes a module ``tma_topobench_standins.py`` into its temporary
+folder with *pure-torch stand-ins* for the functions TopoBench calls
+(``torch_scatter.scatter`` / ``scatter_add``, ``torch_sparse.coalesce`` / ``spmm``;
+``torch_cluster`` functions and ``torch_sparse.SparseTensor`` raise if used — only point-cloud
+liftings and ``to_data_list`` need them) and loads it as a pytest plugin (``-p``) or from the
+launcher, after ``torch_geometric`` and this package's scatter backend are imported, so neither
+mistakes them for the compiled packages. TopoBench's pipeline test reloads the Lightning checkpoint
+it has just written; torch >= 2.6 loads with ``weights_only=True`` by default and refuses its
+pickled hyper-parameters (TopoBench's pinned torch 2.3 did not), so the test runs get
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (only for the checkpoints that run writes itself). Every
+stand-in used is printed. TopoBench's other dependencies are pure Python, from PyPI, in a virtual
+environment that has this package installed too (``benchmarks/README.md``)::
 
-    python -m venv --system-site-packages tbvenv
-    tbvenv/bin/pip install rootutils hydra-colorlog rich tabulate einops wandb ogb
+    python -m venv --system-site-packages tbvenv          # sees torch (and whatever else) installed system-wide
+    tbvenv/bin/pip install -e . --no-deps                   # this package, into the venv itself
+    tbvenv/bin/pip install rootutils hydra-colorlog rich tabulate einops wandb ogb pytest-mock pytest-cov
     tbvenv/bin/python benchmarks/topobench_check.py --topobench ../TopoBench
 
-Protocols: ``--protocol quick`` (default: 5 epochs, one seed — a smoke test) or ``topobench``
-(TopoBench's MUTAG reproduction settings from its ``scripts/reproduce.sh`` for CWN: lr 0.001,
-width 128, batch 32, ``max_cell_length=10``, data seeds 0, 3, 5, 7, 9, up to 500 epochs,
-validation every 5 epochs, early stopping with patience 10).
+Protocols of ``--train``: ``--protocol quick`` (default: 5 epochs, one seed — a smoke test) or
+``topobench`` (TopoBench's MUTAG reproduction settings from its ``scripts/reproduce.sh`` for CWN:
+lr 0.001, width 128, batch 32, ``max_cell_length=10``, data seeds 0, 3, 5, 7, 9, up to 500
+epochs, validation every 5 epochs, early stopping with patience 10).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -46,19 +58,27 @@ import time
 from pathlib import Path
 
 import topomodelx_attention
+from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
 
 PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
 
-LAUNCHER = r'''
-import os, runpy, sys, types
+STANDINS = r'''"""Pure-torch stand-ins for torch_scatter / torch_sparse / torch_cluster (benchmarks/topobench_check.py).
+
+Imported first (pytest -p, or the launcher): torch_geometric and topomodelx_attention's scatter
+backend are imported before the stand-ins exist, so neither mistakes them for the compiled packages.
+"""
+import sys
+import types
+
 import torch
-import torch_geometric  # first: PyG must not mistake the stand-ins for torch-sparse
-import topomodelx_attention.nn.attention.scatter  # our torch-only backend, chosen before the stand-ins
+import torch_geometric  # noqa: F401
+
+import topomodelx_attention.nn.attention.scatter  # noqa: F401
 
 
 def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
     dim = dim % src.dim()
-    size = int(index.max()) + 1 if dim_size is None else int(dim_size)
+    size = (int(index.max()) + 1 if index.numel() else 0) if dim_size is None else int(dim_size)
     if index.dim() == 1:
         index = index.view([-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
     shape = list(src.shape)
@@ -77,23 +97,42 @@ def coalesce(index, value, m, n, op="add"):
     return matrix.indices(), matrix.values()
 
 
-class SparseTensor:  # only named by TopoBench's to_data_list helper
-    pass
+def spmm(index, value, m, n, matrix):
+    return torch.sparse.mm(torch.sparse_coo_tensor(index, value, (m, n)), matrix)
+
+
+class SparseTensor:
+    """Named by TopoBench's to_data_list helper; using it needs the real torch_sparse."""
+
+    @classmethod
+    def from_torch_sparse_coo_tensor(cls, *args, **kwargs):
+        raise NotImplementedError("torch_sparse.SparseTensor has no stand-in in topobench_check")
 
 
 def _absent(name):
     def fail(*args, **kwargs):
-        raise NotImplementedError(f"torch_cluster.{name} has no stand-in in this check")
+        raise NotImplementedError(f"torch_cluster.{name} has no stand-in in topobench_check")
     return fail
 
 
-scatter_module = types.ModuleType("torch_scatter")
-scatter_module.scatter, scatter_module.scatter_add = scatter, scatter_add
-sparse_module = types.ModuleType("torch_sparse")
-sparse_module.coalesce, sparse_module.SparseTensor = coalesce, SparseTensor
-cluster_module = types.ModuleType("torch_cluster")
-cluster_module.fps, cluster_module.knn, cluster_module.radius = _absent("fps"), _absent("knn"), _absent("radius")
-sys.modules.update(torch_scatter=scatter_module, torch_sparse=sparse_module, torch_cluster=cluster_module)
+MEMBERS = {
+    "torch_scatter": {"scatter": scatter, "scatter_add": scatter_add},
+    "torch_sparse": {"coalesce": coalesce, "spmm": spmm, "SparseTensor": SparseTensor},
+    "torch_cluster": {name: _absent(name) for name in ("fps", "knn", "radius")},
+}
+for _name, _members in MEMBERS.items():
+    try:  # a real compiled package wins
+        __import__(_name)
+    except ImportError:
+        _module = types.ModuleType(_name)
+        _module.__dict__.update(_members)
+        _module.__tma_standin__ = True
+        sys.modules[_name] = _module
+'''
+
+LAUNCHER = r'''
+import os, runpy, sys
+import tma_topobench_standins  # noqa: F401  before TopoBench is imported
 from topomodelx_attention.harness.topobench import register_topobench_transforms
 
 register_topobench_transforms()  # our PEs become TopoBench transforms (by transform_name)
@@ -101,6 +140,11 @@ os.environ.setdefault("PROJECT_ROOT", os.getcwd())
 sys.argv = ["topobench", *sys.argv[1:]]
 runpy.run_module("topobench", run_name="__main__")
 '''
+
+#: Coverage TopoBench's codecov asks of a contribution's added code.
+COVERAGE_GATE = 93.0
+#: TopoBench's test folders the check runs.
+TEST_PATHS = ["test/nn", "test/pipeline", "test/utils"]
 
 #: TopoBench's MUTAG settings for cell models (its scripts/reproduce.sh, CWN line).
 TOPOBENCH_PROTOCOL = [
@@ -121,19 +165,6 @@ DOMAIN_PROTOCOL = {"cell": ["transforms.graph2cell_lifting.max_cell_length=10"]}
 LAYERS = {"cell/cwn": 2}
 
 
-def install_configs(topobench: Path) -> list[str]:
-    """Copy our ``tma_*.yaml`` model configs into the checkout; return the model names."""
-    names = []
-    source = PACKAGE / "configs" / "topobench" / "model"
-    for path in sorted(source.rglob("*.yaml")):
-        relative = path.relative_to(source)
-        target = topobench / "configs" / "model" / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        names.append(str(relative.with_suffix("")))
-    return names
-
-
 def install_mutag(topobench: Path) -> None:
     """Place the bundled MUTAG raw files where TopoBench's TU loader reads them."""
     raw = topobench / "datasets" / "graph" / "TUDataset" / "MUTAG" / "raw"
@@ -143,13 +174,96 @@ def install_mutag(topobench: Path) -> None:
             shutil.copyfile(path, raw / path.name)
 
 
-def run_one(python: str, launcher: Path, topobench: Path, overrides: list[str], log: Path) -> dict[str, float]:
-    """Run TopoBench once; return its ``test_best_rerun`` metrics (empty on failure)."""
-    env = dict(os.environ, PROJECT_ROOT=str(topobench), HYDRA_FULL_ERROR="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(topobench), env.get("PYTHONPATH", "")]))
+def make_worktree(topobench: Path, folder: Path) -> Path:
+    """A detached ``git worktree`` of the checkout's ``HEAD`` at ``folder`` (MUTAG installed)."""
+    subprocess.run(
+        ["git", "-C", str(topobench), "worktree", "add", "--detach", "--quiet", str(folder), "HEAD"],
+        check=True,
+    )
+    install_mutag(folder)
+    return folder
+
+
+def remove_worktree(topobench: Path, folder: Path) -> None:
+    """Remove a worktree made by :func:`make_worktree`."""
+    subprocess.run(
+        ["git", "-C", str(topobench), "worktree", "remove", "--force", str(folder)], check=False,
+    )
+
+
+def _env(root: Path, helpers: Path) -> dict[str, str]:
+    env = dict(os.environ, PROJECT_ROOT=str(root), HYDRA_FULL_ERROR="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(helpers), str(root), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def run_tests(
+    python: str, root: Path, helpers: Path, paths: list[str], log: Path,
+    coverage_files: list[Path] | None = None, timeout: float | None = None,
+) -> dict:
+    """Run TopoBench's pytest in ``root``; return counts (and coverage per file)."""
+    command = [
+        python, "-m", "pytest", "-p", "tma_topobench_standins", "-q", "-o", "addopts=",
+        "-p", "no:cacheprovider", *paths,
+    ]
+    report = None
+    if coverage_files:
+        config = helpers / f"coveragerc_{root.name}"
+        config.write_text(
+            "[run]\ninclude =\n" + "".join(f"    {p}\n" for p in coverage_files)
+            + f"data_file = {helpers / ('.coverage_' + root.name)}\n"
+        )
+        report = helpers / f"coverage_{root.name}.json"
+        # include patterns, never --cov=<module>: that would import TopoBench before the stand-ins
+        command += ["--cov", f"--cov-config={config}", f"--cov-report=json:{report}"]
+    env = _env(root, helpers)
+    env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # see the module docstring
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        try:
+            code = subprocess.run(
+                command, cwd=root, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                check=False, timeout=timeout,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    text = log.read_text(errors="replace")
+    counts = {
+        word: int(number)
+        for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", text.splitlines()[-1] if text else "")
+    }
+    failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.M)
+    result = {"returncode": code, "counts": counts, "failures": failures, "seconds": time.perf_counter() - start}
+    if report is not None and report.is_file():
+        files = json.loads(report.read_text())["files"]
+        result["coverage"] = {
+            name: (data["summary"]["percent_covered"], data["summary"]["num_statements"], data["missing_lines"])
+            for name, data in files.items()
+        }
+    return result
+
+
+def lint(root: Path, files: list[Path]) -> list[str]:
+    """TopoBench's ruff settings (its pyproject) on ``files``: the problems found."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        return ["ruff is not installed: lint not checked"]
+    problems = []
+    for args in (["check"], ["format", "--check"]):
+        done = subprocess.run(
+            [ruff, *args, "--config", str(root / "pyproject.toml"), *map(str, files)],
+            cwd=root, capture_output=True, text=True, check=False,
+        )
+        if done.returncode:
+            problems.append(f"ruff {' '.join(args)}: {(done.stdout + done.stderr).strip()}")
+    return problems
+
+
+def run_one(python: str, launcher: Path, root: Path, helpers: Path, overrides: list[str], log: Path) -> dict[str, float]:
+    """Run TopoBench's training once; return its ``test_best_rerun`` metrics (empty on failure)."""
     with log.open("w") as handle:
         code = subprocess.run(
-            [python, str(launcher), *overrides], cwd=topobench, env=env, stdout=handle,
+            [python, str(launcher), *overrides], cwd=root, env=_env(root, helpers), stdout=handle,
             stderr=subprocess.STDOUT, check=False,
         ).returncode
     text = log.read_text(errors="replace")
@@ -161,42 +275,77 @@ def run_one(python: str, launcher: Path, topobench: Path, overrides: list[str], 
     return metrics
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--topobench", required=True, type=Path, help="path of a TopoBench checkout")
-    parser.add_argument("--python", default=sys.executable, help="interpreter with TopoBench's dependencies")
-    parser.add_argument("--models", nargs="+", default=None,
-                        help="TopoBench model configs (default: every tma_* export and cell/cwn)")
-    parser.add_argument("--dataset", default="graph/MUTAG")
-    parser.add_argument("--protocol", choices=["quick", "topobench"], default="quick")
-    parser.add_argument("--epochs", type=int, default=5, help="epochs of the quick protocol")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None,
-                        help="data seeds (quick: 0; topobench: 0 3 5 7 9)")
-    parser.add_argument("--metric", default="accuracy")
-    parser.add_argument("--max-dim", type=int, default=2,
-                        help="dataset.parameters.max_dim_if_lifted for every run (TopoBench's own cell "
-                             "models need 2 with the cycle lifting; -1: keep TopoBench's default)")
-    parser.add_argument("--logs", type=Path, default=None, help="folder for the run logs")
-    parser.add_argument("overrides", nargs="*", help="extra hydra overrides for every run")
-    args = parser.parse_args(argv)
-    topobench = args.topobench.resolve()
-    if not (topobench / "topobench" / "run.py").is_file():
-        parser.error(f"{topobench} is not a TopoBench checkout (no topobench/run.py)")
-    if args.max_dim == -1:
-        args.max_dim = None
-    if args.epochs < 1:
-        parser.error("--epochs must be at least 1")
-    ours = install_configs(topobench)
-    install_mutag(topobench)
-    models = args.models or [*ours, "cell/cwn"]
-    seeds = args.seeds or (TOPOBENCH_SEEDS if args.protocol == "topobench" else [0])
-    logs = args.logs or Path(tempfile.mkdtemp(prefix="topobench_check_"))
-    logs.mkdir(parents=True, exist_ok=True)
-    launcher = logs / "launch_topobench.py"
+def _counts(result: dict) -> str:
+    counts = result["counts"]
+    if result["returncode"] is None:
+        return "timed out"
+    text = ", ".join(f"{n} {word}" for word, n in counts.items()) or "no summary line"
+    return f"{text} ({result['seconds']:.0f} s)"
+
+
+def check_tests(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
+    """Baseline and contributed test runs; return whether the contribution passes."""
+    ok = True
+    if not args.no_baseline:
+        base = make_worktree(topobench, work / "baseline")
+        print(f"$ (TopoBench {args.head}, untouched) pytest {' '.join(args.test_paths)}", flush=True)
+        baseline = run_tests(args.python, base, work, args.test_paths, work / "tests_baseline.log", timeout=args.timeout)
+        print(f"  baseline: {_counts(baseline)}; failures: {baseline['failures'] or 'none'}", flush=True)
+        if not args.keep:
+            remove_worktree(topobench, base)
+    tree = make_worktree(topobench, work / "contributed")
+    changes = contribute(tree, args.models)
+    added = [c.path for c in changes if c.action in ("create", "overwrite")]
+    edited = [c.path for c in changes if c.action == "update"]
+    print(f"contribute --model {' --model '.join(args.models)} wrote {len(added)} files, edited {edited}:")
+    for path in added:
+        print(f"  + {path}")
+    modules = [tree / p for p in added if p.startswith("topobench/")]
+    ours = [PACKAGE / "harness" / "topobench" / name for name in ("backbones.py", "wrapper.py")]
+    print(f"$ (TopoBench {args.head} + contribution) pytest {' '.join(args.test_paths)} --cov (added files)", flush=True)
+    result = run_tests(
+        args.python, tree, work, args.test_paths, work / "tests_contributed.log",
+        coverage_files=[*modules, *ours], timeout=args.timeout,
+    )
+    print(f"  with the contribution: {_counts(result)}; failures: {result['failures'] or 'none'}")
+    baseline_failures = set(baseline["failures"]) if not args.no_baseline else set()
+    new = [f for f in result["failures"] if f not in baseline_failures]
+    if new or result["returncode"] is None or not result["counts"].get("passed"):
+        ok = False
+        print(f"  FAILURES NOT IN THE BASELINE: {new or '(run did not finish)'}")
+    coverage = result.get("coverage", {})
+    print(f"coverage of the added files (gate {COVERAGE_GATE:.0f} %):")
+    for path in modules:
+        name = str(path.relative_to(tree))
+        percent, statements, missing = coverage.get(name, coverage.get(str(path), (0.0, 0, ["not measured"])))
+        ok &= percent >= COVERAGE_GATE
+        print(f"  {percent:6.1f} %  {name} ({statements} statements, missing {missing or 'none'})")
+    print("coverage of this package's code they call (information):")
+    for path in ours:
+        entry = next((v for k, v in coverage.items() if Path(k).name == path.name and "topobench" in k), None)
+        if entry:
+            print(f"  {entry[0]:6.1f} %  {path.relative_to(PACKAGE.parent)} (missing lines {entry[2]})")
+    problems = lint(tree, modules)
+    print("TopoBench's ruff settings on the added modules: " + ("clean" if not problems else "; ".join(problems)))
+    ok &= not [p for p in problems if not p.startswith("ruff is not installed")]
+    print(f"logs: {work}")
+    args.tree = tree
+    return ok
+
+
+def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
+    """Train every model in the contributed worktree; return whether all runs succeeded."""
+    tree = getattr(args, "tree", None)
+    if tree is None:
+        tree = make_worktree(topobench, work / "contributed")
+        contribute(tree, args.models)
+    launcher = work / "launch_topobench.py"
     launcher.write_text(LAUNCHER)
+    models = args.train_models or [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
+    seeds = args.seeds or (TOPOBENCH_SEEDS if args.protocol == "topobench" else [0])
     # TopoBench sizes models by max_dim_if_lifted (3 for its graph data sets) while its cycle
-    # lifting stops at rank 2: its own cell models then fail with KeyError 'x_3'. Our exports pad
-    # the empty rank and run either way; for a like-for-like comparison every run uses rank 2.
+    # lifting stops at rank 2: its own cell models then fail with KeyError 'x_3'. Our backbones
+    # pad the empty rank and run either way; for a like-for-like comparison every run uses rank 2.
     common = [f"dataset={args.dataset}", "trainer=cpu", "logger=csv"]
     if args.max_dim is not None:
         common.append(f"dataset.parameters.max_dim_if_lifted={args.max_dim}")
@@ -213,10 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             layers += [f"model.backbone.n_layers={LAYERS[model]}"] if model in LAYERS else []
         for seed in seeds:
             overrides = [f"model={model}", *common, *layers, f"dataset.split_params.data_seed={seed}", *args.overrides]
-            log = logs / f"{model.replace('/', '_')}_seed{seed}.log"
+            log = work / f"train_{model.replace('/', '_')}_seed{seed}.log"
             print("$ python -m topobench " + " ".join(overrides), flush=True)
             start = time.perf_counter()
-            metrics = run_one(args.python, launcher, topobench, overrides, log)
+            metrics = run_one(args.python, launcher, tree, work, overrides, log)
             seconds.append(time.perf_counter() - start)
             if args.metric in metrics:
                 scores.append(metrics[args.metric])
@@ -236,8 +385,71 @@ def main(argv: list[str] | None = None) -> int:
             cell = "failed"
         failed |= len(scores) < total
         print(f"| {model} | {cell} | {len(scores)}/{total} | {secs:.0f} |")
-    print(f"logs: {logs}")
-    return 1 if failed else 0
+    return not failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topobench", required=True, type=Path, help="path of a TopoBench checkout (git)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter with TopoBench's dependencies, pytest-cov and this package")
+    parser.add_argument("--models", nargs="+", default=list(CONTRIBUTIONS), choices=sorted(CONTRIBUTIONS),
+                        help="contributions to check (default: all)")
+    parser.add_argument("--no-tests", action="store_true", help="skip TopoBench's test suite")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the run on untouched TopoBench")
+    parser.add_argument("--test-paths", nargs="+", default=TEST_PATHS, help="TopoBench test folders / files")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per pytest run")
+    parser.add_argument("--train", action="store_true", help="also train on MUTAG and print TopoBench's metric")
+    parser.add_argument("--train-models", nargs="+", default=None,
+                        help="TopoBench model configs to train (default: the contributions' and cell/cwn)")
+    parser.add_argument("--dataset", default="graph/MUTAG")
+    parser.add_argument("--protocol", choices=["quick", "topobench"], default="quick")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs of the quick protocol")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="data seeds (quick: 0; topobench: 0 3 5 7 9)")
+    parser.add_argument("--metric", default="accuracy")
+    parser.add_argument("--max-dim", type=int, default=2,
+                        help="dataset.parameters.max_dim_if_lifted for every training run (TopoBench's own cell "
+                             "models need 2 with the cycle lifting; -1: keep TopoBench's default)")
+    parser.add_argument("--logs", type=Path, default=None, help="folder for logs and the temporary worktrees")
+    parser.add_argument("--keep", action="store_true", help="keep the worktrees (git worktree list)")
+    parser.add_argument("overrides", nargs="*", help="extra hydra overrides for every training run")
+    args = parser.parse_args(argv)
+    topobench = args.topobench.resolve()
+    if not (topobench / "topobench" / "run.py").is_file():
+        parser.error(f"{topobench} is not a TopoBench checkout (no topobench/run.py)")
+    if not (topobench / ".git").exists():
+        parser.error(f"{topobench} is not a git checkout: the check runs in `git worktree`s of its HEAD")
+    if args.max_dim == -1:
+        args.max_dim = None
+    if args.epochs < 1:
+        parser.error("--epochs must be at least 1")
+    if args.no_tests and not args.train:
+        parser.error("nothing to do: --no-tests without --train")
+    args.head = subprocess.run(
+        ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    work = (args.logs or Path(tempfile.mkdtemp(prefix="topobench_check_"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "tma_topobench_standins.py").write_text(STANDINS)
+    print(
+        "stand-ins of this check (TopoBench pins torch 2.3): torch_scatter.scatter/scatter_add, "
+        "torch_sparse.coalesce/spmm in pure torch (torch_cluster, torch_sparse.SparseTensor raise), "
+        "unless the compiled packages are installed; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the test runs "
+        "(the pipeline test reloads its own Lightning checkpoint)", flush=True,
+    )
+    ok = True
+    try:
+        if not args.no_tests:
+            ok &= check_tests(args, topobench, work)
+        if args.train:
+            ok &= check_training(args, topobench, work)
+    finally:
+        tree = getattr(args, "tree", None) or (work / "contributed")
+        if not args.keep and tree.exists():
+            remove_worktree(topobench, tree)
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -456,7 +456,68 @@ def build_parser() -> argparse.ArgumentParser:
         "dst", nargs="?", default=None, help="output (default: <stem>.plain.npz next to SRC)"
     )
     convert.set_defaults(func=_cmd_convert_gcb)
+    _add_topobench_parser(sub)
     return parser
+
+
+def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
+    """``topobench contribute``: write a model's TopoBench pull-request files into a checkout."""
+    topobench = sub.add_parser(
+        "topobench",
+        help="TopoBench contributions (topobench contribute --topobench PATH --model NAME)",
+        description="Contribute this package's models to TopoBench.",
+    )
+    actions = topobench.add_subparsers(dest="topobench_command", required=True)
+    contribute = actions.add_parser(
+        "contribute",
+        help="write the files of a TopoBench pull request adding a model into a TopoBench checkout",
+        description=(
+            "Write into a TopoBench checkout exactly the files of a pull request that adds the "
+            "model, in TopoBench's layout and naming: the backbone "
+            "topobench/nn/backbones/{domain}/{model}.py and its wrapper "
+            "topobench/nn/wrappers/{domain}/{model}_wrapper.py (thin modules importing this "
+            "package), the configs configs/model/{domain}/*.yaml, the unit tests "
+            "test/nn/{backbones,wrappers}/{domain}/test_{model}*.py, the entry of "
+            "test/pipeline/test_pipeline.py, the dependency line of pyproject.toml and the row of "
+            "the README's model table. Nothing is written when a check fails; an existing file "
+            "with other content is kept unless --force."
+        ),
+    )
+    contribute.add_argument("--topobench", required=True, help="folder of a TopoBench checkout")
+    contribute.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="cellular_transformer, tokengt (order-k TokenGT), n_simplicial, or all; repeatable",
+    )
+    contribute.add_argument(
+        "--requirement",
+        default=None,
+        help="dependency line for TopoBench's pyproject.toml (default topomodelx-attention>=VERSION)",
+    )
+    contribute.add_argument("--force", action="store_true", help="overwrite files with other content")
+    contribute.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    contribute.set_defaults(func=_cmd_topobench_contribute)
+
+
+def _cmd_topobench_contribute(args: argparse.Namespace) -> int:
+    from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
+
+    models = list(CONTRIBUTIONS) if "all" in args.model else args.model
+    changes = contribute(
+        Path(args.topobench), models, requirement=args.requirement, force=args.force,
+        dry_run=args.dry_run,
+    )
+    verb = "would" if args.dry_run else "did"
+    print(f"TopoBench checkout {Path(args.topobench).resolve()} ({verb}):")
+    for change in changes:
+        note = f"  <- {change.note}" if change.note else ""
+        print(f"  {change.action:<9} {change.path}{note}")
+    print(
+        "next: run TopoBench's tests with the added files (benchmarks/topobench_check.py "
+        "--topobench PATH --tests, or pytest test/nn test/pipeline test/utils in the checkout)"
+    )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

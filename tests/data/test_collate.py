@@ -16,6 +16,12 @@ from topomodelx_attention.data import (
     collate_complexes,
     from_toponetx,
 )
+from topomodelx_attention.data.collate import pyg_from_data_list
+
+
+def generic(data_list, **options):
+    """PyG's own generic ``Batch.from_data_list`` (per-complex loops, ``__cat_dim__``/``__inc__``)."""
+    return pyg_from_data_list(Batch, data_list, **options)
 
 
 def lifted(seed, max_rank=2):
@@ -91,9 +97,8 @@ def assert_identical_batches(generic, fast):
 
 def test_fast_collation_equals_pyg_generic_collation_exactly():
     complexes = mixed_complexes()
-    generic = Batch.from_data_list(complexes)
     fast = ComplexDataBatch.from_data_list(complexes)
-    assert_identical_batches(generic, fast)
+    assert_identical_batches(generic(complexes), fast)
     fast.validate_complex()
     assert fast.shape.tolist() == torch.cat([c.shape for c in complexes]).tolist()
     assert fast.shape[3].tolist() == [0, 0, 0]  # the empty complex keeps its row
@@ -109,13 +114,14 @@ def test_fast_collation_equals_pyg_generic_collation_exactly():
 
 def test_fast_collation_in_the_loader_and_with_follow_batch_and_exclude_keys():
     complexes = mixed_complexes()
-    for generic, fast in zip(DataLoader(complexes, batch_size=4), ComplexDataLoader(complexes, batch_size=4)):
-        assert_identical_batches(generic, fast)
+    for start, pyg, fast in zip((0, 4), DataLoader(complexes, batch_size=4), ComplexDataLoader(complexes, batch_size=4)):
+        assert_identical_batches(generic(complexes[start : start + 4]), fast)
+        assert_identical_batches(pyg, fast)
     options = {"follow_batch": ["x_1", "adjacency_0"], "exclude_keys": ["y", "hodge_laplacian_1"]}
-    generic = Batch.from_data_list(complexes, **options)
     fast = collate_complexes(complexes, **options)
     assert "y" not in fast and "hodge_laplacian_1" not in fast and "x_1_batch" in fast
-    assert_identical_batches(generic, fast)
+    assert_identical_batches(generic(complexes, **options), fast)
+    assert_identical_batches(generic(complexes, **options), next(iter(DataLoader(complexes, batch_size=6, **options))))
 
 
 def test_fast_collation_coalesces_a_block_that_is_not():
@@ -126,13 +132,15 @@ def test_fast_collation_coalesces_a_block_that_is_not():
     assert not complexes[1].adjacency_1.is_coalesced()
     fast = collate_complexes(complexes)
     assert fast.adjacency_1.is_coalesced()
-    assert torch.equal(fast.adjacency_1.to_dense(), Batch.from_data_list(complexes).adjacency_1.to_dense())
+    assert torch.equal(fast.adjacency_1.to_dense(), generic(complexes).adjacency_1.to_dense())
 
 
 # ----------------------------------------------------------------------------- splitting
 
 
-@pytest.mark.parametrize("collate", [Batch.from_data_list, ComplexDataBatch.from_data_list], ids=["pyg", "fast"])
+@pytest.mark.parametrize(
+    "collate", [generic, Batch.from_data_list, ComplexDataBatch.from_data_list], ids=["pyg-generic", "pyg", "fast"]
+)
 def test_to_data_list_and_indexing_give_back_the_complexes(collate):
     complexes = mixed_complexes()
     batch = collate(complexes)
@@ -180,10 +188,11 @@ def test_subclasses_batch_and_split_into_their_own_class():
             return 10 if key == "y" else super().__inc__(key, value, *args, **kwargs)
 
     complexes = [ShiftedLabels(**dict(c.items())) for c in mixed_complexes()]
-    generic, fast = Batch.from_data_list(complexes), collate_complexes(complexes)
+    reference, fast = generic(complexes), collate_complexes(complexes)
     assert fast.y.tolist() == [c.y.item() + 10 * i for i, c in enumerate(complexes)]
-    assert type(generic) is type(fast)
-    assert_same(generic, fast)
+    assert type(reference) is type(fast) is type(Batch.from_data_list(complexes))
+    assert_same(reference, fast)
+    assert_same(reference, next(iter(DataLoader(complexes, batch_size=len(complexes)))))
 
 
 # ----------------------------------------------------------------------------- mixed key sets
@@ -218,7 +227,7 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
         from_toponetx(_combinatorial()),
     ]
     fast = collate_complexes(complexes)
-    assert_identical_batches(Batch.from_data_list(complexes), fast)
+    assert_identical_batches(generic(complexes), fast)
     fast.validate_complex()
     expected = torch.block_diag(*[c.vertex_cells(2).to_dense() for c in complexes])
     assert torch.equal(fast.vertex_cells(2).to_dense(), expected)
@@ -227,12 +236,11 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
 
 
 def test_fast_collation_of_complexes_without_sparse_keys():
-    from torch_geometric.data import Batch
 
     from topomodelx_attention.data import ComplexData, collate_complexes
 
     items = [ComplexData(x_0=torch.randn(n, 2), y=torch.tensor([n])) for n in (3, 0, 2)]
-    ours, theirs = collate_complexes(items), Batch.from_data_list(items)
+    ours, theirs = collate_complexes(items), generic(items)
     assert torch.equal(ours.x_0, theirs.x_0)
     assert torch.equal(ours.y, theirs.y)
 
@@ -253,7 +261,7 @@ def test_batching_different_max_ranks_names_both_ranks_and_the_fix(order):
     for loader in (DataLoader, ComplexDataLoader):
         with pytest.raises(ValueError, match=message):
             next(iter(loader(complexes, batch_size=2)))
-    for collate in (Batch.from_data_list, collate_complexes):
+    for collate in (generic, Batch.from_data_list, collate_complexes):
         with pytest.raises(ValueError, match=message):
             collate(complexes)
     # padding to the same max rank is the fix; the check keeps no state that breaks later batches
@@ -280,19 +288,82 @@ def test_pyg_dataloader_over_simplicial_and_combinatorial_complexes_names_the_ke
     for order in ([simplicial, combinatorial], [combinatorial, simplicial]):
         with pytest.raises(ValueError, match="signed_incidence_0") as fast:
             next(iter(ComplexDataLoader(order, batch_size=2)))
-        for batch in (lambda o: next(iter(DataLoader(o, batch_size=2))), Batch.from_data_list):
-            with pytest.raises(ValueError, match=r"signed_incidence_0.*orientation.*neighborhoods=\[") as generic:
+        for batch in (lambda o: next(iter(DataLoader(o, batch_size=2))), Batch.from_data_list, generic):
+            with pytest.raises(ValueError, match=r"signed_incidence_0.*orientation.*neighborhoods=\[") as error:
                 batch(order)
-            assert str(generic.value) == str(fast.value)
-            assert "complex 1 lacks" in str(generic.value) or "complex 1 has" in str(generic.value)
+            assert str(error.value) == str(fast.value)
+            assert "complex 1 lacks" in str(error.value) or "complex 1 has" in str(error.value)
     # a key that only a later complex has (first complex without edge_index): refused too
     with_edges = from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]), edge_index=torch.tensor([[0], [1]]))
-    with pytest.raises(ValueError, match=r"complex 2 has \['edge_index'\], which complex 0 lacks"):
-        Batch.from_data_list([simplicial, simplicial, with_edges])
+    for collate in (Batch.from_data_list, generic):
+        with pytest.raises(ValueError, match=r"complex 2 has \['edge_index'\], which complex 0 lacks"):
+            collate([simplicial, simplicial, with_edges])
     # the fix the message names batches; no state of the failed batch is left behind
     names = ["incidence", "adjacency", "coadjacency"]
     fixed = [from_toponetx(tnx.SimplicialComplex([[0, 1, 2]]), neighborhoods=names),
              from_toponetx(_combinatorial(), neighborhoods=names)]
     batch = next(iter(DataLoader(fixed, batch_size=2)))
     assert_identical_batches(batch, collate_complexes(fixed))
+    assert_identical_batches(generic(fixed), collate_complexes(fixed))
     assert next(iter(DataLoader([simplicial, simplicial], batch_size=2))).num_complexes == 2
+
+
+# ----------------------------------------------------------------------------- PyG's own loader
+
+
+def _refuse_generic_sparse_cat(monkeypatch):
+    """Make PyG's generic sparse concatenation (its per-complex offset loop) raise."""
+    import torch_geometric.data.collate as pyg_collate_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("PyG's generic sparse cat was called")
+
+    monkeypatch.setattr(pyg_collate_module, "cat", refuse)
+
+
+def test_pyg_dataloader_and_batch_from_data_list_take_the_fast_collation(monkeypatch):
+    complexes = mixed_complexes()
+    reference = generic(complexes)
+    _refuse_generic_sparse_cat(monkeypatch)
+    # the generic path really goes through PyG's per-complex sparse cat (it now raises) ...
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        generic(complexes)
+    # ... while PyG's DataLoader and Batch.from_data_list batch complexes without it
+    assert_identical_batches(reference, Batch.from_data_list(complexes))
+    assert_identical_batches(reference, next(iter(DataLoader(complexes, batch_size=len(complexes)))))
+    # other Data objects keep PyG's own path (and its errors)
+    plain = [Data(x=torch.ones(2, 1), adjacency=torch.eye(2).to_sparse()) for _ in range(2)]
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        Batch.from_data_list(plain)
+    with pytest.raises(IndexError):
+        Batch.from_data_list([])
+
+
+def test_pyg_dataloader_keeps_every_batch_behaviour(monkeypatch):
+    complexes = mixed_complexes()
+    reference = generic(complexes)
+    _refuse_generic_sparse_cat(monkeypatch)
+    batch = next(iter(DataLoader(complexes, batch_size=len(complexes))))
+    for key in ("incidence_2", "adjacency_0", "hodge_laplacian_1"):  # block-diagonal, coalesced, no zeros
+        blocks = [c[key].to_dense() for c in complexes]
+        assert batch[key].is_coalesced() and bool((batch[key].values() != 0).all()), key
+        assert torch.equal(batch[key].to_dense(), torch.block_diag(*blocks)), key
+    batch.validate_complex()
+    for original, part in zip(complexes, batch.to_data_list()):
+        assert_same(original, part)
+    assert_same(batch[2], complexes[2])
+    again = pickle.loads(pickle.dumps(batch))
+    assert_identical_batches(reference, again)
+    # a batch of batches still goes through PyG (its own rules for ``batch`` and ``ptr``)
+    monkeypatch.undo()
+    twice = Batch.from_data_list([reference, reference])
+    assert twice.num_graphs == 2
+
+
+def test_pyg_dataloader_with_two_workers_gives_the_generic_batches():
+    complexes = mixed_complexes() * 2
+    loader = DataLoader(complexes, batch_size=4, num_workers=2)
+    batches = list(loader)
+    assert len(batches) == 3
+    for i, batch in enumerate(batches):
+        assert_identical_batches(generic(complexes[4 * i : 4 * i + 4]), batch)

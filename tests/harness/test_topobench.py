@@ -1,181 +1,387 @@
-"""TopoBench-ready exports: wrapper + backbone on a TopoBench-like batch, and the YAML targets."""
+"""TopoBench-native backbones, the batch mapping, and `topobench contribute` (no TopoBench needed).
 
-import importlib
+TopoBench's ``NNModuleAutoTest`` is mirrored by :func:`nn_module_auto_test` (same rules: a
+non-tuple result is wrapped in a tuple, at least one element must be a tensor, two seeded calls
+must agree, shapes in order); the written TopoBench files are loaded the way TopoBench's
+auto-discovery loads them (``spec_from_file_location``), the wrappers against a minimal
+stand-in of ``topobench.nn.wrappers.base``.
+"""
+
+import ast
+import copy
+import importlib.util
+import inspect
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 import yaml
+from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from topomodelx_attention.cli import main
 from topomodelx_attention.data.datasets import load_tu_dataset
 from topomodelx_attention.harness.config import CONFIG_DIR
 from topomodelx_attention.harness.topobench import (
     CellularTransformerBackbone,
+    NSimplicialBackbone,
+    OrderKTokenGTBackbone,
     TopoBenchWrapper,
-    to_complex_data,
+    backbone_inputs,
+    complex_from_tensors,
 )
+from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute, plan
 from topomodelx_attention.transforms import CellCycleLifting
 
+HIDDEN = 8
 
-def _topobench_like_batch(tmp_path, hidden):
-    """A plain PyG Data (not ComplexData) holding encoded x_r, batch_r and neighbourhoods."""
-    dataset = load_tu_dataset("MUTAG", root=tmp_path)
-    complexes = CellCycleLifting().lift_many([dataset[i] for i in range(4)])
-    batch = next(iter(DataLoader(complexes, batch_size=4)))
+
+# ----------------------------------------------------------------------------------------------
+# helpers: a TopoBench-like batch, TopoBench's NNModuleAutoTest rules, a fake checkout
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lifted(tmp_path_factory):
+    dataset = load_tu_dataset("MUTAG", root=tmp_path_factory.mktemp("mutag"))
+    return CellCycleLifting().lift_many([dataset[i] for i in range(4)])
+
+
+def topobench_batch(lifted, hidden=HIDDEN, num=4):
+    """A plain PyG Data (not ComplexData) as TopoBench's encoder hands it to the wrapper."""
+    batch = next(iter(DataLoader(lifted[:num], batch_size=num)))
     keys = ["y", "batch_0", "batch_1", "batch_2", "adjacency_0", "coadjacency_1",
             "coadjacency_2", "incidence_1", "incidence_2"]
     plain = Data(**{key: batch[key] for key in keys})
-    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
     for rank in range(3):  # what TopoBench's AllCellFeatureEncoder produces
-        plain[f"x_{rank}"] = torch.randn(batch[f"x_{rank}"].shape[0], hidden)
+        plain[f"x_{rank}"] = torch.randn(batch[f"x_{rank}"].shape[0], hidden, generator=generator)
     plain["incidence_1"] = -plain["incidence_1"]  # signs must not matter
-    return plain, batch
+    return plain
 
 
-def test_wrapper_returns_topobench_model_out(tmp_path):
-    hidden = 8
-    plain, batch = _topobench_like_batch(tmp_path, hidden)
-    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2)
-    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=3)
-    out = wrapper(plain)
-    assert set(out) == {"labels", "batch_0", "x_0", "x_1", "x_2"}
-    assert torch.equal(out["labels"], plain.y)
+def nn_module_auto_test(module, init, forward, shapes=None):
+    """TopoBench's NNModuleAutoTest.run for one entry (test/_utils/nn_module_auto_test.py)."""
+    model = module(*init) if isinstance(init, tuple) else module(**init)
+    clone = tuple(a.clone() if hasattr(a, "clone") else copy.deepcopy(a) for a in forward)
+    torch.manual_seed(0)
+    result = model(*forward)
+    torch.manual_seed(0)
+    result_2 = model(*clone)
+    if type(result) is not tuple:
+        result, result_2 = (result,), (result_2,)
+    assert any(isinstance(r, torch.Tensor) for r in result), "assert_return_tensor"
+    assert len(result) == len(result_2)
+    for r1, r2 in zip(result, result_2):
+        assert torch.equal(r1, r2) if isinstance(r1, torch.Tensor) else r1 == r2
+    if shapes is not None:
+        tensors = [t for t in result if isinstance(t, torch.Tensor)]
+        assert [tuple(t.shape) for t in tensors] == [tuple(s) for s in shapes]
+    return result
+
+
+def backbone_args(batch, model):
+    x = tuple(batch[f"x_{r}"] for r in range(model.max_rank + 1))
+    neighborhoods = {key: batch[key] for key in model.neighborhood_keys}
+    index = tuple(batch[f"batch_{r}"] for r in range(model.max_rank + 1))
+    return x, neighborhoods, index
+
+
+TOPOBENCH_PIPELINE = '''"""Test pipeline for a particular dataset and model."""
+
+import hydra
+from test._utils.simplified_pipeline import run
+
+
+DATASET = "graph/MUTAG"                                                 # ADD YOUR DATASET HERE
+MODELS   = ["graph/gcn", "cell/topotune", "simplicial/topotune"]        # ADD ONE OR SEVERAL MODELS OF YOUR CHOICE HERE
+
+
+class TestPipeline:
+    """Test pipeline for a particular dataset and model."""
+'''
+TOPOBENCH_PYPROJECT = '''[project]
+name = "TopoBench"
+dependencies=[
+    "torch==2.3.0",
+    "topomodelx @ git+https://github.com/pyt-team/TopoModelX.git",
+    "torch-cluster",
+]
+
+[project.optional-dependencies]
+test = ["pytest"]
+'''
+TOPOBENCH_README = '''# TopoBench
+
+### Simplicial Complexes
+| Model | Reference |
+| --- | --- |
+| SAN | [Simplicial Attention Neural Networks](https://arxiv.org/pdf/2203.07485) |
+
+### Cellular Complexes
+| Model | Reference |
+| --- | --- |
+| CWN | [Weisfeiler and Lehman Go Cellular: CW Networks](https://arxiv.org/pdf/2106.12575) |
+
+### Hypergraphs
+| Model | Reference |
+'''
+#: TopoBench's ruff settings (its pyproject.toml, March 2026); it lints only topobench/.
+TOPOBENCH_RUFF = '''[tool.ruff]
+target-version = "py311"
+extend-exclude = ["test", "tutorials", "notebooks"]
+line-length = 79
+
+[tool.ruff.lint]
+select = ["F", "E", "W", "I", "UP", "B", "PIE", "Q", "RET", "SIM", "NPY", "PERF"]
+ignore = ["E501", "RET504", "RET505", "NPY002", "UP038", "W293", "PERF203"]
+
+[tool.ruff.lint.pydocstyle]
+convention = "numpy"
+'''
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """An empty TopoBench layout: the folders, test_pipeline.py, pyproject.toml and README."""
+    root = tmp_path / "TopoBench"
+    for domain in ("cell", "simplicial"):
+        for folder in ("topobench/nn/backbones", "topobench/nn/wrappers", "configs/model",
+                       "test/nn/backbones", "test/nn/wrappers"):
+            (root / folder / domain).mkdir(parents=True)
+    for folder in [root / "topobench", *(root / "topobench").rglob("*")]:
+        (folder / "__init__.py").write_text("")  # packages, as in TopoBench (ruff's isort needs them)
+    (root / "test" / "pipeline").mkdir(parents=True)
+    (root / "test" / "pipeline" / "test_pipeline.py").write_text(TOPOBENCH_PIPELINE)
+    (root / "pyproject.toml").write_text(TOPOBENCH_PYPROJECT)
+    (root / "README.md").write_text(TOPOBENCH_README)
+    return root
+
+
+def load_module(path, name):
+    """Load a file as TopoBench's auto-discovery does (``spec_from_file_location``)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def discovered(module):
+    """Classes TopoBench's ``discover_backbones`` / ``discover_wrappers`` export from a module."""
+    return {
+        name: obj for name, obj in inspect.getmembers(module)
+        if inspect.isclass(obj) and obj.__module__ == module.__name__ and not name.startswith("_")
+    }
+
+
+ABSTRACT_WRAPPER = '''
+"""Minimal stand-in of topobench.nn.wrappers.base (same interface as TopoBench's)."""
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class AbstractWrapper(ABC, torch.nn.Module):
+    def __init__(self, backbone, **kwargs):
+        super().__init__()
+        self.backbone = backbone
+        self.dimensions = range(kwargs["num_cell_dimensions"])
+        self.residual_connections = kwargs.get("residual_connections", True)
+        for i in self.dimensions:
+            setattr(self, f"ln_{i}", torch.nn.LayerNorm(kwargs["out_channels"]))
+
+    def __call__(self, batch):
+        model_out = self.forward(batch)
+        if self.residual_connections:
+            for i in self.dimensions:
+                if f"x_{i}" in batch and f"x_{i}" in model_out:
+                    residual = model_out[f"x_{i}"] + batch[f"x_{i}"]
+                    model_out[f"x_{i}"] = getattr(self, f"ln_{i}")(residual)
+        return model_out
+
+    @abstractmethod
+    def forward(self, batch):
+        """Forward pass."""
+'''
+
+
+@pytest.fixture
+def topobench_stub(tmp_path, monkeypatch):
+    """``topobench.nn.wrappers.base`` importable (a stand-in), removed after the test."""
+    stub = tmp_path / "stub"
+    (stub / "topobench" / "nn" / "wrappers").mkdir(parents=True)
+    for folder in ("topobench", "topobench/nn", "topobench/nn/wrappers"):
+        (stub / folder / "__init__.py").write_text("")
+    (stub / "topobench" / "nn" / "wrappers" / "base.py").write_text(ABSTRACT_WRAPPER)
+    monkeypatch.syspath_prepend(str(stub))
+    for name in [m for m in sys.modules if m == "topobench" or m.startswith("topobench.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "topobench" or m.startswith("topobench.")]:
+        del sys.modules[name]
+
+
+# ----------------------------------------------------------------------------------------------
+# the backbone contract: tensors in, a tuple of tensors out (TopoBench's NNModuleAutoTest)
+# ----------------------------------------------------------------------------------------------
+BACKBONES = [
+    (CellularTransformerBackbone, {"n_layers": 1, "heads": 2}),
+    (CellularTransformerBackbone, {"n_layers": 1, "heads": 2, "attention": "general", "kind": "dense"}),
+    (OrderKTokenGTBackbone, {"n_layers": 1, "heads": 2, "node_id_dim": 4, "identifiers": "sum"}),
+    (OrderKTokenGTBackbone, {"n_layers": 1, "heads": 2, "node_id_dim": 4, "identifiers": "ordered", "max_cell_size": 20}),
+    (NSimplicialBackbone, {"n_layers": 2, "heads": 2, "kv_bias": True}),
+]
+
+
+def test_the_auto_test_rejects_a_backbone_returning_a_list(lifted):
+    # the old whole-batch backbones returned [h_0, h_1, h_2]: TopoBench's harness wraps a
+    # non-tuple in a tuple and finds no tensor in it (assert_return_tensor)
+    class ListBackbone(nn.Module):
+        def forward(self, x, neighborhoods, batch=None):
+            return list(x)
+
+    x, neighborhoods, index = backbone_args(topobench_batch(lifted), CellularTransformerBackbone(HIDDEN, HIDDEN))
+    with pytest.raises(AssertionError, match="assert_return_tensor"):
+        nn_module_auto_test(ListBackbone, (), (x, neighborhoods, index))
+
+
+@pytest.mark.parametrize(("cls", "options"), BACKBONES)
+def test_backbones_pass_topobench_auto_test_on_tensors(lifted, cls, options):
+    batch = topobench_batch(lifted)
+    init = {"in_channels": HIDDEN, "hidden_channels": HIDDEN, "num_cell_dimensions": 3, **options}
+    args = backbone_args(batch, cls(**init))
+    shapes = [tuple(xr.shape) for xr in args[0]]
+    result = nn_module_auto_test(cls, init, args, shapes)
+    assert type(result) is tuple and all(torch.isfinite(h).all() for h in result)
+
+
+@pytest.mark.parametrize(("cls", "options"), BACKBONES)
+def test_every_backbone_parameter_gets_a_gradient(lifted, cls, options):
+    # DDP raises on parameters without gradient: no unused readout inside a backbone
+    batch = topobench_batch(lifted)
+    model = cls(HIDDEN, 12, num_cell_dimensions=3, **options)
+    sum(h.square().sum() for h in model(*backbone_args(batch, model))).backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize(("cls", "options"), [BACKBONES[0], BACKBONES[4]])
+def test_batched_backbone_equals_one_complex_at_a_time(lifted, cls, options):
+    batch = topobench_batch(lifted)
+    model = cls(HIDDEN, HIDDEN, num_cell_dimensions=3, **options).eval()
+    x, neighborhoods, index = backbone_args(batch, model)
+    with torch.no_grad():
+        together = model(x, neighborhoods, index)
+        for i in range(4):
+            keep = [index[r] == i for r in range(3)]
+            sub = {}
+            for key, matrix in neighborhoods.items():
+                rank = int(key.rsplit("_", 1)[1])
+                rows = keep[rank - 1] if key.startswith("incidence") else keep[rank]
+                sub[key] = matrix.to_dense()[rows][:, keep[rank]]
+            alone = model(tuple(xr[k] for xr, k in zip(x, keep)), sub)  # batch=None: one complex
+            for r in range(3):
+                assert torch.allclose(alone[r], together[r][keep[r]], atol=1e-5), (i, r)
+
+
+def test_backbones_take_no_out_channels():
+    for cls in (CellularTransformerBackbone, NSimplicialBackbone, OrderKTokenGTBackbone):
+        with pytest.raises(TypeError, match="readout"):
+            cls(HIDDEN, HIDDEN, out_channels=2)
+    with pytest.raises(ValueError, match="max_rank"):
+        CellularTransformerBackbone(HIDDEN, HIDDEN, max_rank=2, num_cell_dimensions=4)
+
+
+def test_backbone_refuses_missing_ranks_and_pe(lifted):
+    batch = topobench_batch(lifted)
+    model = CellularTransformerBackbone(HIDDEN, HIDDEN, n_layers=1, heads=2, pe_channels=3)
+    x, neighborhoods, index = backbone_args(batch, model)
+    with pytest.raises(ValueError, match=r"ranks 0\.\.2"):
+        model(x[:2], neighborhoods, index[:2])
+    with pytest.raises(ValueError, match="pe_channels=3"):
+        model(x, neighborhoods, index)
+    pe = tuple(torch.randn(xr.shape[0], 3) for xr in x)
+    assert [h.shape[0] for h in model(x, neighborhoods, index, pe)] == [xr.shape[0] for xr in x]
+
+
+def test_complex_from_tensors_names_the_bad_tensor(lifted):
+    batch = topobench_batch(lifted)
+    x = tuple(batch[f"x_{r}"] for r in range(3))
+    index = tuple(batch[f"batch_{r}"] for r in range(3))
+    good = {"incidence_1": batch.incidence_1, "incidence_2": batch.incidence_2}
+    data = complex_from_tensors(x, good, index)
+    assert data.num_complexes == 4 and data.shape.tolist()[0] == [
+        int((index[r] == 0).sum()) for r in range(3)
+    ]
+    assert set(data.incidence_1.coalesce().values().tolist()) == {1.0}  # TopoBench's signs dropped
+    with pytest.raises(ValueError, match="batch_1"):
+        complex_from_tensors(x, good, (index[0], index[1][:-1], index[2]))
+    with pytest.raises(ValueError, match="incidence_2"):
+        complex_from_tensors(x, {"incidence_2": batch.incidence_1}, index)
+    with pytest.raises(ValueError, match="x_1"):
+        complex_from_tensors((x[0], x[1][:, 0], x[2]), good, index)
+    with pytest.raises(TypeError, match="tuple"):
+        complex_from_tensors(x[0], good, index)
+    with pytest.raises(TypeError, match="incidence_1"):
+        complex_from_tensors(x, {"incidence_1": [[1]]}, index)
+
+
+# ----------------------------------------------------------------------------------------------
+# the batch mapping (backbone_inputs) and this package's wrapper
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("cls", "options"), [BACKBONES[0], BACKBONES[2], BACKBONES[4]])
+def test_wrapper_pads_the_ranks_topobench_expects_but_the_lifting_lacks(lifted, cls, options):
+    # max_dim_if_lifted=3 (TopoBench's default) gives num_cell_dimensions=4 while the cycle
+    # lifting stops at rank 2: the wrapper returns an empty x_3, the batch gains incidence_3
+    batch = topobench_batch(lifted)
+    wrapper = TopoBenchWrapper(cls(HIDDEN, HIDDEN, num_cell_dimensions=4, **options),
+                               out_channels=HIDDEN, num_cell_dimensions=4)
+    out = wrapper(batch)
+    assert set(out) == {"labels", "batch_0", "x_0", "x_1", "x_2", "x_3"}
+    assert out["x_3"].shape == (0, HIDDEN)
+    assert batch["incidence_3"].shape == (batch["x_2"].shape[0], 0)
     for rank in range(3):
-        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
+        assert out[f"x_{rank}"].shape == batch[f"x_{rank}"].shape
         assert torch.isfinite(out[f"x_{rank}"]).all()
     # residual connection + LayerNorm, as TopoBench's AbstractWrapper does
     assert torch.allclose(out["x_0"].mean(-1), torch.zeros(out["x_0"].shape[0]), atol=1e-5)
 
 
-def test_backbone_gives_every_parameter_a_gradient(tmp_path):
-    # DDP raises on parameters without gradient: the backbone must not own an unused readout
-    hidden = 8
-    plain, _ = _topobench_like_batch(tmp_path, hidden)
-    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=2, heads=2)
-    loss = sum(h.square().sum() for h in backbone(plain))
-    loss.backward()
-    missing = [name for name, p in backbone.named_parameters() if p.grad is None]
-    assert not missing, f"parameters without gradient: {missing}"
-    assert not any("readout" in name for name, _ in backbone.named_parameters())
-    with pytest.raises(ValueError, match="out_channels=None"):
-        backbone.transformer(to_complex_data(plain, 2, backbone.neighborhoods))
-
-
-def test_topobench_yaml_targets_point_into_the_package():
-    path = CONFIG_DIR / "topobench" / "model" / "cell" / "tma_cellular_transformer.yaml"
-    cfg = yaml.safe_load(path.read_text())
-    for section in ("backbone", "backbone_wrapper"):
-        module, _, name = cfg[section]["_target_"].rpartition(".")
-        assert module.startswith("topomodelx_attention.")
-        assert hasattr(importlib.import_module(module), name)
-    assert cfg["backbone_wrapper"]["_partial_"] is True
-
-
-def test_backbone_rejects_batches_without_cell_batch_vectors(tmp_path):
-    plain, _ = _topobench_like_batch(tmp_path, 8)
-    del plain["batch_1"]
-    backbone = CellularTransformerBackbone(8, 8, n_layers=1, heads=2)
+def test_backbone_inputs_name_what_the_batch_lacks(lifted):
+    model = CellularTransformerBackbone(HIDDEN, HIDDEN, n_layers=1, heads=2)
+    batch = topobench_batch(lifted)
+    del batch["coadjacency_1"]
+    with pytest.raises(ValueError, match="coadjacency_1"):
+        backbone_inputs(batch, model)
+    batch = topobench_batch(lifted)
+    del batch["batch_1"]
     with pytest.raises(ValueError, match="batch_1"):
-        backbone(plain)
+        backbone_inputs(batch, model)
+    one = topobench_batch(lifted, num=1)  # a single complex needs no batch vectors
+    for r in range(3):
+        del one[f"batch_{r}"]
+    assert all(int(v.sum()) == 0 for v in backbone_inputs(one, model)["batch"])
+    with pytest.raises(ValueError, match="pe_0"):
+        backbone_inputs(topobench_batch(lifted), CellularTransformerBackbone(HIDDEN, HIDDEN, pe_channels=2))
 
 
-# Resolvers TopoBench registers (topobench/run.py) plus OmegaConf's built-in ones.
-TOPOBENCH_RESOLVERS = {
-    "get_default_metrics", "get_default_trainer", "get_default_transform",
-    "get_flattened_channels", "get_required_lifting", "get_monitor_metric", "get_monitor_mode",
-    "get_non_relational_out_channels", "infer_in_channels", "infer_num_cell_dimensions",
-    "infer_topotune_num_cell_dimensions", "parameter_multiplication",
-    "oc.select", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values",
-}
-
-
-def _topobench_yamls():
-    return sorted((CONFIG_DIR / "topobench").rglob("*.yaml"))
-
-
-def test_topobench_yamls_use_only_topobench_resolvers():
-    import re
-
-    paths = _topobench_yamls()
-    assert paths
-    for path in paths:
-        used = set(re.findall(r"\$\{([\w.]+):", path.read_text()))
-        unknown = used - TOPOBENCH_RESOLVERS
-        assert not unknown, f"{path.name} uses resolvers TopoBench does not define: {unknown}"
-
-
-def test_backbone_pads_ranks_topobench_expects_but_the_lifting_lacks(tmp_path):
-    # TopoBench's default max_dim_if_lifted=3 gives num_cell_dimensions=4 while the cycle lifting
-    # stops at rank 2: the wrapper must return an empty x_3 and the batch must gain incidence_3.
-    hidden = 8
-    plain, batch = _topobench_like_batch(tmp_path, hidden)
-    backbone = CellularTransformerBackbone(hidden, hidden, n_layers=1, heads=2, num_cell_dimensions=4)
-    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
-    out = wrapper(plain)
-    assert out["x_3"].shape == (0, hidden)
-    assert plain["incidence_3"].shape == (batch["x_2"].shape[0], 0)
-    for rank in range(3):
-        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
-        assert torch.isfinite(out[f"x_{rank}"]).all()
-
-
-def test_backbone_rank_arguments_must_agree():
-    with pytest.raises(ValueError, match="max_rank"):
-        CellularTransformerBackbone(8, 8, max_rank=2, num_cell_dimensions=4)
-
-
-def test_n_simplicial_backbone_runs_on_a_topobench_batch_and_every_parameter_learns(tmp_path):
-    from topomodelx_attention.harness.topobench import NSimplicialBackbone
-
-    hidden = 8
-    plain, batch = _topobench_like_batch(tmp_path, hidden)
-    backbone = NSimplicialBackbone(hidden, 12, n_layers=2, heads=2, num_cell_dimensions=4, kv_bias=True)
-    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=4)
-    out = wrapper(plain)
-    for rank in range(3):
-        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
-        assert torch.isfinite(out[f"x_{rank}"]).all()
-    assert out["x_3"].shape == (0, hidden)
-    out["x_0"].square().sum().backward()
-    missing = [name for name, p in backbone.named_parameters() if p.grad is None]
-    assert not missing, missing
-
-
-def test_every_topobench_yaml_targets_exist():
-    for path in _topobench_yamls():
-        cfg = yaml.safe_load(path.read_text())
-        for section in ("backbone", "backbone_wrapper"):
-            module, _, name = cfg[section]["_target_"].rpartition(".")
-            if module.startswith("topomodelx_attention."):
-                assert hasattr(importlib.import_module(module), name), (path.name, name)
-
-
-@pytest.mark.parametrize("identifiers", ["sum", "ordered"])
-def test_order_k_tokengt_backbone_on_a_topobench_batch(tmp_path, identifiers):
-    from topomodelx_attention.harness.topobench import OrderKTokenGTBackbone
-
-    hidden = 8
-    plain, batch = _topobench_like_batch(tmp_path, hidden)
-    backbone = OrderKTokenGTBackbone(
-        hidden, 16, n_layers=1, heads=2, node_id_dim=8, num_cell_dimensions=3,
-        identifiers=identifiers, max_cell_size=20,
-    )
-    wrapper = TopoBenchWrapper(backbone, out_channels=hidden, num_cell_dimensions=3)
-    out = wrapper(plain)
-    for rank in range(3):
-        assert out[f"x_{rank}"].shape == (batch[f"x_{rank}"].shape[0], hidden)
-        assert torch.isfinite(out[f"x_{rank}"]).all()
-    sum(out[f"x_{r}"].square().sum() for r in range(3)).backward()
-    missing = [name for name, p in backbone.named_parameters() if p.grad is None]
-    assert not missing, missing
-    backbone.eval()  # evaluation identifiers come from a fixed seed: deterministic
+def test_order_k_tokengt_evaluation_is_deterministic(lifted):
+    batch = topobench_batch(lifted)
+    model = OrderKTokenGTBackbone(HIDDEN, 16, n_layers=1, heads=2, node_id_dim=8, num_cell_dimensions=3)
+    args = backbone_args(batch, model)
+    model.eval()  # evaluation identifiers come from a fixed seed
     with torch.no_grad():
-        first, second = backbone(plain.clone()), backbone(plain.clone())
+        first, second = model(*args), model(*args)
     assert all(torch.equal(a, b) for a, b in zip(first, second))
+    model.train()  # training identifiers are drawn again every step
+    torch.manual_seed(1)
+    assert not all(torch.equal(a, b) for a, b in zip(first, model(*args)))
 
 
-def test_registered_pe_builds_from_topobench_kwargs_and_runs_on_topobench_data(tmp_path):
+def test_registered_pe_builds_from_topobench_kwargs_and_runs_on_topobench_data(lifted):
     from topomodelx_attention.harness.topobench import (
         TOPOBENCH_TRANSFORMS,
         register_topobench_transforms,
@@ -186,20 +392,229 @@ def test_registered_pe_builds_from_topobench_kwargs_and_runs_on_topobench_data(t
     # what TopoBench's DataTransform does: TRANSFORMS[name](transform_name=..., **config)
     pe = registry["CellularRandomWalkPE"](transform_name="CellularRandomWalkPE",
                                           transform_type="data manipulation", dim=4)
-    dataset = load_tu_dataset("MUTAG", root=tmp_path)
-    lifted = CellCycleLifting()(dataset[0])
-    plain = Data(**{k: lifted[k] for k in lifted.keys() if k.startswith(("x_", "incidence_"))})
+    plain = Data(**{k: lifted[0][k] for k in lifted[0].keys() if k.startswith(("x_", "incidence_"))})
     out = pe(plain)
     for rank in range(3):
-        assert out[f"pe_{rank}"].shape == (lifted[f"x_{rank}"].shape[0], 4)
+        assert out[f"pe_{rank}"].shape == (lifted[0][f"x_{rank}"].shape[0], 4)
         assert torch.isfinite(out[f"pe_{rank}"]).all()
 
 
-def test_complex_count_includes_trailing_complexes_without_vertices(tmp_path):
-    plain, _ = _topobench_like_batch(tmp_path, 8)
-    keys = ["incidence_1", "incidence_2"]
-    assert to_complex_data(plain, 2, keys).num_complexes == 4  # no count given: from batch_0
-    plain.num_graphs = 5  # a PyG Batch whose last complex has no cells
-    data = to_complex_data(plain, 2, keys)
-    assert data.num_complexes == 5
-    assert data.shape.shape == (5, 3) and int(data.shape[4].sum()) == 0
+# ----------------------------------------------------------------------------------------------
+# `topobench contribute`: the files of a TopoBench pull request
+# ----------------------------------------------------------------------------------------------
+def expected_files(contribution):
+    domain, model = contribution.domain, contribution.model
+    return {
+        f"topobench/nn/backbones/{domain}/{model}.py",
+        f"topobench/nn/wrappers/{domain}/{model}_wrapper.py",
+        f"test/nn/backbones/{domain}/test_{model}.py",
+        f"test/nn/wrappers/{domain}/test_{model}_wrapper.py",
+        *(f"configs/model/{domain}/{name}.yaml" for name in contribution.configs),
+    }
+
+
+@pytest.mark.parametrize("model", sorted(CONTRIBUTIONS))
+def test_contribute_writes_exactly_the_pull_request_files(checkout, model):
+    before = {p.relative_to(checkout).as_posix() for p in checkout.rglob("*") if p.is_file()}
+    changes = contribute(checkout, [model])
+    contribution = CONTRIBUTIONS[model]
+    after = {p.relative_to(checkout).as_posix() for p in checkout.rglob("*") if p.is_file()}
+    assert after - before == expected_files(contribution)
+    assert {c.path for c in changes if c.action == "create"} == expected_files(contribution)
+    assert {c.path for c in changes if c.action == "update"} == {
+        "test/pipeline/test_pipeline.py", "pyproject.toml", "README.md",
+    }
+    for path, source in contribution.files().items():
+        assert (checkout / path).read_text() == source.read_text()
+    # the pipeline-test entry, the dependency, the README row
+    pipeline = (checkout / "test/pipeline/test_pipeline.py").read_text()
+    models = ast.literal_eval(re.search(r"^MODELS\s*=\s*(\[.*?\])", pipeline, flags=re.M).group(1))
+    assert models == ["graph/gcn", "cell/topotune", "simplicial/topotune", contribution.pipeline_model]
+    assert "# ADD ONE OR SEVERAL MODELS" in pipeline  # the rest of the line is kept
+    pyproject = (checkout / "pyproject.toml").read_text()
+    assert re.search(r'^    "topomodelx-attention>=\d', pyproject, flags=re.M)
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    assert any(d.startswith("topomodelx-attention") for d in tomllib.loads(pyproject)["project"]["dependencies"])
+    readme = (checkout / "README.md").read_text()
+    section = readme.split(contribution.readme_section, 1)[1].split("###", 1)[0]
+    assert contribution.readme_row in section
+    # a second run changes nothing
+    assert {c.action for c in contribute(checkout, [model])} == {"unchanged"}
+
+
+def test_contribute_all_models_at_once(checkout):
+    contribute(checkout, list(CONTRIBUTIONS))
+    pipeline = (checkout / "test/pipeline/test_pipeline.py").read_text()
+    for contribution in CONTRIBUTIONS.values():
+        assert f'"{contribution.pipeline_model}"' in pipeline
+        assert all((checkout / p).is_file() for p in expected_files(contribution))
+    assert (checkout / "pyproject.toml").read_text().count("topomodelx-attention") == 1
+
+
+def test_contribute_refuses_before_writing_anything(checkout, tmp_path):
+    target = checkout / "topobench/nn/wrappers/cell/cellular_transformer_wrapper.py"
+    target.write_text("# someone's own wrapper\n")
+    with pytest.raises(ValueError, match=r"cellular_transformer_wrapper\.py exists with other content"):
+        contribute(checkout, ["cellular_transformer"])
+    assert not (checkout / "topobench/nn/backbones/cell/cellular_transformer.py").exists()
+    assert target.read_text() == "# someone's own wrapper\n"
+    changes = contribute(checkout, ["cellular_transformer"], force=True)
+    assert "overwrite" in {c.action for c in changes} and "someone" not in target.read_text()
+    with pytest.raises(ValueError, match="unknown --model"):
+        plan(checkout, ["gcn"])
+    with pytest.raises(ValueError, match="not a TopoBench checkout"):
+        plan(tmp_path / "nowhere", ["cellular_transformer"])
+    (checkout / "test/pipeline/test_pipeline.py").write_text("DATASET = 'graph/MUTAG'\n")
+    with pytest.raises(ValueError, match=r"test_pipeline\.py: found no `MODELS"):
+        plan(checkout, ["tokengt"])
+
+
+def test_contribute_dry_run_and_requirement(checkout):
+    changes = contribute(checkout, ["n_simplicial"], dry_run=True, requirement="topomodelx-attention @ git+https://example.org/tma.git")
+    assert not (checkout / "topobench/nn/backbones/simplicial/n_simplicial.py").exists()
+    assert any(c.path == "pyproject.toml" and "example.org" in c.content for c in changes)
+
+
+def test_cli_topobench_contribute(checkout, tmp_path, capsys):
+    assert main(["topobench", "contribute", "--topobench", str(checkout), "--model", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "create    topobench/nn/backbones/cell/cellular_transformer.py" in out
+    assert "update    test/pipeline/test_pipeline.py" in out
+    assert main(["topobench", "contribute", "--topobench", str(tmp_path), "--model", "tokengt"]) == 2
+    assert "not a TopoBench checkout" in capsys.readouterr().err
+
+
+def test_cli_help_names_every_contribution(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["topobench", "contribute", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for name in CONTRIBUTIONS:
+        assert name in text
+
+
+# ----------------------------------------------------------------------------------------------
+# the written files: they import, pass the auto-test, parse, and match each other
+# ----------------------------------------------------------------------------------------------
+def config_backbone(section, hidden=HIDDEN, dims=3):
+    """The backbone section of a TopoBench config with its interpolations resolved."""
+    values = {}
+    for key, value in section.items():
+        if key == "_target_":
+            continue
+        if isinstance(value, str) and "${" in value:
+            value = {"in_channels": hidden, "hidden_channels": hidden, "num_cell_dimensions": dims}[key]
+        values[key] = value
+    return values
+
+
+@pytest.mark.parametrize("model", sorted(CONTRIBUTIONS))
+def test_written_backbones_import_and_pass_the_auto_test(checkout, lifted, model):
+    contribution = CONTRIBUTIONS[model]
+    contribute(checkout, [model])
+    path = checkout / f"topobench/nn/backbones/{contribution.domain}/{model}.py"
+    module = load_module(path, f"{contribution.domain}.{model}")
+    classes = discovered(module)
+    assert list(classes) == [contribution.backbone]  # what TopoBench's discovery exports
+    cls = classes[contribution.backbone]
+    batch = topobench_batch(lifted)
+    for name in contribution.configs:
+        cfg = yaml.safe_load((checkout / f"configs/model/{contribution.domain}/{name}.yaml").read_text())
+        assert cfg["backbone"]["_target_"] == f"topobench.nn.backbones.{contribution.domain}.{model}.{cls.__name__}"
+        init = config_backbone(cfg["backbone"])
+        init.update(n_layers=1)
+        if init.get("identifiers") == "ordered":
+            init.update(max_cell_size=20)  # MUTAG's basis cycles here are longer than the lifting's 18
+        args = backbone_args(batch, cls(**init))
+        result = nn_module_auto_test(cls, init, args, [tuple(x.shape) for x in args[0]])
+        assert all(torch.isfinite(h).all() for h in result)
+
+
+@pytest.mark.parametrize("model", sorted(CONTRIBUTIONS))
+def test_written_wrappers_map_a_batch_to_model_out(checkout, lifted, topobench_stub, model):
+    contribution = CONTRIBUTIONS[model]
+    contribute(checkout, [model])
+    domain = contribution.domain
+    backbone = discovered(load_module(checkout / f"topobench/nn/backbones/{domain}/{model}.py", "b"))
+    wrappers = discovered(load_module(checkout / f"topobench/nn/wrappers/{domain}/{model}_wrapper.py", "w"))
+    assert list(wrappers) == [contribution.wrapper]
+    cfg = yaml.safe_load((checkout / f"configs/model/{domain}/{contribution.configs[0]}.yaml").read_text())
+    assert cfg["backbone_wrapper"]["_target_"] == f"topobench.nn.wrappers.{contribution.wrapper}"
+    assert cfg["backbone_wrapper"]["wrapper_name"] == contribution.wrapper
+    init = config_backbone(cfg["backbone"], dims=4)
+    wrapper = wrappers[contribution.wrapper](
+        backbone[contribution.backbone](**init), out_channels=HIDDEN, num_cell_dimensions=4,
+    )
+    batch = topobench_batch(lifted)
+    out = wrapper(batch)
+    assert set(out) == {"labels", "batch_0", "x_0", "x_1", "x_2", "x_3"}
+    assert torch.equal(out["labels"], batch.y)
+    for rank in range(4):
+        assert out[f"x_{rank}"].shape == batch[f"x_{rank}"].shape
+
+
+TOPOBENCH_RESOLVERS = {
+    "get_default_metrics", "get_default_trainer", "get_default_transform",
+    "get_flattened_channels", "get_required_lifting", "get_monitor_metric", "get_monitor_mode",
+    "get_non_relational_out_channels", "infer_in_channels", "infer_num_cell_dimensions",
+    "infer_topotune_num_cell_dimensions", "parameter_multiplication",
+    "oc.select", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values",
+}
+"""Resolvers TopoBench registers (topobench/run.py) plus OmegaConf's built-in ones."""
+
+
+def test_written_configs_parse_and_use_only_topobench_resolvers(checkout):
+    contribute(checkout, list(CONTRIBUTIONS))
+    paths = sorted((checkout / "configs" / "model").rglob("*.yaml"))
+    assert len(paths) == sum(len(c.configs) for c in CONTRIBUTIONS.values())
+    for path in paths:
+        text = path.read_text()
+        cfg = yaml.safe_load(text)
+        assert cfg["_target_"] == "topobench.model.TBModel"
+        assert set(cfg) >= {"model_name", "model_domain", "feature_encoder", "backbone", "backbone_wrapper", "readout"}
+        assert cfg["model_name"] == path.stem and cfg["model_domain"] == path.parent.name
+        assert cfg["backbone_wrapper"]["_partial_"] is True
+        assert cfg["readout"]["task_level"] == "${dataset.parameters.task_level}"  # node- and graph-level
+        unknown = set(re.findall(r"\$\{([\w.]+):", text)) - TOPOBENCH_RESOLVERS
+        assert not unknown, f"{path.name} uses resolvers TopoBench does not define: {unknown}"
+        assert "neighborhoods" not in cfg["backbone"]  # TopoBench's liftings read that key
+
+
+def test_written_tests_are_topobench_style_and_import_the_written_modules(checkout):
+    contribute(checkout, list(CONTRIBUTIONS))
+    for contribution in CONTRIBUTIONS.values():
+        d, m = contribution.domain, contribution.model
+        tests = checkout / f"test/nn/backbones/{d}/test_{m}.py"
+        tree = ast.parse(tests.read_text())
+        imports = {(node.module, node.level, alias.name) for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) for alias in node.names}
+        assert ("_utils.nn_module_auto_test", 4, "NNModuleAutoTest") in imports
+        assert (f"topobench.nn.backbones.{d}.{m}", 0, contribution.backbone) in imports
+        assert any(isinstance(n, ast.FunctionDef) and n.name.startswith("test_") for n in tree.body)
+        wrapper_tests = ast.parse((checkout / f"test/nn/wrappers/{d}/test_{m}_wrapper.py").read_text())
+        imports = {(node.module, alias.name) for node in ast.walk(wrapper_tests)
+                   if isinstance(node, ast.ImportFrom) for alias in node.names}
+        assert ("topobench.nn.wrappers", contribution.wrapper) in imports
+        for node in ast.walk(tree):  # every test documents itself (numpydoc, as TopoBench's)
+            if isinstance(node, ast.FunctionDef):
+                assert ast.get_docstring(node), (tests.name, node.name)
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff not installed")
+def test_written_modules_pass_topobench_lint(checkout):
+    contribute(checkout, list(CONTRIBUTIONS))
+    (checkout / "pyproject.toml").write_text(TOPOBENCH_RUFF)
+    files = [str(p) for p in (checkout / "topobench").rglob("*.py") if p.name != "__init__.py"]
+    assert len(files) == 2 * len(CONTRIBUTIONS)
+    for args in (["check"], ["format", "--check", "--diff"]):
+        done = subprocess.run(["ruff", *args, "--config", str(checkout / "pyproject.toml"), *files],
+                              cwd=checkout, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, textwrap.shorten(done.stdout + done.stderr, 2000)
+
+
+def test_package_configs_are_the_contributed_ones():
+    # the package ships exactly the configs the contributions write (TopoBench layout)
+    shipped = {p.relative_to(CONFIG_DIR / "topobench" / "model").as_posix()
+               for p in (CONFIG_DIR / "topobench" / "model").rglob("*.yaml")}
+    written = {f"{c.domain}/{name}.yaml" for c in CONTRIBUTIONS.values() for name in c.configs}
+    assert shipped == written

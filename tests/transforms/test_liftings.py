@@ -331,3 +331,63 @@ def test_random_graphs_lift_to_valid_complexes(graph):
             g.add_nodes_from(range(n))
             g.add_edges_from(graph.edge_index.t().tolist())
             assert data.num_cells(2) == m - n + nx.number_connected_components(g)
+
+
+# ----------------------------------------------------------------------------- cycle limit
+
+
+def dense_graph(n, p=0.5, seed=0):
+    import networkx as nx
+
+    return graph_from_edges(list(nx.gnp_random_graph(n, p, seed=seed).edges()), num_nodes=n)
+
+
+def test_chordless_cycles_grow_exponentially_and_are_bounded(monkeypatch):
+    import networkx as nx
+
+    from topomodelx_attention.transforms import liftings
+
+    # the unprotected enumeration: 4,896 2-cells on 30 vertices (G(40, 0.5): 22,521, 6 GB)
+    unbounded = CellCycleLifting(cycles="chordless", max_cycles=None)(dense_graph(30))
+    assert counts(unbounded) == [30, 213, 4896]
+    pulled = []
+    real = nx.chordless_cycles
+
+    def counted(*args, **kwargs):
+        for cycle in real(*args, **kwargs):
+            pulled.append(cycle)
+            yield cycle
+
+    monkeypatch.setattr(liftings.nx, "chordless_cycles", counted)
+    bounded = CellCycleLifting(cycles="chordless", max_cycles=1000)
+    pattern = (
+        r"this graph \(30 vertices, 213 edges\) has more than max_cycles=1,000 chordless "
+        r"cycles with no length cap.*max_cell_length.*cycles='basis'.*raise max_cycles"
+    )
+    with pytest.raises(ValueError, match=pattern) as error:
+        bounded(dense_graph(30))
+    assert isinstance(error.value, liftings.CycleLimitError)
+    assert len(pulled) == 1001  # stopped at the first cycle past the limit
+    # the same graph within the limit, and the basis (m - n + 1 cycles) are unaffected
+    assert counts(CellCycleLifting(cycles="chordless", max_cycles=4896)(dense_graph(30)))[2] == 4896
+    assert counts(CellCycleLifting(max_cycles=10)(dense_graph(30)))[2] == 213 - 30 + 1
+
+
+def test_the_default_cycle_limit_refuses_the_issue_graphs_fast():
+    # G(60, 0.5) with length cap 6 ended in numpy's _ArrayMemoryError; now a ValueError
+    with pytest.raises(ValueError, match=r"60 vertices, 885 edges.*max_cycles=10,000.*length <= 6"):
+        CellCycleLifting(cycles="chordless", max_cell_length=6)(dense_graph(60))
+
+
+def test_lift_many_names_the_graph_past_the_cycle_limit(triangle, path_graph):
+    lifting = CellCycleLifting(cycles="chordless", max_cycles=50)
+    graphs = [triangle, path_graph, dense_graph(14), triangle]
+    with pytest.raises(ValueError, match=r"graph 2 of the list \(14 vertices, \d+ edges\).*max_cycles=50"):
+        lifting.lift_many(graphs, chunk_size=2)
+    with pytest.raises(ValueError, match=r"graph 2 of the list"):
+        lifting.lift_many(graphs, chunk_size=4)
+    # the limit is per graph: many small graphs together stay within it
+    assert len(lifting.lift_many([dense_graph(8, seed=s) for s in range(20)])) == 20
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_cycles"):
+            CellCycleLifting(cycles="chordless", max_cycles=bad)

@@ -102,6 +102,146 @@ def test_lobpcg_fallback_when_arpack_does_not_converge(monkeypatch):
     np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-5)
 
 
+def kernel_laplacian():
+    """L_2 of a complex whose kernel (dim > 16) made ARPACK fail with error 3 under Haswell."""
+    data = dense_complex()
+    lap = hodge_laplacians(boundary_coos(data, signed=True), data.cell_counts(), 0)[2]
+    reference, _ = smallest_eigenpairs(lap.toarray(), 4, drop_kernel=True)
+    return lap, reference
+
+
+def arpack_error():
+    return spla.ArpackError(3)  # "No shifts could be applied ...": the BLAS-dependent failure
+
+
+def arpack_no_convergence():
+    return spla.ArpackNoConvergence("forced", np.zeros(0), np.zeros((0, 0)))
+
+
+def lin_alg_error():
+    return np.linalg.LinAlgError("forced: singular factorisation")
+
+
+def splu_singular():
+    return RuntimeError("Factor is exactly singular")
+
+
+@pytest.mark.parametrize(
+    "failure", [arpack_error, arpack_no_convergence, lin_alg_error, splu_singular]
+)
+@pytest.mark.parametrize("dense_fallback", [4096, 0], ids=["dense", "lobpcg"])
+def test_any_eigsh_failure_falls_back_to_the_dense_answer(monkeypatch, failure, dense_fallback):
+    lap, reference = kernel_laplacian()
+    calls = []
+
+    def failing_eigsh(*args, **kwargs):
+        calls.append(kwargs)
+        raise failure()
+
+    monkeypatch.setattr(pe_utils, "eigsh", failing_eigsh)
+    # the unprotected call raises: before the fix only ArpackNoConvergence was caught
+    with pytest.raises(type(failure())):
+        pe_utils.eigsh(lap, k=12, sigma=-0.01, which="LM")
+    calls.clear()
+    values, vectors = smallest_eigenpairs(
+        lap, 4, drop_kernel=True, eigh_threshold=0, dense_fallback=dense_fallback
+    )
+    np.testing.assert_allclose(values, reference, atol=1e-6)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-5)
+    # bounded: no convergence stops at once (its budget is spent); others restart twice
+    assert len(calls) == (1 if failure is arpack_no_convergence else 3)
+
+
+def test_lobpcg_deflates_a_kernel_larger_than_its_block(monkeypatch):
+    graph = nx.gnm_random_graph(50, 160, seed=0)
+    data = CellCycleLifting(cycles="chordless", max_cell_length=4)(
+        graph_from_edges(list(graph.edges()), num_nodes=50)
+    )
+    lap = hodge_laplacians(boundary_coos(data, signed=True), data.cell_counts(), 0)[2]
+    assert lap.shape == (195, 195)  # kernel of dimension 84: seven times the first block
+    reference, _ = smallest_eigenpairs(lap.toarray(), 4, drop_kernel=True)
+    real_lobpcg, widths = spla.lobpcg, []
+
+    def recorded(operator, guess, **kwargs):
+        widths.append(guess.shape[1])
+        return real_lobpcg(operator, guess, **kwargs)
+
+    def failing_eigsh(*args, **kwargs):
+        raise arpack_error()
+
+    monkeypatch.setattr(pe_utils, "eigsh", failing_eigsh)
+    monkeypatch.setattr(pe_utils, "lobpcg", recorded)
+    values, vectors = smallest_eigenpairs(lap, 4, drop_kernel=True, eigh_threshold=0, dense_fallback=0)
+    np.testing.assert_allclose(values, reference, atol=1e-8)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-6)
+    assert widths[:2] == [12, 24] and len(widths) >= 3  # block doubled, kernel deflated
+
+
+def test_arpack_error_is_restarted_with_a_larger_krylov_space(monkeypatch):
+    lap, reference = kernel_laplacian()
+    real_eigsh, calls = spla.eigsh, []
+
+    def fails_once(matrix, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise arpack_error()
+        return real_eigsh(matrix, **kwargs)
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the restart should have succeeded without a fallback")
+
+    monkeypatch.setattr(pe_utils, "eigsh", fails_once)
+    monkeypatch.setattr(pe_utils, "lobpcg", no_fallback)
+    values, vectors = smallest_eigenpairs(
+        lap, 4, drop_kernel=True, eigh_threshold=0, dense_fallback=0
+    )
+    np.testing.assert_allclose(values, reference, atol=1e-8)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-6)
+    first, second = calls[0], calls[1]
+    assert first["ncv"] is None and second["ncv"] > 2 * second["k"] + 1
+    assert not np.allclose(first["v0"], second["v0"])
+
+
+def test_a_wrong_eigsh_answer_is_caught_by_its_residual(monkeypatch):
+    lap, reference = kernel_laplacian()
+
+    def wrong(matrix, k, **kwargs):  # returns without error, but not eigenpairs
+        vectors = np.linalg.qr(np.random.default_rng(3).standard_normal((matrix.shape[0], k)))[0]
+        return np.linspace(1.0, 2.0, k), vectors
+
+    monkeypatch.setattr(pe_utils, "eigsh", wrong)
+    values, _ = smallest_eigenpairs(lap, 4, drop_kernel=True, eigh_threshold=0)
+    np.testing.assert_allclose(values, reference, atol=1e-8)
+
+
+def test_every_solver_failing_raises_one_error_naming_dense_fallback(monkeypatch):
+    lap, _ = kernel_laplacian()
+
+    def fail(*args, **kwargs):
+        raise lin_alg_error()
+
+    monkeypatch.setattr(pe_utils, "eigsh", fail)
+    monkeypatch.setattr(pe_utils, "lobpcg", fail)
+    with pytest.raises(RuntimeError, match=r"DENSE_FALLBACK.*at least 53"):
+        smallest_eigenpairs(lap, 4, drop_kernel=True, eigh_threshold=0, dense_fallback=0)
+    # the module constant is read at call time: raising it lets every encoding solve densely
+    monkeypatch.setattr(pe_utils, "DENSE_FALLBACK", 100)
+    values, _ = smallest_eigenpairs(lap, 4, drop_kernel=True, eigh_threshold=0)
+    assert values.shape == (4,)
+
+
+def test_dense_eigh_falls_back_to_the_qr_driver(monkeypatch):
+    lap, reference = kernel_laplacian()
+
+    def fail(*args, **kwargs):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr(pe_utils.np.linalg, "eigh", fail)
+    values, vectors = smallest_eigenpairs(lap.toarray(), 4, drop_kernel=True)
+    np.testing.assert_allclose(values, reference, atol=1e-8)
+    np.testing.assert_allclose(lap @ vectors, vectors * values, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- item 2: TopoBench
 
 

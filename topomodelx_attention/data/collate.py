@@ -3,27 +3,35 @@
 PyG batches a list of ``Data`` objects with :func:`torch_geometric.data.collate.collate`; the
 only hooks a ``Data`` subclass has there are ``__cat_dim__`` and ``__inc__``. For a torch
 sparse tensor PyG's generic path (``torch_geometric.utils.sparse.cat``) builds one offset tensor
-and one index sum per complex and per key — with ~20 neighbourhood keys and 32 complexes that
-is a large share of a training step. :func:`collate_complexes` gives the same batch with one
-concatenation of the indices of all neighbourhoods, one offset table and one concatenation of
-values per key, and marks the block-diagonal result coalesced without sorting (the blocks are
-coalesced and their row offsets increase, so the concatenation is already in row-major order).
-Dense keys (features ``x_r``, ``y``, ``edge_index``, ``shape``, ...) still go through PyG's
-``collate`` with the rules of ``__cat_dim__``/``__inc__``, so the batch equals PyG's own,
-including its ``_slice_dict``/``_inc_dict`` bookkeeping.
+and one index sum per complex and per key, and every dense key costs a ``__inc__`` call and an
+addition per complex — with ~20 neighbourhood keys and 32 complexes that is a large share of a
+training step. :func:`collate_complexes` gives the same batch with one concatenation of the
+indices of all neighbourhoods, one offset table and one concatenation of values per key, and
+marks the block-diagonal result coalesced without sorting (the blocks are coalesced and their
+row offsets increase, so the concatenation is already in row-major order). Dense keys
+(features ``x_r``, ``batch_r``, ``y``, ``edge_index``, ``shape``, ...) are concatenated once
+per key and shifted by one repeated offset vector, following the rules of
+``__cat_dim__``/``__inc__``, so the batch equals PyG's own, including its
+``_slice_dict``/``_inc_dict`` bookkeeping; keys with other rules still go through PyG's
+``collate``.
 
-Ways to batch complexes:
+Ways to batch complexes — all give the same batch through :func:`collate_complexes`:
 
-* :class:`ComplexDataLoader` (a drop-in :class:`torch_geometric.loader.DataLoader`) or
-  ``ComplexDataBatch.from_data_list(complexes)``: the fast path, which also checks that every
-  complex has the same keys (:func:`check_batchable`);
-* :class:`torch_geometric.loader.DataLoader` / ``Batch.from_data_list``: PyG's generic path,
-  which gives the same batch, only slower. PyG batches the keys of the first complex (its
-  own error for a later complex lacking one is a bare ``KeyError``; a key only later
-  complexes have is dropped): ``ComplexData``'s batching hook on ``shape``, which PyG
-  collates first, raises the same ``ValueError`` as :func:`check_batchable` instead. It
-  cannot see ``exclude_keys``, so, as with :class:`ComplexDataLoader`, keys that differ are
-  removed from the complexes before batching (``del data[key]``), not excluded.
+* :class:`torch_geometric.loader.DataLoader` and ``Batch.from_data_list``, PyG's own entry
+  points: importing :mod:`topomodelx_attention.data` wraps ``Batch.from_data_list`` (which PyG's
+  ``Collater`` calls for every batch) so that a list made only of unbatched ``ComplexData``
+  goes to :func:`collate_complexes`; any other list (plain ``Data``, batches of batches, a
+  list mixing classes) takes PyG's own method, unchanged (:data:`pyg_from_data_list`);
+* :class:`ComplexDataLoader` (a drop-in :class:`torch_geometric.loader.DataLoader`) and
+  ``ComplexDataBatch.from_data_list(complexes)``, which call it directly.
+
+Every path checks that the complexes have the same keys (:func:`check_batchable`) and raises a
+``ValueError`` naming the keys that differ. PyG's generic ``collate`` (reached only by calling
+it directly, e.g. ``pyg_from_data_list``) batches the keys of the first complex (its own error
+for a later complex lacking one is a bare ``KeyError``; a key only later complexes have is
+dropped): ``ComplexData``'s batching hook on ``shape``, which PyG collates first, raises the
+same ``ValueError`` there. Neither check sees ``exclude_keys``: keys that differ are removed
+from the complexes before batching (``del data[key]``), not excluded.
 
 Either way the batch is a :class:`ComplexDataBatch`: importing this package registers it as
 the class PyG creates for batches of ``ComplexData`` (PyG caches one dynamically created
@@ -61,6 +69,7 @@ __all__ = [
     "check_batchable",
     "collate_complexes",
     "keys_mismatch",
+    "pyg_from_data_list",
     "register_batch_class",
 ]
 
@@ -191,7 +200,7 @@ def collate_complexes(
     follow_batch: Iterable[str] | None = None,
     exclude_keys: Iterable[str] | None = None,
 ) -> ComplexDataBatch:
-    """Batch complexes into their disjoint union (what ``Batch.from_data_list`` gives, faster).
+    """Batch complexes into their disjoint union (what PyG's generic ``collate`` gives, faster).
 
     Every 2-D sparse COO key becomes block-diagonal: block ``i`` is offset by the row and
     column counts of the complexes before it. All indices are concatenated at once and shifted
@@ -200,8 +209,9 @@ def collate_complexes(
     it is coalesced. ``batch_r`` becomes the complex index of every cell. Dense tensors follow
     the rules of ``ComplexData.__cat_dim__``/``__inc__`` (PyG's ``Data`` rules: ``*index*``
     keys are concatenated along the last dimension and shifted by the vertex counts, others
-    along rows), vectorised; anything else (a subclass with its own rules, ``follow_batch``
-    keys, non-tensors) goes through PyG's ``collate``. ``_slice_dict`` and ``_inc_dict`` are
+    along rows), vectorised, and ``num_nodes`` is summed as PyG does; the batch object is then
+    built directly. Anything else (a subclass with its own rules, ``follow_batch`` keys,
+    other non-tensors) goes through PyG's ``collate``. ``_slice_dict`` and ``_inc_dict`` are
     PyG's.
 
     Parameters
@@ -230,70 +240,107 @@ def collate_complexes(
         and type(first).__cat_dim__ is ComplexData.__cat_dim__
     )
     has_nodes = "num_nodes" in mapping
-    sparse_keys, dense_keys = [], []  # dense: (key, cat_dim, increment kind)
+    sparse_keys, dense_keys, generic_keys = [], [], []  # dense: (key, cat_dim, increment kind)
     for key, value in mapping.items():
-        if key in exclude or key in follow or not isinstance(value, Tensor):
+        if key in exclude:
             continue
-        if _is_block_diagonal(value):
+        if key in follow or not isinstance(value, Tensor):
+            generic_keys.append(key)
+        elif _is_block_diagonal(value):
             if own_rules or first.__cat_dim__(key, value) == (0, 1):
                 sparse_keys.append(key)
+            else:
+                generic_keys.append(key)
         elif own_rules and type(value) is Tensor and value.dim() >= 1 and not value.is_nested:
             if _BATCH_KEY.match(key) and value.dim() == 1:
                 dense_keys.append((key, 0, "complex"))  # ComplexData.__inc__: 1 per complex
             elif "batch" in key:
-                continue  # Data.__inc__: max + 1, left to PyG
+                generic_keys.append(key)  # Data.__inc__: max + 1, left to PyG
             elif "index" in key or key == "face":
                 if has_nodes:
                     dense_keys.append((key, -1, "nodes"))  # Data: cat_dim -1, increment num_nodes
+                else:
+                    generic_keys.append(key)
             else:
                 dense_keys.append((key, 0, "zero"))  # Data: cat_dim 0, no increment
-    own_batch = own_rules and has_nodes and not isinstance(first, Batch)
-    out, slice_dict, inc_dict = pyg_collate(
-        Batch,
-        data_list=data_list,
-        increment=True,
-        add_batch=not isinstance(first, Batch) and not own_batch,
-        follow_batch=follow,
-        exclude_keys=exclude | set(sparse_keys) | {key for key, _, _ in dense_keys},
-    )
+        else:
+            generic_keys.append(key)
     mappings = [data._store._mapping for data in data_list]
     num = len(data_list)
+    own_batch = own_rules and has_nodes and not isinstance(first, Batch)
+    node_counts = [m["num_nodes"] for m in mappings] if has_nodes else None
+    if (
+        own_batch
+        and all(key == "num_nodes" for key in generic_keys)
+        and all(type(n) is int for n in node_counts)
+    ):
+        # nothing left for PyG's collate: build the batch as it would (class, num_nodes)
+        out = _new_batch(type(first))
+        slice_dict: dict[str, Any] = {}
+        inc_dict: dict[str, Any] = {}
+        if generic_keys:
+            out._store._num_nodes = node_counts
+            out._store.num_nodes = sum(node_counts)
+    else:
+        out, slice_dict, inc_dict = pyg_collate(
+            Batch,
+            data_list=data_list,
+            increment=True,
+            add_batch=not isinstance(first, Batch) and not own_batch,
+            follow_batch=follow,
+            exclude_keys=exclude | set(sparse_keys) | {key for key, _, _ in dense_keys},
+        )
+    out_mapping = out._store._mapping  # bulk insert: what Data.__setattr__ does, without its cost
     for key, (value, slices) in zip(sparse_keys, _block_diagonal(sparse_keys, mappings)):
-        out[key] = value
+        out_mapping[key] = value
         slice_dict[key] = slices
         inc_dict[key] = None
     steps = torch.arange(num)
     # per-complex counts in NumPy: these arrays are small, torch's per-op cost is not
     nodes = (
-        np.fromiter((int(m["num_nodes"] or 0) for m in mappings), np.int64, num)
-        if has_nodes
-        else None
+        np.fromiter((int(n or 0) for n in node_counts), np.int64, num) if has_nodes else None
     )
     node_incs = None if nodes is None else torch.from_numpy(np.cumsum(nodes) - nodes)
     zeros = torch.zeros(num, dtype=torch.long)
     for key, dim, kind in dense_keys:
         values = [m[key] for m in mappings]
-        sizes = np.fromiter((value.size(dim) for value in values), np.int64, num)
+        sizes = np.fromiter((value.shape[dim] for value in values), np.int64, num)
         value = torch.cat(values, dim=dim)
         incs = {"complex": steps, "nodes": node_incs, "zero": zeros}[kind]
-        if (
-            kind != "zero" and int(incs[-1]) != 0
-        ):  # as PyG: shifted only when some increment is not 0
+        if kind != "zero" and num > 1 and int(incs[-1]) != 0:
+            # as PyG: shifted only when some increment is not 0
             value = value + torch.repeat_interleave(
-                incs, torch.from_numpy(sizes), output_size=value.size(dim)
+                incs, torch.from_numpy(sizes), output_size=value.shape[dim]
             )
-        out[key] = value
+        out_mapping[key] = value
         slice_dict[key] = torch.from_numpy(np.concatenate([[0], np.cumsum(sizes)]))
         inc_dict[key] = incs.clone()
     if own_batch:  # what PyG's add_batch gives: the complex of every vertex
-        out.batch = torch.repeat_interleave(
+        out_mapping["batch"] = torch.repeat_interleave(
             steps, torch.from_numpy(nodes), output_size=int(nodes.sum())
         )
-        out.ptr = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
+        out_mapping["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
     out._num_graphs = num
     out._slice_dict = slice_dict
     out._inc_dict = inc_dict
     return out
+
+
+def _new_batch(data_class: type) -> Batch:
+    """Create an empty batch of ``data_class``, as ``Batch(_base_cls=data_class)`` does.
+
+    PyG's ``DynamicInheritance`` looks the ``<Name>Batch`` class up (or creates it) and reads
+    the signature of ``data_class.__init__`` on every call; for the classes this module
+    registered, with ``ComplexData``'s constructor, the class is known and takes no argument.
+    """
+    batch_class = vars(pyg_batch_module).get(f"{data_class.__name__}{Batch.__name__}")
+    if (
+        batch_class is None
+        or data_class.__init__ is not ComplexData.__init__
+        or not (issubclass(batch_class, Batch) and issubclass(batch_class, data_class))
+    ):
+        return Batch(_base_cls=data_class)
+    return type.__call__(batch_class)
 
 
 def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tuple[Tensor, Tensor]]:
@@ -309,10 +356,11 @@ def _block_diagonal(keys: list[str], mappings: list[dict[str, Any]]) -> list[tup
     count = len(tensors)
     sizes = np.fromiter(chain.from_iterable([t.shape for t in tensors]), np.int64, 2 * count)
     sizes = sizes.reshape(len(keys), num, 2)
-    nnz = np.fromiter([t._nnz() for t in tensors], np.int64, count).reshape(len(keys), num)
+    index_list = [t._indices() for t in tensors]
+    nnz = np.fromiter([i.shape[1] for i in index_list], np.int64, count).reshape(len(keys), num)
     offsets = np.cumsum(sizes, axis=1) - sizes  # rows and columns before each block
-    indices = torch.cat([t._indices() for t in tensors], dim=1)
-    if indices.size(1):
+    indices = torch.cat(index_list, dim=1)
+    if indices.shape[1]:
         shift = np.repeat(offsets.reshape(-1, 2), nnz.reshape(-1), axis=0)
         indices = indices + torch.from_numpy(shift.T).to(indices.device)
     bounds = np.concatenate([[0], np.cumsum(nnz.sum(1))]).tolist()
@@ -344,8 +392,8 @@ class ComplexDataBatch(Batch, ComplexData, metaclass=_BatchMeta):
     """A batch of :class:`ComplexData`: the disjoint union, with PyG's ``Batch`` interface.
 
     PyG creates it (``Batch.from_data_list``, :class:`torch_geometric.loader.DataLoader`);
-    :meth:`from_data_list` of this class and :class:`ComplexDataLoader` use the faster
-    :func:`collate_complexes`. Splitting (``to_data_list``, ``get_example``, ``batch[i]``,
+    those, :meth:`from_data_list` of this class and :class:`ComplexDataLoader` all batch
+    complexes with :func:`collate_complexes`. Splitting (``to_data_list``, ``get_example``, ``batch[i]``,
     ``batch[i:j]``) uses :meth:`ComplexData.to_complex_list`.
     """
 
@@ -356,7 +404,7 @@ class ComplexDataBatch(Batch, ComplexData, metaclass=_BatchMeta):
         follow_batch: Iterable[str] | None = None,
         exclude_keys: Iterable[str] | None = None,
     ) -> ComplexDataBatch:
-        """Batch complexes with :func:`collate_complexes` (same result as PyG's, faster).
+        """Batch complexes with :func:`collate_complexes` (same result as PyG's generic path, faster).
 
         Parameters
         ----------
@@ -462,6 +510,53 @@ def register_batch_class(data_class: type[ComplexData]) -> type:
 register_batch_class(ComplexData)
 
 
+# ---------------------------------------------------------------------------------- PyG's entry
+def _is_complex_list(data_list: Any) -> bool:
+    """Whether ``data_list`` is a non-empty list/tuple of unbatched ``ComplexData`` only."""
+    return (
+        isinstance(data_list, (list, tuple))
+        and len(data_list) > 0
+        and all(isinstance(data, ComplexData) and not isinstance(data, Batch) for data in data_list)
+    )
+
+
+pyg_from_data_list = Batch.__dict__["from_data_list"].__func__
+"""PyG's own ``Batch.from_data_list`` (the generic path), as it was before this module wrapped it.
+
+``pyg_from_data_list(Batch, data_list)`` batches with PyG's ``collate`` whatever the items are:
+the reference the fast path is tested and benchmarked against."""
+
+if getattr(pyg_from_data_list, "_complex_dispatch", False):  # this module imported twice
+    pyg_from_data_list = pyg_from_data_list.__wrapped__
+
+
+def _from_data_list(
+    cls: type,
+    data_list: Sequence[Any],
+    follow_batch: Iterable[str] | None = None,
+    exclude_keys: Iterable[str] | None = None,
+) -> Any:
+    """``Batch.from_data_list`` with :func:`collate_complexes` for lists of ``ComplexData``.
+
+    PyG's ``Collater`` (:class:`torch_geometric.loader.DataLoader`) batches every list of
+    ``Data`` objects with ``Batch.from_data_list``; ``Data`` subclasses only hook into it
+    through ``__cat_dim__`` / ``__inc__``, which leaves PyG's per-complex, per-key loops (one
+    offset tensor and one index sum per complex and per sparse key). This wrapper, installed on
+    ``Batch`` when :mod:`topomodelx_attention.data` is imported, sends a list whose items are
+    all (unbatched) ``ComplexData`` to :func:`collate_complexes` — the same batch, same
+    ``_slice_dict`` / ``_inc_dict``, same errors — and everything else to PyG's own method
+    (:data:`pyg_from_data_list`) unchanged.
+    """
+    if cls is Batch and _is_complex_list(data_list):
+        return collate_complexes(data_list, follow_batch, exclude_keys)
+    return pyg_from_data_list(cls, data_list, follow_batch, exclude_keys)
+
+
+_from_data_list.__wrapped__ = pyg_from_data_list  # type: ignore[attr-defined]
+_from_data_list._complex_dispatch = True  # type: ignore[attr-defined]
+Batch.from_data_list = classmethod(_from_data_list)  # type: ignore[method-assign]
+
+
 # ---------------------------------------------------------------------------------- loader
 class ComplexCollater(Collater):
     """PyG's ``Collater`` with :func:`collate_complexes` for lists of ``ComplexData``."""
@@ -475,8 +570,10 @@ class ComplexCollater(Collater):
 class ComplexDataLoader(DataLoader):
     """:class:`torch_geometric.loader.DataLoader` batching complexes with :func:`collate_complexes`.
 
-    Same arguments and batches as PyG's loader; collation is faster and checks that the
-    complexes of a batch have the same keys (:func:`check_batchable`).
+    Same arguments, batches and speed as PyG's loader, which batches complexes with
+    :func:`collate_complexes` too (see the module docstring); kept so that code written for
+    it runs unchanged. Checks that the complexes of a batch have the same keys
+    (:func:`check_batchable`).
 
     Parameters
     ----------

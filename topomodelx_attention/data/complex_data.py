@@ -23,14 +23,16 @@ plus ``shape`` (``(1, R + 1)`` long tensor of cell counts; ``(B, R + 1)`` once b
 ``num_nodes = n_0``. Neighbourhoods are coalesced ``torch.sparse_coo`` tensors with no explicit
 zeros; empty ranks have 0-row tensors. With :class:`torch_geometric.loader.DataLoader` a batch is
 the disjoint union: every neighbourhood becomes block-diagonal (the offsets of its row rank and
-of its column rank), features are concatenated and ``batch_r`` counts complexes.
-:class:`~topomodelx_attention.data.collate.ComplexDataLoader` gives the same batches faster
-(:mod:`topomodelx_attention.data.collate`); either batch splits back with ``to_data_list()``.
-Either way all complexes of a batch need the same keys: a combinatorial complex (no
+of its column rank), features are concatenated and ``batch_r`` counts complexes. PyG's
+loader (``Batch.from_data_list``) and
+:class:`~topomodelx_attention.data.collate.ComplexDataLoader` batch complexes with the same
+vectorised collation (:mod:`topomodelx_attention.data.collate`); a batch splits back with
+``to_data_list()``. All complexes of a batch need the same keys: a combinatorial complex (no
 ``signed_incidence_r``, no Laplacians) batches with cell or simplicial complexes only when all
-are built with the same ``neighborhoods=``. PyG's loader would raise a bare ``KeyError`` (or
-drop keys only later complexes have); ``ComplexData.__inc__`` on ``shape``, which PyG
-collates first, raises a ``ValueError`` naming the keys and the fix instead.
+are built with the same ``neighborhoods=``. Batching raises a ``ValueError`` naming the keys
+that differ and the fix, where PyG's generic ``collate`` would raise a bare ``KeyError`` (or
+drop keys only later complexes have); called directly, that generic path gets the same
+``ValueError`` from ``ComplexData.__inc__`` on ``shape``, which PyG collates first.
 """
 
 from __future__ import annotations
@@ -143,12 +145,14 @@ class ComplexData(Data):
     """A complex of any dimension as a :class:`torch_geometric.data.Data` object.
 
     Build one with :meth:`from_boundaries`, :func:`~topomodelx_attention.data.from_toponetx`
-    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or the
-    faster :class:`~topomodelx_attention.data.collate.ComplexDataLoader`. Both need the same
-    keys in every complex of a batch (same ``max_rank`` and ``neighborhoods=``; a combinatorial
-    complex has no signed incidences or Laplacians) and raise a ``ValueError`` naming the keys
-    that differ: ``shape``, the first key PyG collates, carries the check for PyG's loader, so
-    keep it first (:meth:`from_boundaries` does). The module docstring lists the keys.
+    or a lifting transform; batch them with :class:`torch_geometric.loader.DataLoader` or
+    :class:`~topomodelx_attention.data.collate.ComplexDataLoader` (the same vectorised
+    collation, :func:`~topomodelx_attention.data.collate.collate_complexes`). Both need the
+    same keys in every complex of a batch (same ``max_rank`` and ``neighborhoods=``; a
+    combinatorial complex has no signed incidences or Laplacians) and raise a ``ValueError``
+    naming the keys that differ. ``shape``, the first key PyG's generic ``collate`` batches,
+    carries the same check for that path, so keep it first (:meth:`from_boundaries` does).
+    The module docstring lists the keys.
 
     Parameters
     ----------
@@ -175,6 +179,16 @@ class ComplexData(Data):
             from topomodelx_attention.data.collate import register_batch_class
 
             register_batch_class(cls)
+
+    # ------------------------------------------------------------------ key access
+    # A ComplexData (and its batch) has one store: PyG's generic ``keys()`` / ``in`` gather the
+    # keys of every store into a set on each call, which models pay several times per batch.
+    def keys(self) -> list[str]:
+        """Attribute names, in insertion order (``shape`` first for :meth:`from_boundaries`)."""
+        return list(self._store._mapping)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._store._mapping
 
     # ------------------------------------------------------------------ batching rules
     def __cat_dim__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
@@ -208,7 +222,7 @@ class ComplexData(Data):
                 reference is not None
                 and first is not None
                 and first is not self
-                and frozenset(self._store._mapping.keys()) != reference
+                and self._store._mapping.keys() != reference  # set comparison, no copy
             ):
                 from topomodelx_attention.data.collate import keys_mismatch
 
@@ -314,7 +328,7 @@ class ComplexData(Data):
     @property
     def max_rank(self) -> int:
         """Highest rank ``R`` stored (ranks ``0..R`` all have ``batch_r``)."""
-        ranks = [int(m.group(1)) for key in self.keys() if (m := _BATCH_KEY.match(key))]
+        ranks = [int(m.group(1)) for key in self._store._mapping if (m := _BATCH_KEY.match(key))]
         if not ranks:
             raise ValueError("this ComplexData has no batch_r keys; build it with from_boundaries")
         return max(ranks)
@@ -322,7 +336,7 @@ class ComplexData(Data):
     @property
     def num_complexes(self) -> int:
         """Number of complexes: rows of ``shape`` (1 for a single complex)."""
-        shape = self.get("shape", None)
+        shape = self._store._mapping.get("shape", None)
         return int(shape.shape[0]) if isinstance(shape, Tensor) and shape.dim() == 2 else 1
 
     def num_cells(self, rank: int) -> int:
@@ -338,10 +352,8 @@ class ComplexData(Data):
         int
             ``n_rank`` (0 for ranks above :attr:`max_rank`).
         """
-        key = f"batch_{rank}"
-        if key in self:
-            return int(self[key].numel())
-        return 0
+        value = self._store._mapping.get(f"batch_{rank}", None)
+        return 0 if value is None else int(value.numel())
 
     def cell_counts(self) -> list[int]:
         """Cells per rank ``[n_0, ..., n_R]`` of the whole (batched) complex."""
@@ -362,15 +374,16 @@ class ComplexData(Data):
         torch.Tensor
             The sparse matrix.
         """
+        value = self._store._mapping.get(f"{name}_{rank}", None)
+        if value is not None and name in NEIGHBORHOODS:
+            return value
         check_neighborhoods([name])
         key = f"{name}_{rank}"
-        if key not in self:
-            available = sorted(k for k in self.keys() if _NEIGHBORHOOD_KEY.match(k))
-            raise ValueError(
-                f"this complex has no {key!r}; build it with neighborhoods including {name!r} "
-                f"(available: {available})"
-            )
-        return self[key]
+        available = sorted(k for k in self.keys() if _NEIGHBORHOOD_KEY.match(k))
+        raise ValueError(
+            f"this complex has no {key!r}; build it with neighborhoods including {name!r} "
+            f"(available: {available})"
+        )
 
     def boundary_matrices(self, signed: bool = True) -> list[sp.csr_matrix]:
         """Boundary matrices ``[B_1, ..., B_R]`` as SciPy CSR matrices.

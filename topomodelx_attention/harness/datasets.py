@@ -502,7 +502,8 @@ def data_files(dataset_cfg: Mapping[str, Any], cache_dir: str | os.PathLike | No
 
     TU: every ``<NAME>_*.txt`` of the folder read (the bundled copy, ``data_dir`` or the
     downloaded ``<cache_dir>/tu/<NAME>/raw``); GCB: the ``.npz`` read (the converted
-    ``<stem>.plain.npz`` when present); ZINC-12k: both CSV files.
+    ``<stem>.plain.npz`` when present); ZINC-12k: both CSV files; GraphUniverse: none (the
+    families are generated from the parameters, which the cache key holds).
 
     Parameters
     ----------
@@ -519,6 +520,8 @@ def data_files(dataset_cfg: Mapping[str, Any], cache_dir: str | os.PathLike | No
     """
     cfg = _plain(dataset_cfg)
     loader, name, data_dir = cfg.get("loader"), str(cfg.get("name")), cfg.get("data_dir")
+    if loader == "graphuniverse":
+        return []  # generated, not read: the generation parameters are in the key
     if loader == "tu":
         raw = _tu_raw_dir(name, data_dir, resolve_cache_dir(cache_dir) / "tu")
         if raw is None:

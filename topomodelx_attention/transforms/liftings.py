@@ -26,7 +26,41 @@ from topomodelx_attention.transforms.graph_checks import (
     undirected_graph,
 )
 
-__all__ = ["CellCycleLifting", "SimplicialCliqueLifting", "edge_boundary", "lift_graph"]
+__all__ = [
+    "MAX_CYCLES",
+    "CellCycleLifting",
+    "CycleLimitError",
+    "SimplicialCliqueLifting",
+    "edge_boundary",
+    "lift_graph",
+]
+
+MAX_CYCLES: int = 10_000
+"""Default ``max_cycles`` of :class:`CellCycleLifting`: most chordless cycles of one graph.
+
+Molecules have a handful; the 25-vertex, 110-edge graph of ``benchmarks/positional_encodings.py``
+has 1,339 up to length 6. Their number grows exponentially with the density: ``G(40, 0.5)``
+has 22,521 (6 GB, 50 s to lift) and ``G(60, 0.5)`` millions up to length 6."""
+
+
+class CycleLimitError(ValueError):
+    """A graph has more chordless cycles than ``max_cycles`` (:class:`CellCycleLifting`).
+
+    Attributes
+    ----------
+    graph : int or None
+        Index of the graph inside the disjoint union being lifted (``None``: a single graph).
+    """
+
+    def __init__(self, template: str, graph: int | None, where: str | None = None) -> None:
+        self.template = template
+        self.graph = graph
+        where = where or ("this graph" if graph is None else f"graph {graph} of the union")
+        super().__init__(template.format(where=where))
+
+    def naming(self, where: str) -> CycleLimitError:
+        """Return the same error with the graph named ``where`` (its index in ``lift_many``)."""
+        return CycleLimitError(self.template, self.graph, where)
 
 _GRAPH_KEYS = ("x", "edge_index", "edge_attr", "num_nodes", "batch", "ptr")
 
@@ -317,9 +351,14 @@ class _GraphLifting(BaseTransform):
 
     def _lift_chunk(self, graphs: list[Data], first_index: int = 0) -> list[ComplexData]:
         union, node_batch = self._validated_union(graphs, first_index)
+        try:
+            boundaries = self.boundaries(union, node_batch)
+        except CycleLimitError as error:  # name the graph by its position in the list
+            where = f"graph {first_index + (error.graph or 0)} of the list"
+            raise error.naming(where) from None
         batch = lift_graph(
             union,
-            self.boundaries(union, node_batch),
+            boundaries,
             graphs[0],
             self.neighborhoods,
             self.feature_lifting,
@@ -399,9 +438,15 @@ class CellCycleLifting(_GraphLifting):
     max_cell_length : int, optional
         Keep only cycles with at most this many vertices (default: all).
     cycles : {"basis", "chordless"}, default="basis"
-        ``"basis"``: a cycle basis (``networkx.cycle_basis``), as TopoBench and TopoX do.
+        ``"basis"``: a cycle basis (``networkx.cycle_basis``), as TopoBench and TopoX do
+        (at most ``m - n + 1`` cycles per connected graph).
         ``"chordless"``: every chordless cycle up to ``max_cell_length`` — every ring of a
         molecule, also fused ones (a basis may miss one of three rings sharing edges).
+    max_cycles : int or None, default=MAX_CYCLES (10,000)
+        With ``cycles="chordless"``: most cycles of one graph. They are counted while
+        enumerated and the enumeration stops at the first one beyond the limit (their
+        number grows exponentially with the density), raising :class:`CycleLimitError` (a
+        ``ValueError``) that names the graph and the options to change. ``None``: no limit.
     feature_lifting : {"sum", "mean"} or FeatureLifting, default="sum"
         Features of cells without any (see :class:`FeatureLifting`). A
         :class:`FeatureLifting` instance is used as given, e.g.
@@ -427,16 +472,30 @@ class CellCycleLifting(_GraphLifting):
     of networkx.
     """
 
-    def __init__(self, max_cell_length: int | None = None, cycles: str = "basis", **kwargs) -> None:
+    def __init__(
+        self,
+        max_cell_length: int | None = None,
+        cycles: str = "basis",
+        *,
+        max_cycles: int | None = MAX_CYCLES,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         if max_cell_length is not None and int(max_cell_length) < 3:
             raise ValueError(f"max_cell_length must be at least 3, got {max_cell_length}")
         if cycles not in ("basis", "chordless"):
             raise ValueError(f"cycles must be 'basis' or 'chordless', got {cycles!r}")
+        if max_cycles is not None and (
+            isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1
+        ):
+            raise ValueError(f"max_cycles must be a positive int or None, got {max_cycles!r}")
         self.max_cell_length = None if max_cell_length is None else int(max_cell_length)
         self.cycles = cycles
+        self.max_cycles = max_cycles
 
     def __repr__(self) -> str:
+        # max_cycles is left out: it never changes a lifted complex (it refuses or not), and
+        # the harness hashes this repr into its cache keys
         return (
             f"{self.__class__.__name__}(max_cell_length={self.max_cell_length}, "
             f"cycles={self.cycles!r}, feature_lifting={self.feature_lifting!r}, "
@@ -459,21 +518,66 @@ class CellCycleLifting(_GraphLifting):
         -------
         list of tuple of int
             Cycles (at least 3 vertices each).
+
+        Raises
+        ------
+        CycleLimitError
+            When a graph has more than ``max_cycles`` chordless cycles (checked while they are
+            enumerated).
         """
         nx_graph = nx.Graph()
         nx_graph.add_nodes_from(range(graph.num_nodes))
         nx_graph.add_edges_from(graph.edges.tolist())
+        bound = self.max_cell_length
         if self.cycles == "basis":
             found = nx.cycle_basis(nx_graph)
         else:
-            found = nx.chordless_cycles(nx_graph, length_bound=self.max_cell_length)
-        bound = self.max_cell_length
+            found = self._bounded_chordless(nx_graph, graph, node_batch)
         cycles = {
             _canonical_cycle(c) for c in found if len(c) >= 3 and (bound is None or len(c) <= bound)
         }
         if node_batch is None:
             return sorted(cycles, key=lambda c: (len(c), c))
         return sorted(cycles, key=lambda c: (int(node_batch[c[0]]), len(c), c))
+
+    def _bounded_chordless(
+        self, nx_graph: nx.Graph, graph: UndirectedGraph, node_batch: np.ndarray | None
+    ) -> list[list[int]]:
+        """Chordless cycles up to ``max_cell_length``, stopping past ``max_cycles`` per graph."""
+        bound, limit = self.max_cell_length, self.max_cycles
+        found: list[list[int]] = []
+        per_graph: dict[int, int] = {}
+        for cycle in nx.chordless_cycles(nx_graph, length_bound=bound):
+            if len(cycle) < 3:
+                continue
+            index = 0 if node_batch is None else int(node_batch[cycle[0]])
+            per_graph[index] = count = per_graph.get(index, 0) + 1
+            if limit is not None and count > limit:
+                raise self._limit_error(graph, node_batch, index)
+            found.append(cycle)
+        return found
+
+    def _limit_error(
+        self, graph: UndirectedGraph, node_batch: np.ndarray | None, index: int
+    ) -> CycleLimitError:
+        if node_batch is None:
+            vertices, edges = graph.num_nodes, len(graph.edges)
+        else:
+            mine = node_batch == index
+            vertices = int(mine.sum())
+            edges = int(mine[graph.edges[:, 0]].sum()) if len(graph.edges) else 0
+        length = "no length cap" if self.max_cell_length is None else (
+            f"length <= {self.max_cell_length}"
+        )
+        template = (
+            f"CellCycleLifting(cycles='chordless'): {{where}} ({vertices} vertices, {edges} "
+            f"edges) has more than max_cycles={self.max_cycles:,} chordless cycles with "
+            f"{length}; the enumeration stopped there (their number grows exponentially with "
+            "the density, and so do the 2-cells and their neighbourhoods). Lower "
+            "max_cell_length, use cycles='basis' (at most edges - vertices + 1 cycles per "
+            "connected graph), or raise max_cycles (None: no limit)"
+        )
+        return CycleLimitError(template, None if node_batch is None else index)
 
     def boundaries(self, graph: UndirectedGraph, node_batch: np.ndarray | None) -> list[Coo]:
         """``[B_1, B_2]``: edges, and cycles as 2-cells (see :meth:`find_cycles`).

@@ -11,7 +11,8 @@ One helper per idea, used by every encoding:
 * :func:`canonical_signs` — the deterministic sign convention of eigenvector encodings;
 * :func:`smallest_eigenpairs` — symmetric eigensolver: dense :func:`numpy.linalg.eigh` up to
   a few thousand rows, :func:`scipy.sparse.linalg.eigsh` (shift-invert) above, with bounded
-  fallbacks (dense ``eigh``, LOBPCG) when it does not converge;
+  restarts and fallbacks (dense ``eigh``, LOBPCG) on any solver failure, whatever the BLAS
+  (``benchmarks/pe_blas.py`` runs the PE tests under several OpenBLAS kernels);
 * :func:`normalized_laplacian` — ``I - D^{-1/2} A D^{-1/2}`` with isolated vertices handled;
 * :func:`column_stochastic` and :func:`return_probabilities` — random walks and
   ``diag(RW^t)``, ``t = 1..steps``, as repeated matrix products (sparse for large operators).
@@ -26,9 +27,16 @@ import re
 import warnings
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 import torch
-from scipy.sparse.linalg import ArpackNoConvergence, eigsh, lobpcg
+from scipy.sparse.linalg import (
+    ArpackError,
+    ArpackNoConvergence,
+    LinearOperator,
+    eigsh,
+    lobpcg,
+)
 from torch import Tensor
 from torch_geometric.data import Data
 
@@ -43,6 +51,7 @@ __all__ = [
     "EIGH_THRESHOLD",
     "KERNEL_TOL",
     "MAX_ITERATIVE_PAIRS",
+    "RESIDUAL_TOL",
     "Matrix",
     "as_matrix",
     "boundary_coos",
@@ -503,7 +512,7 @@ def smallest_eigenpairs(
     eigh_threshold: int = EIGH_THRESHOLD,
     tol: float = KERNEL_TOL,
     *,
-    dense_fallback: int = DENSE_FALLBACK,
+    dense_fallback: int | None = None,
     max_pairs: int = MAX_ITERATIVE_PAIRS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Eigenpairs of the ``k`` smallest eigenvalues of a symmetric positive semi-definite matrix.
@@ -511,18 +520,27 @@ def smallest_eigenpairs(
     Symmetric solvers only, chosen by size, each with a bounded cost:
 
     1. ``n <= eigh_threshold``: dense :func:`numpy.linalg.eigh` (a 1,500 × 1,500 matrix takes
-       about a second; it never fails to converge).
+       about a second; should LAPACK's divide-and-conquer driver fail, the QR driver
+       ``scipy.linalg.eigh(driver="ev")`` is used instead).
     2. Larger: :func:`scipy.sparse.linalg.eigsh` in shift-invert mode around the small
        negative shift ``σ = -0.01 · scale`` (``L - σI`` is positive definite, so its sparse
-       LU factorisation exists; deterministic start vector). With ``drop_kernel`` it asks for
-       ``k + 8`` pairs, doubling while fewer than ``k`` of them lie above the kernel
-       threshold, but never beyond ``max_pairs`` pairs (ARPACK's cost grows with the square
+       LU factorisation exists; deterministic start vector). It asks for ``k + 8`` pairs (the
+       margin keeps every copy of a multiple eigenvalue near the ``k``-th), with
+       ``drop_kernel`` doubling while fewer than ``k`` of them lie above the kernel threshold, but never beyond ``max_pairs`` pairs (ARPACK's cost grows with the square
        of the number of pairs: a large kernel made it run for minutes).
-    3. When ``eigsh`` does not converge (:class:`~scipy.sparse.linalg.ArpackNoConvergence`) or
-       the kernel is larger than ``max_pairs``: dense ``eigh`` when ``n <= dense_fallback``,
-       otherwise :func:`scipy.sparse.linalg.lobpcg` (smallest eigenvalues, the kernel
-       vectors already found as constraints, bounded iterations); if that does not reach
-       ``k`` non-kernel pairs either, a :class:`RuntimeError` says so.
+       Any ``eigsh`` failure is retried at most twice (a larger Krylov space ``ncv`` with
+       another start vector, then a shift ten times further with a third start vector) and
+       every result is checked by its residuals (:data:`RESIDUAL_TOL`): ARPACK's errors
+       depend on the BLAS kernel (error 3, "No shifts could be applied", appears with
+       OpenBLAS's Haswell kernel on a Laplacian with a large kernel).
+    3. When ``eigsh`` still fails (any :class:`~scipy.sparse.linalg.ArpackError`, including
+       :class:`~scipy.sparse.linalg.ArpackNoConvergence`, a ``LinAlgError`` or a failed
+       factorisation) or the kernel is larger than ``max_pairs``: dense ``eigh`` when
+       ``n <= dense_fallback``, otherwise :func:`scipy.sparse.linalg.lobpcg` (smallest
+       eigenvalues, the kernel vectors already found deflated, bounded iterations).
+       No solver exception reaches the caller; only when LOBPCG fails too (or does not reach
+       ``k`` non-kernel pairs) a :class:`RuntimeError` says so and names
+       :data:`DENSE_FALLBACK`.
 
     Parameters
     ----------
@@ -538,8 +556,10 @@ def smallest_eigenpairs(
         Largest size solved by dense ``eigh`` directly.
     tol : float, default=KERNEL_TOL
         Relative kernel tolerance.
-    dense_fallback : int, default=DENSE_FALLBACK
-        Largest size solved by dense ``eigh`` when the iterative solver fails.
+    dense_fallback : int, optional
+        Largest size solved by dense ``eigh`` when the iterative solver fails (default: the
+        module's :data:`DENSE_FALLBACK`, read at call time, so that setting
+        ``pe_utils.DENSE_FALLBACK`` applies to every encoding).
     max_pairs : int, default=MAX_ITERATIVE_PAIRS
         Most eigenpairs asked from ``eigsh`` at once.
 
@@ -553,6 +573,8 @@ def smallest_eigenpairs(
     n = matrix.shape[0]
     if n == 0 or k < 1:
         return np.zeros(0), np.zeros((n, 0))
+    if dense_fallback is None:
+        dense_fallback = DENSE_FALLBACK
     values = vectors = None
     if n > eigh_threshold:
         threshold = tol * _spectral_scale(matrix)
@@ -566,10 +588,18 @@ def smallest_eigenpairs(
         )
     if values is None:
         dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix, dtype=np.float64)
-        values, vectors = np.linalg.eigh(dense)
+        values, vectors = _dense_eigh(dense)
         threshold = tol * max(1.0, float(np.abs(values).max()))
     start = int(np.searchsorted(values, threshold, side="right")) if drop_kernel else 0
     return values[start : start + k], canonical_signs(vectors[:, start : start + k])
+
+
+def _dense_eigh(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenpairs of a dense symmetric matrix: LAPACK ``syevd``, else the QR driver ``syev``."""
+    try:
+        return np.linalg.eigh(dense)
+    except np.linalg.LinAlgError:
+        return scipy.linalg.eigh(dense, driver="ev")
 
 
 def _iterative_smallest(
@@ -580,22 +610,26 @@ def _iterative_smallest(
     use_dense: bool,
     max_pairs: int,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Shift-invert ``eigsh``, then LOBPCG; ``(None, None)`` means "use dense ``eigh``"."""
+    """Shift-invert ``eigsh``, then LOBPCG; ``(None, None)`` means "use dense ``eigh``".
+
+    Each ``eigsh`` call goes through :func:`_eigsh_with_restarts` (bounded restarts on any
+    ARPACK or factorisation failure, results checked by their residuals). When it still fails,
+    or the kernel is larger than ``max_pairs``, the answer is dense ``eigh`` (``use_dense``)
+    or LOBPCG; no solver exception reaches the caller, only the documented
+    :class:`RuntimeError` of :func:`_lobpcg_smallest` when every solver failed.
+    """
     n = matrix.shape[0]
-    start = np.random.default_rng(0).standard_normal(n)  # deterministic Krylov start
-    sigma = -1e-2 * _spectral_scale(matrix)
-    wanted = min(k + (8 if drop_kernel else 0), n - 2)
+    scale = _spectral_scale(matrix)
+    # 8 pairs more than needed, also without drop_kernel: a Krylov method can miss copies of
+    # a multiple eigenvalue at the edge of the wanted set (found by the fuzz suite on L_1)
+    wanted = min(k + 8, n - 2)
     values = vectors = None
     while 1 <= wanted <= max(max_pairs, k):
-        try:
-            values, vectors = eigsh(
-                matrix, k=wanted, sigma=sigma, which="LM", v0=start, maxiter=max(1000, 20 * n)
-            )
-        except ArpackNoConvergence:
+        result = _eigsh_with_restarts(matrix, wanted, scale)
+        if result is None:
             values = vectors = None
             break
-        order = np.argsort(values)
-        values, vectors = values[order], vectors[:, order]
+        values, vectors = result
         found = int((values > threshold).sum()) if drop_kernel else wanted
         if found >= k:
             return values, vectors
@@ -605,7 +639,71 @@ def _iterative_smallest(
     if use_dense:
         return None, None
     kernel = vectors[:, values <= threshold] if values is not None and drop_kernel else None
-    return _lobpcg_smallest(matrix, k, drop_kernel, threshold, kernel)
+    return _lobpcg_smallest(matrix, k, drop_kernel, threshold, kernel, max_pairs=max_pairs)
+
+
+_SOLVER_FAILURES = (ArpackError, np.linalg.LinAlgError, RuntimeError, ValueError)
+"""What ``eigsh`` / ``lobpcg`` raise when they fail on a valid symmetric matrix: every ARPACK
+error (``ArpackNoConvergence``; ``ArpackError`` such as error 3, "No shifts could be applied",
+which depends on the BLAS kernel), singular or failed factorisations (``LinAlgError``,
+SuperLU's ``RuntimeError`` "Factor is exactly singular") and LOBPCG's ``ValueError`` on a
+rank-deficient block."""
+
+RESIDUAL_TOL: float = 1e-6
+"""Eigenpairs from an iterative solver are accepted when ``|A v - λ v| <= RESIDUAL_TOL * scale``
+for every pair (``scale`` bounds the spectral radius)."""
+
+
+def _eigsh_attempts(n: int, wanted: int, scale: float) -> list[tuple[float, int, int | None]]:
+    """``(sigma, seed, ncv)`` of the bounded ``eigsh`` restarts.
+
+    ARPACK's default first (``ncv = max(2 k + 1, 20)``); then a larger Krylov space with
+    another start vector (ARPACK's own advice for error 3); then a shift ten times further
+    from the spectrum (a better-conditioned ``L - σI``) with a third start vector.
+    """
+    larger = min(n, max(2 * wanted + 1, 20) + max(16, wanted // 2))
+    return [(-1e-2 * scale, 0, None), (-1e-2 * scale, 1, larger), (-1e-1 * scale, 2, larger)]
+
+
+def _eigsh_with_restarts(
+    matrix: sp.csr_matrix, wanted: int, scale: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``wanted`` smallest eigenpairs by shift-invert ``eigsh``, ascending; ``None`` if it fails.
+
+    Tries the settings of :func:`_eigsh_attempts` in turn (at most three ARPACK runs). A run
+    that raises (:data:`_SOLVER_FAILURES`) or returns pairs whose residual exceeds
+    :data:`RESIDUAL_TOL` is discarded; ``ArpackNoConvergence`` stops at once (its iteration
+    budget, ``max(1000, 20 n)`` restarts, is already spent).
+    """
+    n = matrix.shape[0]
+    for sigma, seed, ncv in _eigsh_attempts(n, wanted, scale):
+        start = np.random.default_rng(seed).standard_normal(n)  # deterministic Krylov start
+        try:
+            values, vectors = eigsh(
+                matrix,
+                k=wanted,
+                sigma=sigma,
+                which="LM",
+                v0=start,
+                ncv=ncv,
+                maxiter=max(1000, 20 * n),
+            )
+        except ArpackNoConvergence:
+            return None
+        except _SOLVER_FAILURES:
+            continue
+        if not (np.isfinite(values).all() and np.isfinite(vectors).all()):
+            continue
+        residual = np.linalg.norm(matrix @ vectors - vectors * values, axis=0)
+        if residual.size and float(residual.max()) > RESIDUAL_TOL * scale:
+            continue
+        order = np.argsort(values)
+        return values[order], vectors[:, order]
+    return None
+
+
+LOBPCG_ROUNDS: int = 8
+"""Most LOBPCG runs of the last-resort fallback: each deflates the kernel vectors it found."""
 
 
 def _lobpcg_smallest(
@@ -615,32 +713,104 @@ def _lobpcg_smallest(
     threshold: float,
     kernel: np.ndarray | None,
     maxiter: int = 500,
+    rounds: int = LOBPCG_ROUNDS,
+    max_pairs: int = MAX_ITERATIVE_PAIRS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """LOBPCG for the smallest eigenpairs, orthogonal to the known kernel vectors ``kernel``."""
+    """LOBPCG for the smallest eigenpairs, orthogonal to the known kernel vectors ``kernel``.
+
+    The known kernel vectors ``C`` are deflated by a spectral shift, LOBPCG running on
+    ``A + 2 scale C Cᵀ`` (their eigenvalue moves above the spectrum; the other eigenpairs are
+    unchanged) rather than as LOBPCG constraints, which SciPy's small-problem path does not
+    support. With ``drop_kernel``, a kernel larger than the LOBPCG block fills the block with
+    kernel vectors: those are deflated too and LOBPCG runs again with a block twice as wide,
+    at most ``rounds`` times, until ``k`` converged pairs above ``threshold`` are found, and
+    while the deflated kernel has at most ``max_pairs`` vectors (the same bound as
+    ``eigsh``'s).
+
+    Returns
+    -------
+    values : numpy.ndarray, shape = (m,)
+        Ascending; the kernel vectors (given and found) first, as exact zeros.
+    vectors : numpy.ndarray, shape = (n, m)
+        Orthonormal columns.
+
+    Raises
+    ------
+    RuntimeError
+        When LOBPCG fails (raises, or fewer than ``k`` converged non-kernel pairs after
+        ``rounds`` runs) after the iterative solvers before it failed: the message names
+        :data:`DENSE_FALLBACK`.
+    """
     n = matrix.shape[0]
-    width = min(k + (8 if drop_kernel else 2), n // 3)
-    guess = np.random.default_rng(1).standard_normal((n, max(width, 1)))
-    constraints = kernel if kernel is not None and kernel.shape[1] else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "did not converge" is checked below
-        values, vectors = lobpcg(
-            matrix, guess, Y=constraints, largest=False, tol=1e-8, maxiter=maxiter
+    constraints = kernel if kernel is not None and kernel.shape[1] else np.zeros((n, 0))
+    failure = (
+        f"no eigensolver converged on this {n} x {n} matrix within the iteration budget "
+        f"(eigsh shift-invert with restarts, then LOBPCG: {rounds} runs of {maxiter} "
+        "iterations); set topomodelx_attention.transforms.pe_utils.DENSE_FALLBACK (now "
+        f"{DENSE_FALLBACK}) or smallest_eigenpairs(dense_fallback=...) to at least {n} to "
+        f"solve it densely (O(n^3) time, {8 * n * n / 2**20:,.0f} MiB)"
+    )
+    shift = 2.0 * _spectral_scale(matrix)  # moves the known kernel above the whole spectrum
+    for attempt in range(rounds if drop_kernel else 1):
+        free = n - constraints.shape[1]
+        wanted = min(k, free)
+        if wanted < 1:
+            break
+        # the block doubles like eigsh's pairs; one that does not fit five times into the free
+        # space is solved by SciPy's dense path (exact, and the deflated operator allows it)
+        block = (k + 8) * 2**attempt
+        width = max(1, min(block, max_pairs + k + 8 - constraints.shape[1], free))
+        guess = np.random.default_rng(1 + attempt).standard_normal((n, width))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "did not converge" is checked below
+            try:
+                values, vectors = lobpcg(
+                    _deflated(matrix, constraints, shift),
+                    guess,
+                    largest=False,
+                    tol=1e-8,
+                    maxiter=maxiter,
+                )
+            except _SOLVER_FAILURES as error:
+                raise RuntimeError(
+                    f"{failure} (LOBPCG: {type(error).__name__}: {error})"
+                ) from error
+        order = np.argsort(values)
+        values, vectors = values[order], vectors[:, order]
+        residual = np.linalg.norm(matrix @ vectors - vectors * values, axis=0)
+        converged = np.isfinite(residual) & (
+            residual <= 1e-4 * max(1.0, float(np.abs(values).max()))
         )
-    order = np.argsort(values)
-    values, vectors = values[order], vectors[:, order]
-    residual = np.linalg.norm(matrix @ vectors - vectors * values, axis=0)
-    converged = residual <= 1e-4 * max(1.0, float(np.abs(values).max()))
-    found = int(((values > threshold) & converged).sum()) if drop_kernel else int(converged.sum())
-    if found < min(k, n - (0 if constraints is None else constraints.shape[1])):
-        raise RuntimeError(
-            f"no eigensolver converged on this {n} x {n} matrix within the iteration budget "
-            f"(eigsh shift-invert, then LOBPCG with {maxiter} iterations); raise "
-            "dense_fallback to solve it densely (O(n^3) time, 8 n^2 bytes)"
-        )
-    if constraints is not None:  # the kernel vectors count as eigenvalue 0 (dropped later)
+        if not drop_kernel:
+            if int(converged.sum()) >= wanted:
+                break
+            raise RuntimeError(failure)
+        above = converged & (values > threshold)
+        if int(above.sum()) >= wanted:
+            values, vectors = values[above], vectors[:, above]
+            break
+        new_kernel = converged & (values <= threshold)
+        if not new_kernel.any() or constraints.shape[1] + int(new_kernel.sum()) > max_pairs:
+            raise RuntimeError(failure)  # no progress, or a kernel above max_pairs
+        constraints = np.hstack([constraints, vectors[:, new_kernel]])
+    else:
+        raise RuntimeError(failure)
+    if constraints.shape[1]:  # the kernel vectors count as eigenvalue 0 (dropped later)
         values = np.concatenate([np.zeros(constraints.shape[1]), values])
         vectors = np.hstack([constraints, vectors])
     return values, vectors
+
+
+def _deflated(matrix: sp.csr_matrix, kernel: np.ndarray, shift: float) -> Matrix | LinearOperator:
+    """``matrix + shift * kernel kernelᵀ`` as a linear operator (``matrix`` itself if no kernel)."""
+    if not kernel.shape[1]:
+        return matrix
+
+    def apply(block: np.ndarray) -> np.ndarray:
+        block = np.asarray(block, dtype=np.float64)
+        return matrix @ block + shift * (kernel @ (kernel.T @ block))
+
+    return LinearOperator(matrix.shape, matvec=apply, matmat=apply, dtype=np.float64)
 
 
 def normalized_laplacian(adjacency: Matrix) -> Matrix:

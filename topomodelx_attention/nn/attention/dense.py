@@ -6,6 +6,16 @@ r"""Dense attention: all pairs inside every complex, optional θ·N bias (Eq. 2/
 :func:`torch.nn.functional.scaled_dot_product_attention` call with a key-padding mask; the bias
 is scattered into a ``(B, 1 or heads, Lt, Ls)`` float mask. No ``n_target × n_source`` matrix
 is ever built.
+
+**Size check.** Memory is quadratic in the largest complex of a batch (every complex is padded
+to it): one ``(B, heads, Lt, Ls)`` tensor of scores or bias takes
+``B × heads × Lt × Ls × bytes`` (:func:`dense_attention_bytes`; a forward with a bias and its
+backward hold a few). Both functions check that size against a budget **before** allocating
+(``memory_budget``, default :data:`DENSE_MEMORY_BUDGET`, read at call time) and raise a
+``ValueError`` that names the sizes and the alternatives (``kind="sparse"``, masked by a
+neighbourhood, memory linear in its nonzeros; ``kind="linear"``, Performer, linear in the
+tokens) instead of torch's allocation error: general cellular attention on 6·10⁴ cells asked
+for 14 GB.
 """
 
 from __future__ import annotations
@@ -23,7 +33,22 @@ from topomodelx_attention.nn.attention.layout import (
     qkv_layouts,
 )
 
-__all__ = ["dense_attention", "dense_attention_weights"]
+__all__ = [
+    "DENSE_MEMORY_BUDGET",
+    "check_dense_size",
+    "dense_attention",
+    "dense_attention_bytes",
+    "dense_attention_weights",
+]
+
+DENSE_MEMORY_BUDGET: int = 4 * 2**30
+"""Default budget (bytes, 4 GiB) of one ``(B, heads, Lt, Ls)`` tensor of dense attention.
+
+A batch of 256 ZINC molecules (≤ 38 atoms) with 8 heads needs 6 MiB per rank; the GCB
+complexes (≤ 1,142 ordered TokenGT tokens) 0.3 GiB in batches of 16 with 4 heads. Change it
+per call (``memory_budget=``), per kernel (``DenseKernel(memory_budget=...)``) or for the
+process (``topomodelx_attention.nn.attention.dense.DENSE_MEMORY_BUDGET = ...``, read at call
+time, so that it applies to every model)."""
 
 
 def dense_attention(
@@ -40,6 +65,7 @@ def dense_attention(
     training: bool = False,
     num_complexes: int | None = None,
     layout: LayoutArg | None = None,
+    memory_budget: int | None = None,
 ) -> Tensor:
     r"""All-pairs multi-head attention in every complex, with an optional θ·N bias (Eq. 2, dense).
 
@@ -87,15 +113,33 @@ def dense_attention(
         (``num_complexes`` must then be ``None`` or equal), tokens need not be sorted, and the
         call has no data-dependent size (``torch.compile`` without graph breaks). Use it to
         pay the index arithmetic once for a stack of layers.
+    memory_budget : int, optional
+        Largest ``(B, heads, Lt, Ls)`` tensor allowed, in bytes (default
+        :data:`DENSE_MEMORY_BUDGET`); checked before anything quadratic is allocated.
 
     Returns
     -------
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output; zeros for targets whose complex has no source token.
+
+    Raises
+    ------
+    ValueError
+        When ``B × heads × Lt × Ls × bytes`` exceeds ``memory_budget``
+        (:func:`check_dense_size`).
     """
     check_dropout(dropout_p)
     target, source, attn_mask = _prepare(
-        query, key, value, batch_target, batch_source, bias, bias_scale, num_complexes, layout
+        query,
+        key,
+        value,
+        batch_target,
+        batch_source,
+        bias,
+        bias_scale,
+        num_complexes,
+        layout,
+        memory_budget,
     )
     out = F.scaled_dot_product_attention(
         target._heads(query),
@@ -119,6 +163,7 @@ def dense_attention_weights(
     scale: float | None = None,
     num_complexes: int | None = None,
     layout: LayoutArg | None = None,
+    memory_budget: int | None = None,
 ) -> Tensor:
     r"""Return the attention probabilities of :func:`dense_attention`, per complex, padded.
 
@@ -155,11 +200,25 @@ def dense_attention_weights(
         target (positions in the order of the tokens inside the complex, or the layout's
         slots). Rows sum to one over the real sources; padded source columns, padded target
         rows and rows of complexes without sources are zero.
+
+    Other Parameters
+    ----------------
+    memory_budget : int, optional
+        As in :func:`dense_attention` (the returned tensor itself has this size).
     """
     if not isinstance(query, Tensor) or not isinstance(key, Tensor):
         raise TypeError("query and key must be tensors")
     target, source, attn_mask = _prepare(
-        query, key, key, batch_target, batch_source, bias, bias_scale, num_complexes, layout
+        query,
+        key,
+        key,
+        batch_target,
+        batch_source,
+        bias,
+        bias_scale,
+        num_complexes,
+        layout,
+        memory_budget,
     )
     q, k = target._heads(query), source._heads(key)
     scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))
@@ -186,10 +245,110 @@ def _prepare(
     bias_scale: Tensor | float | None,
     num_complexes: int | None,
     layout: LayoutArg | None,
+    memory_budget: int | None = None,
 ) -> tuple[PaddedLayout, PaddedLayout, Tensor | None]:
     """Check the inputs of both dense functions; return the ``(target, source)`` layouts and SDPA mask."""
     target, source = qkv_layouts(query, key, value, batch_target, batch_source, num_complexes, layout)
+    check_dense_size(
+        target.num_complexes,
+        query.shape[1],
+        target.length,
+        source.length,
+        query.dtype,
+        memory_budget,
+    )
     return target, source, _attention_mask(query, key, target, source, bias, bias_scale)
+
+
+def dense_attention_bytes(
+    num_complexes: int, heads: int, length_target: int, length_source: int, dtype: torch.dtype
+) -> int:
+    """Bytes of one ``(B, heads, Lt, Ls)`` tensor of ``dtype``: the unit of dense attention's memory.
+
+    Parameters
+    ----------
+    num_complexes : int
+        ``B``, complexes in the batch.
+    heads : int
+        Attention heads.
+    length_target, length_source : int
+        ``Lt`` / ``Ls``: target / source tokens of the largest complex (the padded length).
+    dtype : torch.dtype
+        Dtype of the queries.
+
+    Returns
+    -------
+    int
+        ``B × heads × Lt × Ls × dtype.itemsize``.
+    """
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return int(num_complexes) * int(heads) * int(length_target) * int(length_source) * itemsize
+
+
+def check_dense_size(
+    num_complexes: int,
+    heads: int,
+    length_target: int,
+    length_source: int,
+    dtype: torch.dtype,
+    memory_budget: int | None = None,
+) -> None:
+    """Refuse a dense attention whose ``(B, heads, Lt, Ls)`` tensor exceeds ``memory_budget``.
+
+    Skipped inside ``torch.compile`` (the eager call that precedes it has checked the sizes; a
+    size comparison there would add a guard).
+
+    Parameters
+    ----------
+    num_complexes, heads, length_target, length_source : int
+        ``B``, heads, ``Lt``, ``Ls`` (see :func:`dense_attention_bytes`).
+    dtype : torch.dtype
+        Dtype of the scores.
+    memory_budget : int, optional
+        Bytes allowed (default :data:`DENSE_MEMORY_BUDGET`, read at call time).
+
+    Raises
+    ------
+    ValueError
+        When the tensor would exceed the budget: the message gives its shape and size, and
+        what to use instead (``kind="sparse"`` / ``kind="linear"``, a smaller batch, a larger
+        ``memory_budget``).
+    TypeError
+        When ``memory_budget`` is not an integer.
+    """
+    if torch.compiler.is_compiling():
+        return
+    budget = _check_budget(memory_budget)
+    need = dense_attention_bytes(num_complexes, heads, length_target, length_source, dtype)
+    if need <= budget:
+        return
+    batch_hint = (
+        f", a smaller batch (every complex is padded to the largest; {num_complexes} here)"
+        if num_complexes > 1
+        else ""
+    )
+    raise ValueError(
+        f"dense attention would build a ({num_complexes}, {heads}, {length_target}, "
+        f"{length_source}) tensor of {str(dtype).replace('torch.', '')} (complexes, heads, target "
+        f"tokens, source tokens of the largest complex): {_gib(need)} > memory_budget "
+        f'{_gib(budget)}. Use kind="sparse" (attention restricted to a neighbourhood, memory '
+        'linear in its nonzeros) or kind="linear" (Performer, linear in the tokens)'
+        f"{batch_hint}, or raise the budget: memory_budget= of dense_attention / DenseKernel, "
+        "or topomodelx_attention.nn.attention.dense.DENSE_MEMORY_BUDGET for every model"
+    )
+
+
+def _check_budget(memory_budget: int | None) -> int:
+    budget = DENSE_MEMORY_BUDGET if memory_budget is None else memory_budget
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise TypeError(f"memory_budget must be an int (bytes), got {type(budget).__name__}")
+    if budget < 1:
+        raise ValueError(f"memory_budget must be a positive number of bytes, got {budget}")
+    return budget
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**27 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def _attention_mask(

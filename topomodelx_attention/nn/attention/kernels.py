@@ -321,10 +321,20 @@ class DenseKernel(AttentionKernel):
         Whether :math:`\theta` is a trainable parameter (else a fixed buffer).
     bias_scale_init : float, default = 1.0
         Initial value of :math:`\theta` (neighbours start with a +1 logit).
+    memory_budget : int, optional
+        Largest ``(B, heads, Lt, Ls)`` tensor allowed, in bytes (default
+        :data:`~topomodelx_attention.nn.attention.dense.DENSE_MEMORY_BUDGET`, read at call
+        time); a larger batch raises ``ValueError`` before allocating.
     """
 
     kind = "dense"
-    options = ("neighborhood_bias", "bias_scale", "learn_bias_scale", "bias_scale_init")
+    options = (
+        "neighborhood_bias",
+        "bias_scale",
+        "learn_bias_scale",
+        "bias_scale_init",
+        "memory_budget",
+    )
     accepts_bias = True
     needs_layout = True
     returns_weights = True
@@ -340,8 +350,12 @@ class DenseKernel(AttentionKernel):
         bias_scale: str = "per_head",
         learn_bias_scale: bool = True,
         bias_scale_init: float = 1.0,
+        memory_budget: int | None = None,
     ) -> None:
         super().__init__(heads, head_channels, scale=scale, attention_dropout=attention_dropout)
+        if memory_budget is not None:
+            memory_budget = positive_int(memory_budget, "memory_budget")
+        self.memory_budget = memory_budget
         if bias_scale not in BIAS_SCALES:
             raise ValueError(f"bias_scale must be one of {BIAS_SCALES}, got {bias_scale!r}")
         self.neighborhood_bias = bool(neighborhood_bias)
@@ -385,6 +399,7 @@ class DenseKernel(AttentionKernel):
             "scale": self.scale,
             "num_complexes": num_complexes,
             "layout": layout,
+            "memory_budget": self.memory_budget,
         }
 
     def forward(

@@ -6,15 +6,22 @@
 * :class:`OrderKTokenGT`: the order-k variant (§3) on any ``ComplexData`` — cells of every
   rank as tokens with ordered vertex-identifier slots (one token per ordering) or pooled
   identifiers, and a type identifier per rank.
-* :func:`cell_orderings`, :func:`boundary_cycles`: the vertex orderings of the cells.
+* :func:`cell_orderings`, :func:`boundary_cycles`: the vertex orderings of the cells;
+  :func:`ordering_counts`: how many tokens they make, counted before building them.
 * :class:`TokenGTLayer`, :class:`TokenGTEncoder`: the encoder layer and stack.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
-from topomodelx_attention.nn.graph.orderings import CellOrderings, boundary_cycles, cell_orderings
+from topomodelx_attention.nn.graph.orderings import (
+    CellOrderings,
+    boundary_cycles,
+    cell_orderings,
+    ordering_counts,
+)
 from topomodelx_attention.nn.graph.tokengt import (
     EDGE_TOKENS,
     IDENTIFIERS,
+    MAX_TOKENS,
     TOKENGT_OUTPUTS,
     OrderKTokenGT,
     TokenBatch,
@@ -40,6 +47,7 @@ __all__ = [
     "EDGE_TOKENS",
     "IDENTIFIERS",
     "LAYOUTS",
+    "MAX_TOKENS",
     "TOKENGT_OUTPUTS",
     "CellOrderings",
     "OrderKTokenGT",
@@ -54,5 +62,6 @@ __all__ = [
     "cell_orderings",
     "drop_path",
     "eigenvector_dropout",
+    "ordering_counts",
     "random_sign_flip",
 ]

@@ -36,7 +36,7 @@ from torch import Tensor
 
 from topomodelx_attention.data import ComplexData
 
-__all__ = ["CellOrderings", "boundary_cycles", "cell_orderings"]
+__all__ = ["CellOrderings", "boundary_cycles", "cell_orderings", "ordering_counts"]
 
 
 class CellOrderings:
@@ -166,10 +166,8 @@ def boundary_cycles(data: ComplexData) -> tuple[Tensor, Tensor]:
     return cycles, length
 
 
-def _set_orderings(vertex: Tensor, cell: Tensor, num_cells: int, slots: int, rank: int):
-    """Every permutation of the vertex set of every cell (the set rule)."""
-    device = vertex.device
-    size = torch.bincount(cell, minlength=num_cells)
+def _check_set_sizes(size: Tensor, slots: int, rank: int) -> None:
+    """Refuse a cell with more vertices than identifier slots (set rule)."""
     if size.numel() and int(size.max()) > slots:
         worst = int(torch.argmax(size))
         raise ValueError(
@@ -178,6 +176,85 @@ def _set_orderings(vertex: Tensor, cell: Tensor, num_cells: int, slots: int, ran
             "(cost: s! tokens for a cell of s vertices), lift with smaller cells, or use "
             'identifiers="sum"'
         )
+
+
+def _check_ring_lengths(length: Tensor, slots: int) -> None:
+    """Refuse a ring longer than the identifier slots."""
+    if length.numel() and int(length.max()) > slots:
+        worst = int(torch.argmax(length))
+        raise ValueError(
+            f"2-cell {worst} is a ring of length {int(length[worst])} but the model has "
+            f"max_cell_size={slots} identifier slots; build it with "
+            f"max_cell_size >= {int(length.max())} (cost: 2L tokens per ring of length "
+            "L), lift with CellCycleLifting(max_cell_length=...), or use "
+            'identifiers="sum"'
+        )
+
+
+def ordering_counts(
+    data: ComplexData,
+    rank: int,
+    slots: int,
+    cycles: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
+    r"""Count the ordered-slot tokens of every cell of ``rank``, without building them.
+
+    1 for a vertex, :math:`2L` for a ring of length :math:`L`, :math:`s!` for any other cell
+    of :math:`s` vertices (the rules of :func:`cell_orderings`). Cheap: one pass over the
+    incidences (and :func:`boundary_cycles` for rank 2), so a model can refuse a batch before
+    it creates, e.g., the :math:`8! = 40{,}320` tokens of one 8-vertex simplex.
+
+    Parameters
+    ----------
+    data : ComplexData
+        A complex or a batch.
+    rank : int
+        Cell rank.
+    slots : int
+        Identifier slots :math:`K`.
+    cycles : tuple of torch.Tensor, optional
+        ``boundary_cycles(data)`` when already computed (rank 2 only).
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_r,)
+        Tokens per cell, float64 on the CPU (exact up to :math:`2^{53}`; ``inf`` beyond
+        ``170!``).
+
+    Raises
+    ------
+    ValueError
+        When a cell has more than ``slots`` vertices (as :func:`cell_orderings`).
+    """
+    device = torch.device("cpu")  # float64 counts (not on every accelerator); cheap
+    n_r = data.num_cells(rank)
+    if rank == 0 or n_r == 0:
+        return torch.ones(n_r, dtype=torch.float64, device=device)
+    cell = data.vertex_cells(rank).coalesce().indices()[1].to(device)
+    size = torch.bincount(cell, minlength=n_r)
+    ring = torch.zeros(n_r, dtype=torch.bool, device=device)
+    length = torch.zeros(n_r, dtype=torch.long, device=device)
+    if rank == 2:
+        _, length = boundary_cycles(data) if cycles is None else cycles
+        length = length.to(device)
+        ring = length > 0
+        _check_ring_lengths(length, slots)
+    _check_set_sizes(torch.where(ring, torch.zeros_like(size), size), slots, rank)
+    largest = min(int(size.max()), 171)
+    table = torch.tensor(
+        [float(math.factorial(s)) if s <= 170 else math.inf for s in range(largest + 1)],
+        dtype=torch.float64,
+        device=device,
+    )
+    counts = table[size.clamp_max(largest)]
+    return torch.where(ring, 2.0 * length.to(torch.float64), counts)
+
+
+def _set_orderings(vertex: Tensor, cell: Tensor, num_cells: int, slots: int, rank: int):
+    """Every permutation of the vertex set of every cell (the set rule)."""
+    device = vertex.device
+    size = torch.bincount(cell, minlength=num_cells)
+    _check_set_sizes(size, slots, rank)
     span = int(vertex.max()) + 1 if vertex.numel() else 1
     order = torch.argsort(cell * span + vertex)
     vertex, cell = vertex[order], cell[order]
@@ -201,7 +278,12 @@ def _set_orderings(vertex: Tensor, cell: Tensor, num_cells: int, slots: int, ran
     return out_slots, out_owner, out_size
 
 
-def cell_orderings(data: ComplexData, rank: int, slots: int) -> CellOrderings:
+def cell_orderings(
+    data: ComplexData,
+    rank: int,
+    slots: int,
+    cycles: tuple[Tensor, Tensor] | None = None,
+) -> CellOrderings:
     r"""Ordered-slot tokens of every cell of ``rank`` (one token per ordering, module notes).
 
     * rank 0: one token :math:`[P_v, \dots, P_v]` per vertex (the diagonal entry
@@ -221,11 +303,13 @@ def cell_orderings(data: ComplexData, rank: int, slots: int) -> CellOrderings:
         Cell rank.
     slots : int
         Number of identifier slots :math:`K` (the largest cell size allowed).
+    cycles : tuple of torch.Tensor, optional
+        ``boundary_cycles(data)`` when already computed (rank 2 only).
 
     Returns
     -------
     CellOrderings
-        Tokens sorted by cell.
+        Tokens sorted by cell (as many as :func:`ordering_counts` gives).
 
     Raises
     ------
@@ -246,18 +330,10 @@ def cell_orderings(data: ComplexData, rank: int, slots: int) -> CellOrderings:
     slot_list, owner_list, size_list = [], [], []
     set_cells = torch.ones(n_r, dtype=torch.bool, device=device)
     if rank == 2 and n_r:
-        cycles, length = boundary_cycles(data)
+        cycles, length = boundary_cycles(data) if cycles is None else cycles
         ring = length > 0
         if bool(ring.any()):
-            if int(length.max()) > slots:
-                worst = int(torch.argmax(length))
-                raise ValueError(
-                    f"2-cell {worst} is a ring of length {int(length[worst])} but the model has "
-                    f"max_cell_size={slots} identifier slots; build it with "
-                    f"max_cell_size >= {int(length.max())} (cost: 2L tokens per ring of length "
-                    "L), lift with CellCycleLifting(max_cell_length=...), or use "
-                    'identifiers="sum"'
-                )
+            _check_ring_lengths(length, slots)
             set_cells = ~ring
             rings = ring.nonzero().squeeze(1)
             lengths = length[rings]

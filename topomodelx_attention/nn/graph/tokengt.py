@@ -64,12 +64,13 @@ from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
-from topomodelx_attention.nn.graph.orderings import cell_orderings
+from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderings, ordering_counts
 from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, all_pairs_kind
 
 __all__ = [
     "EDGE_TOKENS",
     "IDENTIFIERS",
+    "MAX_TOKENS",
     "TOKENGT_OUTPUTS",
     "OrderKTokenGT",
     "TokenBatch",
@@ -86,6 +87,11 @@ EDGE_TOKENS: tuple[str, ...] = ("directed", "undirected")
 #: Vertex identifiers of a cell in :class:`OrderKTokenGT`: ordered slots (one token per
 #: ordering, §3) or pooled over the cell's vertices (one token per cell, A.5).
 IDENTIFIERS: tuple[str, ...] = ("ordered", "sum", "mean")
+#: Default ``max_tokens`` of :class:`OrderKTokenGT`: most tokens one complex may have with
+#: ordered identifiers, counted before they are built. The packaged data sets stay far below
+#: (ZINC molecules < 300, MUTAG ≤ 202, GCB ≤ 1,142 with cycle-basis rings); one 8-vertex
+#: simplex with its faces has 109,601 (8! = 40,320 orderings of the simplex alone).
+MAX_TOKENS: int = 8192
 
 _NODE_ID_HELP = (
     "apply a node-identifier transform to every graph before batching, e.g. "
@@ -1103,6 +1109,15 @@ class OrderKTokenGT(_TokenModel):
         Identifier slots :math:`K` of ``identifiers="ordered"``: the largest number of
         vertices of a cell (rings up to length 8, simplices up to tetrahedra); a larger cell
         raises ``ValueError``. Ignored by ``"sum"`` / ``"mean"``.
+    max_tokens : int or None, default = MAX_TOKENS (8192)
+        With ``identifiers="ordered"``: most tokens one complex may have (its ``[graph]``
+        token, one per vertex, two per edge, :math:`2L` per ring, :math:`s!` per other cell
+        of :math:`s` vertices). They are counted
+        (:func:`~topomodelx_attention.nn.graph.orderings.ordering_counts`) before any is
+        built; a complex above the limit raises ``ValueError`` naming its cell sizes, the
+        token count and the fixes (``identifiers="sum"``, smaller cells / ``max_cell_size``,
+        a larger ``max_tokens``). ``None``: no limit. Ignored by ``"sum"`` / ``"mean"`` (one
+        token per cell).
     type_identifiers : bool, default = True
         Learned rank embeddings :math:`E^{(r)}` (and the size embeddings :math:`E_s`).
     outputs : sequence of "complex" or int, default = ("complex",)
@@ -1129,6 +1144,7 @@ class OrderKTokenGT(_TokenModel):
         categorical: Sequence[Sequence[int] | None] | None = None,
         identifiers: str = "ordered",
         max_cell_size: int = 8,
+        max_tokens: int | None = MAX_TOKENS,
         type_identifiers: bool = True,
         outputs: Sequence[str | int] = ("complex",),
         ffn_channels: int | None = None,
@@ -1154,6 +1170,11 @@ class OrderKTokenGT(_TokenModel):
             or max_cell_size < 1
         ):
             raise ValueError(f"max_cell_size must be a positive int, got {max_cell_size!r}")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+        self.max_tokens = max_tokens
         self.max_rank = len(in_channels) - 1
         self.in_channels = in_channels
         if categorical is None:
@@ -1210,6 +1231,45 @@ class OrderKTokenGT(_TokenModel):
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
         return f"max_rank={self.max_rank}, identifiers={self.identifiers!r}, slots={self.slots}"
+
+    def _check_token_count(self, data: ComplexData, cycles: tuple[Tensor, Tensor] | None) -> None:
+        """Count the ordered tokens of every complex; refuse one above ``max_tokens``."""
+        num_complexes = data.num_complexes
+        total = torch.ones(num_complexes, dtype=torch.float64)  # the [graph] token
+        largest = torch.zeros(num_complexes, dtype=torch.float64)
+        largest_rank = torch.zeros(num_complexes, dtype=torch.long)
+        sizes = {}
+        for r in range(self.max_rank + 1):
+            counts = ordering_counts(data, r, self.slots, cycles if r == 2 else None)
+            sizes[r] = counts
+            if not counts.numel():
+                continue
+            batch_r = data[f"batch_{r}"].long().cpu()
+            total.index_add_(0, batch_r, counts)
+            per_complex = torch.zeros(num_complexes, dtype=torch.float64).scatter_reduce(
+                0, batch_r, counts, reduce="amax"
+            )
+            larger = per_complex > largest
+            largest = torch.where(larger, per_complex, largest)
+            largest_rank = torch.where(larger, torch.full_like(largest_rank, r), largest_rank)
+        worst = int(torch.argmax(total))
+        if self.max_tokens is None or float(total[worst]) <= self.max_tokens:
+            return
+        rank = int(largest_rank[worst])
+        per_cell = float(largest[worst])
+        batch_r = data[f"batch_{rank}"].long().cpu()
+        cell = int(torch.nonzero((batch_r == worst) & (sizes[rank] == per_cell))[0])
+        vertices = int(data.vertex_cells(rank).coalesce().indices()[1].cpu().eq(cell).sum())
+        where = f"complex {worst} of the batch" if num_complexes > 1 else "this complex"
+        raise ValueError(
+            f'OrderKTokenGT(identifiers="ordered") would create {float(total[worst]):,.0f} '
+            f"tokens for {where}, above max_tokens={self.max_tokens:,}: its largest cell "
+            f"(rank-{rank} cell {cell}, {vertices} vertices) alone has {per_cell:,.0f} "
+            f"orderings (s! for a cell of s vertices, 2L for a ring of length L). Use "
+            'identifiers="sum" (one token per cell), lift with smaller cells and a smaller '
+            f"max_cell_size (now {self.slots}; e.g. SimplicialCliqueLifting(complex_dim=...), "
+            "CellCycleLifting(max_cell_length=...)), or raise max_tokens (None: no limit)"
+        )
 
     def _pooled_ids(self, data: ComplexData, node_id: Tensor, rank: int) -> Tensor:
         if rank == 0:
@@ -1279,8 +1339,13 @@ class OrderKTokenGT(_TokenModel):
         device = self.graph_token.device
         n0 = data.num_cells(0)
         batch0 = data["batch_0"].long()
-        node_id = self._node_ids(data, n0, batch0, num_complexes)
         ordered = self.identifiers == "ordered"
+        cycles = None
+        if ordered:
+            if self.max_rank >= 2 and data.num_cells(2):
+                cycles = boundary_cycles(data)  # walked once: counted, then built
+            self._check_token_count(data, cycles)
+        node_id = self._node_ids(data, n0, batch0, num_complexes)
         groups, batches, owners = [], [], []
         for r in range(self.max_rank + 1):
             n_r = data.num_cells(r)
@@ -1291,7 +1356,7 @@ class OrderKTokenGT(_TokenModel):
                 cells = cells + self.type_embedding.weight[r].to(dtype)
             batch_r = data[f"batch_{r}"].long().to(device)
             if ordered:
-                order = cell_orderings(data, r, self.slots)
+                order = cell_orderings(data, r, self.slots, cycles if r == 2 else None)
                 owner = order.owner.to(device)
                 h = cells.index_select(0, owner)
                 if node_id is not None and owner.numel():

@@ -36,6 +36,16 @@ from topomodelx_attention.nn.simplicial.router import RouterContext, SimplicialR
 
 __all__ = ["NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
 
+ROPE_ON_COMPLEX = (
+    "rope=True on a complex needs explicit positions: simplicial RoPE (§2.4) rotates every "
+    "token by its position in a sequence, and the cells of a complex have no canonical order "
+    "(rotating by the cell index makes the output depend on how the vertices are labelled). "
+    "Pass positions= (one per cell, an order your data defines, permuted together with the "
+    "cells) or build the model with rope=False for complexes (RoPE stays available on "
+    "sequences)"
+)
+"""The error of ``rope=True`` on a complex without ``positions``."""
+
 
 def resolve_tuples(
     tuples: Tensor | TupleMask | Any,
@@ -133,7 +143,13 @@ class NSimplicialAttention(nn.Module):
         key bias has no position: it is restricted to the channels the rotations leave fixed
         (the last channel of every chunk of ``N + 1`` when ``N`` is even), so that
         ``det[R_i q, R_j k, b] = det[q, R_{j-i} k, b]`` stays shift invariant; for odd ``N``
-        every channel turns and the combination is rejected.
+        every channel turns and the combination is rejected. **Sequences only, unless
+        positions are given:** §2.4 rotates each token by its position in a sequence, and
+        the cells of a complex have no canonical order (their index is a labelling; rotating
+        by it made the output change by 0.07–0.25 when the vertices were relabelled). With
+        ``tuples`` (or a tuple ``mask``) and ``rope=True``, :meth:`forward` therefore
+        requires explicit ``positions`` (an order the data defines, permuted with the cells)
+        and raises ``ValueError`` without them.
     logit_form : {"product", "determinant"}, optional
         Logit form; default ``"determinant"`` when ``rope`` else ``"product"``.
     rope_base : float, default=10000.0
@@ -344,7 +360,9 @@ class NSimplicialAttention(nn.Module):
             Explicit mask passed to the kernel (overrides the configured ones). Index tensors
             and dense masks are in head-broadcast layout ``(batch, heads, n, ...)``.
         positions : torch.Tensor, shape = (n,) or (batch, n), optional
-            Token positions for RoPE; default ``0, ..., n - 1``.
+            Token positions for RoPE; default ``0, ..., n - 1`` for sequences. Required with
+            ``rope=True`` on a complex (``tuples`` or a tuple ``mask``): its cells have no
+            canonical order.
         context : RouterContext, optional
             Queries and keys of the previous layer for the ``"paper"`` router (§2.3); without
             it the router scores with this layer's own queries and keys.
@@ -355,6 +373,11 @@ class NSimplicialAttention(nn.Module):
         -------
         torch.Tensor, shape = x.shape
             Attention output (and the context when ``return_context``).
+
+        Raises
+        ------
+        ValueError
+            With ``rope=True`` on a complex without ``positions`` (see ``rope``).
         """
         if not isinstance(x, Tensor) or x.dim() not in (2, 3):
             raise ValueError(
@@ -363,6 +386,12 @@ class NSimplicialAttention(nn.Module):
             )
         if x.shape[-1] != self.channels:
             raise ValueError(f"x has {x.shape[-1]} channels, the layer expects {self.channels}")
+        if (
+            self.rope
+            and positions is None
+            and (tuples is not None or isinstance(mask, (TupleMask, TupleIndex)))
+        ):
+            raise ValueError(ROPE_ON_COMPLEX)
         squeeze = x.dim() == 2
         xb = x.unsqueeze(0) if squeeze else x
         batch, n, _ = xb.shape

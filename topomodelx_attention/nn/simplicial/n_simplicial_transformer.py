@@ -77,7 +77,9 @@ class NSimplicialTransformer(nn.Module):
     mlp_ratio, dropout, attention_dropout, activation, kv_bias, causal, window, router_k, router, gating, router_dim, rope, logit_form, rope_base, scale, chunk_size
         Options of every :class:`~.NSimplicialTransformerLayer` (same defaults). With
         ``router="paper"`` each layer's router scores with the previous layer's queries and
-        keys (§2.3).
+        keys (§2.3). ``rope=True`` (§2.4) is defined on sequence positions: on complexes
+        :meth:`forward` needs explicit ``positions`` (the cells have no canonical order; the
+        cell index is a labelling) and raises ``ValueError`` without them.
     check_inputs : bool, default=True
         Reject NaN / Inf / huge float inputs once per forward
         (:func:`~topomodelx_attention.nn.common.check_inputs`).
@@ -336,7 +338,9 @@ class NSimplicialTransformer(nn.Module):
         mask : optional
             Explicit mask for the sequence mode (see :class:`~.NSimplicialAttention`).
         positions : torch.Tensor, optional
-            Token positions for RoPE.
+            Token positions for RoPE: ``(n,)`` or ``(batch, n)`` for sequences (default
+            ``0..n-1``); ``(n_cells,)`` on complexes, where they are required with
+            ``rope=True`` (an order the data defines, permuted together with the cells).
         num_complexes : int, optional
             Number of complexes of a 2-D ``x``; default ``data.num_complexes`` for a
             ``ComplexData``, else ``batch.max() + 1`` (at least 1).

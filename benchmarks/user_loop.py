@@ -1,0 +1,186 @@
+"""Cellular Transformer vs PyG's GPS in a user's own loop: PyG ``DataLoader``, plain AdamW (issue 21).
+
+A user does not run the harness: the README batches complexes with
+``torch_geometric.loader.DataLoader`` and trains with a plain loop. This script times, in one
+run and interleaved, what such a loop costs for
+
+* **CT**: :class:`~topomodelx_attention.nn.cell.CellularTransformer` as ``benchmarks/ct_step.py``
+  builds it (pairwise sparse attention, width 32, 2 layers, 4 heads, cellular random-walk PE of
+  dim 8, ConcatPE) on ``CellCycleLifting`` of MUTAG, the complexes keeping the keys the model
+  reads (``--keys model``, as the harness batches them) or every key of the lifting
+  (``--keys all``, the README's loop);
+* **GPS** (the named baseline): ``ct_step.GPS`` (``GPSConv`` with a ``GINEConv`` local model and
+  multi-head attention, RWSE of dim 8) on the same graphs as plain PyG ``Data``.
+
+Cases (batch 32, every batch of the data set, collation included unless said otherwise):
+
+* *training epoch*: shuffled PyG ``DataLoader``, forward, cross-entropy, backward,
+  ``torch.optim.AdamW(model.parameters(), lr=1e-3)`` with its defaults (the plain optimiser a
+  user writes; the harness uses the fused one);
+* *inference*: ``model.eval()`` and ``torch.no_grad()``, PyG ``DataLoader``, and the same with
+  :class:`~topomodelx_attention.data.ComplexDataLoader` (GPS batches plain graphs: PyG's loader
+  in both rows);
+* *collation*: one pass of each loader without a model.
+
+Time per epoch: minimum over ``--repeats`` interleaved rounds (every case once per round) after
+``--warmup`` rounds, with ``torch.set_num_threads(--threads)``. ``--clock thread`` (default)
+counts the CPU time of the calling thread (the loaders run in it: ``num_workers=0``), so other
+jobs on a shared machine count less; ``--clock wall`` the elapsed time. Ratios are CT / GPS in
+the same run; the load average is printed with the table.
+
+Usage::
+
+    python benchmarks/user_loop.py --quick
+    python benchmarks/user_loop.py --repeats 15 --keys all
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import torch
+from _measure import print_table
+from ct_step import GPS, ct_kwargs, load_data, prune
+from torch import nn
+from torch_geometric.loader import DataLoader
+
+from topomodelx_attention.data import ComplexDataLoader
+from topomodelx_attention.nn.cell import CellularTransformer
+
+BATCH_SIZE = 32
+CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
+
+
+def training_epoch(model: nn.Module, items: list, loader_class: type, seed: int) -> Callable[[], None]:
+    """One shuffled training epoch with plain ``torch.optim.AdamW`` (collation included)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(seed)
+
+    def run() -> None:
+        model.train()
+        for batch in loader_class(items, batch_size=BATCH_SIZE, shuffle=True, generator=generator):
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(batch), batch.y)
+            loss.backward()
+            optimizer.step()
+
+    return run
+
+
+def inference_epoch(model: nn.Module, items: list, loader_class: type) -> Callable[[], None]:
+    """One pass in ``eval`` mode under ``torch.no_grad`` (collation included)."""
+
+    def run() -> None:
+        model.eval()
+        with torch.no_grad():
+            for batch in loader_class(items, batch_size=BATCH_SIZE):
+                model(batch)
+
+    return run
+
+
+def collation_epoch(items: list, loader_class: type) -> Callable[[], None]:
+    """One pass of the loader alone."""
+
+    def run() -> None:
+        for _ in loader_class(items, batch_size=BATCH_SIZE):
+            pass
+
+    return run
+
+
+def time_cases(cases: dict[str, Callable[[], None]], repeats: int, warmup: int, clock) -> dict[str, float]:
+    """Seconds of every case: minimum over ``repeats`` interleaved rounds."""
+    for _ in range(warmup):
+        for run in cases.values():
+            run()
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(repeats):
+        for name, run in cases.items():
+            start = clock()
+            run()
+            best[name] = min(best[name], clock() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="4 repeats, 1 warm-up round")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--pe-dim", type=int, default=8)
+    parser.add_argument(
+        "--keys",
+        choices=("model", "all"),
+        default="model",
+        help="model: the complexes keep the keys the CT reads (as the harness); all: every key",
+    )
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup = 4, 1
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    complexes, graphs, num_classes, edge_channels = load_data(args.pe_dim)
+    in_channels = [complexes[0][f"x_{r}"].shape[1] for r in range(3)]
+    ct = CellularTransformer(in_channels, **ct_kwargs(args, num_classes))
+    if args.keys == "model":
+        keep = {f"{k}_{r}" for k in ("x", "batch", "pe") for r in range(3)}
+        keep |= {"y", "shape", "num_nodes"} | set(ct.neighborhood_keys)
+        complexes = prune(complexes, keep)
+    gps = GPS(graphs[0].x.shape[1], edge_channels, args.pe_dim, args.hidden, num_classes, args.layers, args.heads)
+    data = {"CT": (ct, complexes), "GPS": (gps, graphs)}
+
+    cases: dict[str, Callable[[], None]] = {}
+    for name, (model, items) in data.items():
+        cases[f"train pyg {name}"] = training_epoch(model, items, DataLoader, seed=1)
+        cases[f"infer pyg {name}"] = inference_epoch(model, items, DataLoader)
+        cases[f"infer ours {name}"] = inference_epoch(model, items, ComplexDataLoader)
+        cases[f"collate pyg {name}"] = collation_epoch(items, DataLoader)
+        cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
+    load = os.getloadavg()[0]
+    best = time_cases(cases, args.repeats, args.warmup, CLOCKS[args.clock])
+    load = max(load, os.getloadavg()[0])
+
+    def row(label: str, case: str) -> list[str]:
+        ct_ms, gps_ms = 1e3 * best[f"{case} CT"], 1e3 * best[f"{case} GPS"]
+        return [label, f"{ct_ms:.1f}", f"{gps_ms:.1f}", f"**{ct_ms / gps_ms:.2f}×**"]
+
+    def model_row(label: str, case: str, collate: str) -> list[str]:
+        ct_ms = 1e3 * (best[f"{case} CT"] - best[f"{collate} CT"])
+        gps_ms = 1e3 * (best[f"{case} GPS"] - best[f"{collate} GPS"])
+        return [label, f"{ct_ms:.1f}", f"{gps_ms:.1f}", f"{ct_ms / gps_ms:.2f}×"]
+
+    rows = [
+        row("training epoch, PyG `DataLoader`, plain `torch.optim.AdamW`", "train pyg"),
+        row("inference (`eval`, `no_grad`), PyG `DataLoader`", "infer pyg"),
+        row("inference (`eval`, `no_grad`), `ComplexDataLoader`", "infer ours"),
+        row("collation, PyG `DataLoader`", "collate pyg"),
+        row("collation, `ComplexDataLoader`", "collate ours"),
+        model_row("inference, model only (PyG `DataLoader` row − its collation)", "infer pyg", "collate pyg"),
+    ]
+    sparse = sum(1 for value in complexes[0].values() if isinstance(value, torch.Tensor) and value.is_sparse)
+    print(
+        f"torch {torch.__version__}, CPU, {torch.get_num_threads()} thread(s), {args.clock} clock, "
+        f"min of {args.repeats} interleaved rounds after {args.warmup}; 1-min load average up to "
+        f"{load:.1f} on {os.cpu_count()} cores"
+    )
+    print_table(
+        f"MUTAG ({len(complexes)} complexes, batch {BATCH_SIZE}), width {args.hidden}, {args.layers} "
+        f"layers, {args.heads} heads; CT complexes with {'the keys the CT reads' if args.keys == 'model' else 'every key'} "
+        f"({sparse} sparse keys); ms per epoch",
+        ["case", "CT ms", "GPS ms", "CT / GPS"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()

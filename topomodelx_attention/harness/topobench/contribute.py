@@ -1,0 +1,352 @@
+"""Write into a TopoBench checkout the files of a pull request that adds one of our models.
+
+TopoBench takes a model as a pull request with, in its own tree and naming,
+
+* the backbone ``topobench/nn/backbones/{domain}/{model}.py`` (auto-discovered),
+* its wrapper ``topobench/nn/wrappers/{domain}/{model}_wrapper.py`` (auto-discovered),
+* the config(s) ``configs/model/{domain}/{config}.yaml`` (feature_encoder, backbone,
+  backbone_wrapper, readout), one per significant variant,
+* unit tests ``test/nn/backbones/{domain}/test_{model}.py`` (its ``NNModuleAutoTest`` harness)
+  and ``test/nn/wrappers/{domain}/test_{model}_wrapper.py``,
+* a line in ``test/pipeline/test_pipeline.py`` (``MODELS``), the dependency in its
+  ``pyproject.toml`` and a row in its README's model table.
+
+The backbone and wrapper modules are thin: they import this package (the single source of the
+math) and follow TopoBench's backbone contract (tensors in, a tuple of tensors out). The files
+are package data: ``harness/topobench/templates/<path in TopoBench>.tmpl`` and
+``configs/topobench/model/<domain>/<config>.yaml``; :func:`contribute` copies them and makes the
+three edits, refusing to overwrite a different file unless ``force``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import topomodelx_attention
+
+__all__ = ["CONTRIBUTIONS", "Change", "Contribution", "contribute", "plan"]
+
+PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
+TEMPLATES = PACKAGE / "harness" / "topobench" / "templates"
+CONFIGS = PACKAGE / "configs" / "topobench" / "model"
+PIPELINE_TEST = "test/pipeline/test_pipeline.py"
+#: What makes a folder a TopoBench checkout (checked before anything is written).
+CHECKOUT_MARKERS = ("topobench/nn/backbones", "topobench/nn/wrappers", "configs/model", PIPELINE_TEST)
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One model's TopoBench pull request.
+
+    Attributes
+    ----------
+    model : str
+        Module name in TopoBench (``topobench/nn/backbones/{domain}/{model}.py``).
+    domain : str
+        TopoBench model domain (``cell``, ``simplicial``).
+    backbone : str
+        Backbone class name (TopoBench's config ``_target_``).
+    wrapper : str
+        Wrapper class name (``topobench.nn.wrappers.{wrapper}``).
+    configs : tuple of str
+        Config names in ``configs/model/{domain}/``; the first is the one the pipeline test runs.
+    readme_row : str
+        Row of TopoBench's README model table (section ``readme_section``).
+    readme_section : str
+        Heading of that table.
+    """
+
+    model: str
+    domain: str
+    backbone: str
+    wrapper: str
+    configs: tuple[str, ...]
+    readme_row: str
+    readme_section: str
+
+    def files(self) -> dict[str, Path]:
+        """Return the files to write: TopoBench-relative path → source in this package."""
+        paths = [
+            f"topobench/nn/backbones/{self.domain}/{self.model}.py",
+            f"topobench/nn/wrappers/{self.domain}/{self.model}_wrapper.py",
+            f"test/nn/backbones/{self.domain}/test_{self.model}.py",
+            f"test/nn/wrappers/{self.domain}/test_{self.model}_wrapper.py",
+        ]
+        files = {path: TEMPLATES / f"{path}.tmpl" for path in paths}
+        for name in self.configs:
+            files[f"configs/model/{self.domain}/{name}.yaml"] = CONFIGS / self.domain / f"{name}.yaml"
+        return files
+
+    @property
+    def pipeline_model(self) -> str:
+        """The ``MODELS`` entry of TopoBench's pipeline test (``{domain}/{config}``)."""
+        return f"{self.domain}/{self.configs[0]}"
+
+
+CONTRIBUTIONS: dict[str, Contribution] = {
+    "cellular_transformer": Contribution(
+        "cellular_transformer", "cell", "CellularTransformer", "CellularTransformerWrapper",
+        ("cellular_transformer", "cellular_transformer_general"),
+        "| CellularTransformer | [Attending to Topological Spaces: The Cellular Transformer]"
+        "(https://arxiv.org/abs/2405.14094) |",
+        "### Cellular Complexes",
+    ),
+    "tokengt": Contribution(
+        "tokengt", "cell", "TokenGT", "TokenGTWrapper", ("tokengt", "tokengt_ordered"),
+        "| TokenGT | Order-k TokenGT from [Pure Transformers are Powerful Graph Learners]"
+        "(https://arxiv.org/abs/2207.02505), every cell a token |",
+        "### Cellular Complexes",
+    ),
+    "n_simplicial": Contribution(
+        "n_simplicial", "simplicial", "NSimplicialTransformer", "NSimplicialWrapper",
+        ("n_simplicial",),
+        "| NSimplicialTransformer | N-simplicial attention from *How Smoothing is N-simplicial "
+        "Attention?* (Dussolle and Liò) |",
+        "### Simplicial Complexes",
+    ),
+}
+"""The models a TopoBench pull request can add (``--model`` of the command)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file of the pull request and what :func:`contribute` does (or did) to it.
+
+    Attributes
+    ----------
+    path : str
+        Path relative to the TopoBench checkout.
+    action : str
+        ``"create"``, ``"update"`` (an edit of an existing file), ``"unchanged"``,
+        ``"overwrite"`` (with ``force``) or ``"manual"`` (could not be edited: ``note`` says
+        what to do by hand).
+    content : str or None
+        The new text (``None`` for ``"unchanged"`` and ``"manual"``).
+    note : str
+        Why, for ``"manual"``.
+    """
+
+    path: str
+    action: str
+    content: str | None = None
+    note: str = ""
+
+
+def check_checkout(topobench: Path) -> Path:
+    """Return the resolved checkout path, or raise naming what is missing.
+
+    Parameters
+    ----------
+    topobench : pathlib.Path
+        Folder of a TopoBench checkout.
+
+    Returns
+    -------
+    pathlib.Path
+        The resolved folder.
+
+    Raises
+    ------
+    ValueError
+        When the folder lacks TopoBench's layout.
+    """
+    topobench = Path(topobench).expanduser().resolve()
+    missing = [marker for marker in CHECKOUT_MARKERS if not (topobench / marker).exists()]
+    if missing:
+        raise ValueError(
+            f"{topobench} is not a TopoBench checkout: it has no {', '.join(missing)} "
+            "(clone https://github.com/geometric-intelligence/TopoBench and give its folder to --topobench)"
+        )
+    return topobench
+
+
+def _pipeline_text(text: str, entries: list[str], path: Path) -> str | None:
+    """``test_pipeline.py`` with ``entries`` added to ``MODELS`` (``None``: all present)."""
+    match = re.search(r"^(MODELS\s*=\s*)(\[[^\]]*\])", text, flags=re.M)
+    if match is None:
+        raise ValueError(f"{path}: found no `MODELS = [...]` list to add the pipeline-test entries {entries} to")
+    try:
+        models = ast.literal_eval(match.group(2))
+    except (ValueError, SyntaxError) as error:
+        raise ValueError(f"{path}: MODELS is not a literal list of strings ({error})") from None
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise ValueError(f"{path}: MODELS is not a literal list of strings")
+    new = [entry for entry in entries if entry not in models]
+    if not new:
+        return None
+    rendered = "[" + ", ".join(f'"{m}"' for m in [*models, *new]) + "]"
+    return text[: match.start(2)] + rendered + text[match.end(2):]
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pyproject_text(text: str, requirement: str, path: Path) -> str | None:
+    """TopoBench's ``pyproject.toml`` with ``requirement`` in ``dependencies`` (``None``: present)."""
+    match = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, flags=re.M | re.S)
+    if match is None:
+        raise ValueError(f"{path}: found no `dependencies = [` ... `]` block to add {requirement!r} to")
+    listed = re.findall(r"[\"']([^\"']+)[\"']", match.group(1))
+    name = _requirement_name(requirement)
+    if any(_requirement_name(item) == name for item in listed):
+        return None
+    body = match.group(1)
+    if body.strip() and not body.rstrip().endswith(","):
+        body = body.rstrip() + ",\n"
+    body += f'    "{requirement}",\n'
+    return text[: match.start(1)] + body + text[match.end(1):]
+
+
+def _readme_text(text: str, row: str, section: str) -> str | None:
+    """README with ``row`` appended to the table under ``section`` (``None``: no such table)."""
+    lines = text.splitlines(keepends=True)
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == section)
+    except StopIteration:
+        return None
+    index = start + 1
+    while index < len(lines) and not lines[index].startswith("|"):
+        index += 1
+    if index == len(lines):
+        return None
+    while index < len(lines) and lines[index].startswith("|"):
+        index += 1
+    last = lines[index - 1]
+    if not last.endswith("\n"):
+        lines[index - 1] = last + "\n"
+    lines.insert(index, row + "\n")
+    return "".join(lines)
+
+
+def _edit(path: str, old: str | None, new: str | None) -> Change:
+    if new is None:
+        return Change(path, "unchanged")
+    return Change(path, "update" if old is not None else "create", new)
+
+
+def plan(
+    topobench: Path,
+    models: list[str],
+    *,
+    requirement: str | None = None,
+    force: bool = False,
+) -> list[Change]:
+    """Return what :func:`contribute` would write into the checkout (nothing is written).
+
+    Parameters
+    ----------
+    topobench : pathlib.Path
+        TopoBench checkout.
+    models : list of str
+        Keys of :data:`CONTRIBUTIONS`.
+    requirement : str, optional
+        Dependency line for TopoBench's ``pyproject.toml`` (default
+        ``topomodelx-attention>=<this version>``).
+    force : bool, default=False
+        Overwrite files that exist with other content (else ``ValueError``).
+
+    Returns
+    -------
+    list of Change
+        One entry per file.
+
+    Raises
+    ------
+    ValueError
+        For an unknown model, a folder that is not a TopoBench checkout, a file that exists
+        with other content (without ``force``), or a ``test_pipeline.py`` / ``pyproject.toml``
+        that cannot be edited (the message names the file).
+    """
+    unknown = [m for m in models if m not in CONTRIBUTIONS]
+    if unknown or not models:
+        raise ValueError(
+            f"unknown --model {unknown or models}: choose from {sorted(CONTRIBUTIONS)} (or 'all')"
+        )
+    topobench = check_checkout(topobench)
+    if requirement is None:
+        requirement = f"topomodelx-attention>={topomodelx_attention.__version__}"
+    changes: list[Change] = []
+    chosen = [CONTRIBUTIONS[m] for m in dict.fromkeys(models)]
+    for contribution in chosen:
+        for relative, source in contribution.files().items():
+            if not source.is_file():
+                raise ValueError(f"the package lacks its template {source} (reinstall topomodelx-attention)")
+            content = source.read_text()
+            target = topobench / relative
+            if not target.exists():
+                changes.append(Change(relative, "create", content))
+            elif target.read_text() == content:
+                changes.append(Change(relative, "unchanged"))
+            elif force:
+                changes.append(Change(relative, "overwrite", content))
+            else:
+                raise ValueError(
+                    f"{target} exists with other content; move it away or pass --force to overwrite it"
+                )
+    pipeline = topobench / PIPELINE_TEST
+    old = pipeline.read_text()
+    changes.append(_edit(PIPELINE_TEST, old, _pipeline_text(old, [c.pipeline_model for c in chosen], pipeline)))
+    pyproject = topobench / "pyproject.toml"
+    if pyproject.is_file():
+        old = pyproject.read_text()
+        changes.append(_edit("pyproject.toml", old, _pyproject_text(old, requirement, pyproject)))
+    else:
+        changes.append(Change("pyproject.toml", "manual", note=f"add the dependency {requirement!r}"))
+    readme = topobench / "README.md"
+    original = readme.read_text() if readme.is_file() else None
+    text = original
+    for contribution in chosen:
+        row, section = contribution.readme_row, contribution.readme_section
+        edited = None if text is None or row in text else _readme_text(text, row, section)
+        if edited is not None:
+            text = edited
+        elif text is None or row not in text:
+            changes.append(Change("README.md", "manual", note=f"add the row {row} to the table {section!r}"))
+    if text is not None:
+        changes.append(_edit("README.md", original, None if text == original else text))
+    return changes
+
+
+def contribute(
+    topobench: Path,
+    models: list[str],
+    *,
+    requirement: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+) -> list[Change]:
+    """Write the pull-request files of ``models`` into a TopoBench checkout.
+
+    Everything is checked (:func:`plan`) before the first file is written.
+
+    Parameters
+    ----------
+    topobench : pathlib.Path
+        TopoBench checkout.
+    models : list of str
+        Keys of :data:`CONTRIBUTIONS`.
+    requirement : str, optional
+        Dependency line for TopoBench's ``pyproject.toml``.
+    force : bool, default=False
+        Overwrite files that exist with other content.
+    dry_run : bool, default=False
+        Only return the plan.
+
+    Returns
+    -------
+    list of Change
+        What was (or, with ``dry_run``, would be) done to each file.
+    """
+    changes = plan(topobench, models, requirement=requirement, force=force)
+    if not dry_run:
+        root = check_checkout(topobench)
+        for change in changes:
+            if change.content is not None:
+                target = root / change.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(change.content)
+    return changes
