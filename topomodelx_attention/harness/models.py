@@ -277,7 +277,7 @@ def build_tokengt(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
 
     On the 1-skeleton (``tokengt``) this is TokenGT with one token per node and per undirected
     edge (paper A.5); on a cell complex (``tokengt_cell``) every cell is a token. Node-level
-    tasks: the head on the vertex tokens (``outputs=(0,)``, :meth:`~.OrderKTokenGT.cell_outputs`).
+    tasks: the readout of the vertex tokens (``outputs=(0,)``, :meth:`~.OrderKTokenGT.cell_outputs`).
     """
     from topomodelx_attention.nn.graph import OrderKTokenGT
 
@@ -313,7 +313,7 @@ register_model("tokengt_cell", "cell", _tokengt_keys)(build_tokengt)
 def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples.
 
-    Node-level tasks: the head on every vertex token (``outputs="tokens"``).
+    Node-level tasks: the readout of every vertex token (``outputs="tokens"``).
     """
     from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 

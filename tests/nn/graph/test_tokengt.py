@@ -14,8 +14,6 @@ from topomodelx_attention.nn.graph import (
     TokenGTEncoder,
     TokenGTLayer,
     drop_path,
-    eigenvector_dropout,
-    random_sign_flip,
 )
 from topomodelx_attention.transforms import LaplacianNodeId, OrthogonalRandomNodeId
 
@@ -214,32 +212,6 @@ def test_regularisers_off_in_eval_and_active_in_training():
     flip_only.train()
     outputs = [flip_only(batch) for _ in range(3)]
     assert any(not torch.allclose(o, evaluated) for o in outputs)
-
-
-def test_sign_flip_is_per_graph_and_column():
-    torch.manual_seed(0)
-    batch = torch.tensor([0, 0, 0, 1, 1, 2])
-    node_id = torch.rand(6, 4) + 0.5
-    flipped = random_sign_flip(node_id, batch, 3)
-    signs = flipped / node_id
-    assert set(signs.unique().tolist()) <= {-1.0, 1.0}
-    for g in range(3):
-        rows = signs[batch == g]
-        assert torch.equal(rows, rows[:1].expand_as(rows))
-
-
-def test_eigenvector_dropout_drops_whole_columns_per_graph():
-    torch.manual_seed(0)
-    batch = torch.tensor([0, 0, 0, 1, 1, 2, 2])
-    node_id = torch.rand(7, 50) + 0.5
-    dropped = eigenvector_dropout(node_id, batch, 3, 0.5)
-    ratio = dropped / node_id
-    assert set(ratio.unique().tolist()) <= {0.0, 2.0}
-    assert 0 < int((ratio == 0).sum()) < ratio.numel()
-    for g in range(3):
-        rows = ratio[batch == g]
-        assert torch.equal(rows, rows[:1].expand_as(rows))
-    assert eigenvector_dropout(node_id, batch, 3, 0.0) is node_id
 
 
 def test_drop_path_drops_whole_graphs_in_training_only():

@@ -18,7 +18,7 @@ from torch_geometric.data import Batch
 from tests.helpers import graph_from_edges, random_cell_complex
 from topomodelx_attention.data import from_toponetx
 from topomodelx_attention.nn.graph import MAX_TOKENS, OrderKTokenGT, cell_orderings, ordering_counts
-from topomodelx_attention.nn.graph import tokengt as tokengt_module
+from topomodelx_attention.nn.graph import order_k_tokengt as tokengt_module
 from topomodelx_attention.transforms import CellCycleLifting, SimplicialCliqueLifting
 
 

@@ -1,42 +1,39 @@
 """Graph transformers: TokenGT (Kim et al., "Pure Transformers are Powerful Graph Learners").
 
-* :class:`TokenGT`: node + edge tokens with node / type identifiers, pre-LN Transformer,
-  dense (softmax) or linear (Performer) attention of the shared core, complex / node / edge
-  outputs.
-* :class:`OrderKTokenGT`: the order-k variant (§3) on any ``ComplexData`` — cells of every
-  rank as tokens with ordered vertex-identifier slots (one token per ordering) or pooled
-  identifiers, and a type identifier per rank.
+* :mod:`~.tokens`: the token set (:class:`TokenBatch`), the node / edge tokenizer, the
+  identifier regularisers and the model machinery both TokenGTs share;
+* :class:`TokenGT` (:mod:`~.tokengt`): node + edge tokens with node / type identifiers, pre-LN
+  Transformer, attention kernels of the shared core, complex / node / edge outputs.
+* :class:`OrderKTokenGT` (:mod:`~.order_k_tokengt`): the order-k variant (§3) on any
+  ``ComplexData`` — cells of every rank as tokens with ordered vertex-identifier slots (one
+  token per ordering) or pooled identifiers, and a type identifier per rank.
 * :func:`cell_orderings`, :func:`boundary_cycles`: the vertex orderings of the cells;
   :func:`ordering_counts`: how many tokens they make, counted before building them.
 * :class:`TokenGTLayer`, :class:`TokenGTEncoder`: the encoder layer and stack.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
+from topomodelx_attention.nn.graph.order_k_tokengt import IDENTIFIERS, MAX_TOKENS, OrderKTokenGT
 from topomodelx_attention.nn.graph.orderings import (
     CellOrderings,
     boundary_cycles,
     cell_orderings,
     ordering_counts,
 )
-from topomodelx_attention.nn.graph.tokengt import (
-    EDGE_TOKENS,
-    IDENTIFIERS,
-    MAX_TOKENS,
-    TOKENGT_OUTPUTS,
-    OrderKTokenGT,
-    TokenBatch,
-    TokenGT,
-    TokenGTInputs,
-    TokenGTTokenizer,
-    eigenvector_dropout,
-    random_sign_flip,
-)
+from topomodelx_attention.nn.graph.tokengt import TOKENGT_OUTPUTS, TokenGT, TokenGTInputs
 from topomodelx_attention.nn.graph.tokengt_layer import (
     LAYOUTS,
     TokenGTEncoder,
     TokenGTLayer,
     all_pairs_kind,
     drop_path,
+)
+from topomodelx_attention.nn.graph.tokens import (
+    EDGE_TOKENS,
+    TokenBatch,
+    TokenGTTokenizer,
+    eigenvector_dropout,
+    random_sign_flip,
 )
 
 # torch.export.export(model, (model.prepare(data),)) for TokenGT (nn/_export.py)
