@@ -31,7 +31,7 @@ ALLOWED = (
     "topomodelx_attention.transforms.OrthogonalRandomNodeId",
     "topomodelx_attention.nn.cell.CellularTransformer",
     "topomodelx_attention.nn.graph.TokenGT",
-    "topomodelx_attention.harness.models.GINBaseline",
+    "topomodelx_attention.harness.baselines.GINBaseline",
     "topomodelx_attention.harness.topobench.TopoBenchWrapper",
     "topomodelx_attention.harness.topobench.CellularTransformerBackbone",
     "torch.optim.AdamW",

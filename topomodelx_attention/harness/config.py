@@ -55,8 +55,8 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 ALLOWED_TARGETS = (
     "the public classes of topomodelx_attention.transforms (liftings, positional encodings, node "
-    "identifiers, augmentations), the models and layers of topomodelx_attention.nn and "
-    "topomodelx_attention.harness.models, the TopoBench exports of "
+    "identifiers, augmentations), the models and layers of topomodelx_attention.nn, "
+    "topomodelx_attention.harness.models and topomodelx_attention.harness.baselines, the TopoBench exports of "
     "topomodelx_attention.harness.topobench, the optimizers of torch.optim, the schedulers of "
     "torch.optim.lr_scheduler, and classes registered with "
     "topomodelx_attention.harness.config.register_target"
@@ -373,11 +373,11 @@ def _packaged_targets() -> dict[int, Any]:
     from torch import nn
 
     from topomodelx_attention import transforms
-    from topomodelx_attention.harness import models
+    from topomodelx_attention.harness import baselines, models
     from topomodelx_attention.nn import attention, cell, common, graph, simplicial
 
     found = _classes(transforms)
-    for module in (attention, cell, common, graph, simplicial, models):
+    for module in (attention, cell, common, graph, simplicial, models, baselines):
         found += _classes(module, nn.Module)
     optim, schedulers = torch.optim, torch.optim.lr_scheduler
     found += [
