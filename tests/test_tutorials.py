@@ -59,3 +59,22 @@ def test_toponetx_tutorial_covers_every_complex_with_apis_of_both_toponetx_versi
         assert name in text, name
     for name in (".boundary", "maxdim", "graph_2_"):  # absent from TopoNetX 0.2 or 0.4
         assert name not in text, name
+
+
+def test_graphuniverse_tutorial_trains_every_model_family_on_a_tiny_node_task():
+    text = _source("06_graphuniverse_node_tasks.ipynb")
+    for name in ("generation_parameters(", "load_family(", "community_detection", "compose_config(",
+                 "run_experiment(", '"cellular_transformer"', '"tokengt_cell"', '"n_simplicial"',
+                 '"gps"', "seeds=[0]", "trainer.max_epochs=3", "plt."):
+        assert name in text, name
+    assert "smoke run, not a benchmark" in " ".join(text.split())
+    assert "N_GRAPHS, N_NODES = 12, [15, 30]" in text  # tiny: the notebook must stay fast
+
+
+def test_topobench_tutorial_dry_runs_the_contribution_and_calls_the_backbone():
+    text = _source("07_topobench_contribution.ipynb")
+    for name in ('"topobench", "contribute"', '"--dry-run"', "contribute(checkout", "dry_run=True",
+                 "CellularTransformerBackbone(", "neighborhood_keys", "CellCycleLifting",
+                 "topobench/nn/backbones/{domain}/{model}.py", "test/pipeline/test_pipeline.py"):
+        assert name in text, name
+    assert "import topobench" not in text  # no TopoBench install needed or used
