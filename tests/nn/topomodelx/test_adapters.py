@@ -140,7 +140,7 @@ def test_cell_attention_errors_name_the_argument(batch):
         layer(batch.x_1, batch.down_laplacian_1, batch.adjacency_0)
     with pytest.raises(ValueError, match=r"x must have shape \(n, 3\)"):
         layer(batch.x_0[:, :2], batch.down_laplacian_1, batch.up_laplacian_1)
-    with pytest.raises(ValueError, match="tensor_diagram"):
+    with pytest.raises(TypeError, match="tensor_diagram"):  # fixed: CANLayer's two blocks
         CellAttentionLayer(3, 8, tensor_diagram=["0->0:adjacency_0"])
     with pytest.raises(ValueError, match="mixed"):
         CellAttentionLayer(3, 8, kind="mixed")

@@ -28,6 +28,7 @@ CAN's argument names to neighbourhood keys. Replacing the layers of TopoModelX's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -39,7 +40,6 @@ __all__ = ["CellAttentionLayer"]
 
 # the CT layer works on one rank here; its two arrows read these keys
 _LOWER, _UPPER = "coadjacency_0", "adjacency_0"
-_RESERVED = ("channels", "max_rank", "attention", "tensor_diagram")
 
 
 class CellAttentionLayer(nn.Module):
@@ -71,10 +71,13 @@ class CellAttentionLayer(nn.Module):
         Channels of the output; ``heads`` must divide it.
     heads : int, default=1
         Attention heads.
-    kind : {"sparse", "dense", "linear"}, default="sparse"
-        ``"sparse"``: attention over the neighbours only. ``"dense"``: over all cells of the
-        complex with the neighbourhood pattern as the bias ``θ·N``. ``"linear"``: Performer
-        attention over all cells (neighbourhoods unused).
+    kind : str, default="sparse"
+        Attention kernel by name: ``"sparse"``: attention over the neighbours only.
+        ``"dense"``: over all cells of the complex with the neighbourhood pattern as the bias
+        ``θ·N``. ``"linear"``: Performer attention over all cells (neighbourhoods unused).
+    kernel_options : mapping, optional
+        Options of the kernel (see
+        :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`).
     dropout : float, default=0.0
         Dropout on the output of each attention block and the FFN.
     attention_dropout : float, default=0.0
@@ -83,9 +86,13 @@ class CellAttentionLayer(nn.Module):
         Whether a cell attends to itself (see above).
     ffn_channels : int, optional
         Inner width of the FFN (default ``out_channels``).
-    **options
-        Further options of :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`
-        (``bias``, ``kernel_options``, ``output_projection``).
+    bias : bool, default=False
+        Bias in the attention projections.
+    output_projection : bool, default=True
+        Output projection after the heads (``False``: split-input heads, concatenated).
+
+    The tensor diagram is fixed (one rank, the lower and upper blocks of ``CANLayer``); other
+    diagrams are :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`'s.
     """
 
     def __init__(
@@ -95,19 +102,15 @@ class CellAttentionLayer(nn.Module):
         *,
         heads: int = 1,
         kind: str = "sparse",
+        kernel_options: Mapping[str, Any] | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         self_loops: bool = True,
         ffn_channels: int | None = None,
-        **options: Any,
+        bias: bool = False,
+        output_projection: bool = True,
     ) -> None:
         super().__init__()
-        reserved = sorted(set(options) & set(_RESERVED))
-        if reserved:
-            raise ValueError(
-                f"CellAttentionLayer sets {reserved} itself (one rank, the lower and upper "
-                "blocks of CANLayer); use CellularTransformerLayer for other tensor diagrams"
-            )
         if kind == "mixed":
             raise ValueError("kind='mixed' needs several ranks; CellAttentionLayer takes sparse, dense or linear")
         in_channels, out_channels = int(in_channels), int(out_channels)
@@ -124,11 +127,13 @@ class CellAttentionLayer(nn.Module):
             heads=heads,
             max_rank=0,
             kind=kind,
+            kernel_options=kernel_options,
             tensor_diagram=[f"0->0:{_LOWER}", f"0->0:{_UPPER}"],
             ffn_channels=ffn_channels,
             dropout=dropout,
             attention_dropout=attention_dropout,
-            **options,
+            bias=bias,
+            output_projection=output_projection,
         )
         self.heads = self.layer.heads
         self.kind = kind
