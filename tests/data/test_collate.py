@@ -236,7 +236,6 @@ def test_combinatorial_and_cell_complexes_batch_with_the_same_neighborhoods():
 
 
 def test_fast_collation_of_complexes_without_sparse_keys():
-    from torch_geometric.data import Batch
 
     from topomodelx_attention.data import ComplexData, collate_complexes
 
@@ -332,10 +331,20 @@ def test_pyg_dataloader_and_batch_from_data_list_take_the_fast_collation(monkeyp
     # ... while PyG's DataLoader and Batch.from_data_list batch complexes without it
     assert_identical_batches(reference, Batch.from_data_list(complexes))
     assert_identical_batches(reference, next(iter(DataLoader(complexes, batch_size=len(complexes)))))
-    # other Data objects keep PyG's own path (and its errors)
+    # other Data objects keep PyG's own path (and its errors), as do lists mixing classes
+    # (PyG asks every item for its own __inc__) and batches of batches
     plain = [Data(x=torch.ones(2, 1), adjacency=torch.eye(2).to_sparse()) for _ in range(2)]
     with pytest.raises(AssertionError, match="generic sparse cat"):
         Batch.from_data_list(plain)
+
+    class Other(ComplexData):
+        pass
+
+    mixed = [complexes[0], Other(**dict(complexes[1].items()))]
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        Batch.from_data_list(mixed)
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        Batch.from_data_list([reference, reference])
     with pytest.raises(IndexError):
         Batch.from_data_list([])
 
@@ -358,7 +367,7 @@ def test_pyg_dataloader_keeps_every_batch_behaviour(monkeypatch):
     # a batch of batches still goes through PyG (its own rules for ``batch`` and ``ptr``)
     monkeypatch.undo()
     twice = Batch.from_data_list([reference, reference])
-    assert twice.num_graphs == 2
+    assert twice.num_graphs == 2 and twice.shape.shape[0] == 2 * len(complexes)
 
 
 def test_pyg_dataloader_with_two_workers_gives_the_generic_batches():
