@@ -85,6 +85,7 @@ def assert_identical_batches(generic, fast):
         else:
             assert x == y, key
     assert generic.num_graphs == fast.num_graphs
+    assert list(generic._store._mapping) == list(fast._store._mapping)  # PyG's key order
     assert generic._slice_dict.keys() == fast._slice_dict.keys()
     for key, slices in generic._slice_dict.items():
         assert torch.equal(slices, fast._slice_dict[key]), key

@@ -321,6 +321,15 @@ def collate_complexes(
             steps, torch.from_numpy(nodes), output_size=int(nodes.sum())
         )
         out_mapping["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
+    # PyG's key order: the first complex's (``shape`` first; ``follow_batch`` vectors after
+    # their key), then ``batch`` and ``ptr``
+    batched = dict(out_mapping)
+    out_mapping.clear()
+    for key in mapping:
+        for name in (key, f"{key}_batch", f"{key}_ptr") if key in follow else (key,):
+            if name in batched:
+                out_mapping[name] = batched.pop(name)
+    out_mapping.update(batched)
     out._num_graphs = num
     out._slice_dict = slice_dict
     out._inc_dict = inc_dict
