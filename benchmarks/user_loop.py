@@ -20,7 +20,8 @@ Cases (batch 32, every batch of the data set, collation included unless said oth
 * *inference*: ``model.eval()`` and ``torch.no_grad()``, PyG ``DataLoader``, and the same with
   :class:`~topomodelx_attention.data.ComplexDataLoader` (GPS batches plain graphs: PyG's loader
   in both rows);
-* *collation*: one pass of each loader without a model.
+* *collation*: one pass of each loader without a model;
+* *AdamW*: the optimiser steps of a training epoch alone (one per batch, on a copy of the model).
 
 Time per epoch: minimum over ``--repeats`` interleaved rounds (every case once per round) after
 ``--warmup`` rounds, with ``torch.set_num_threads(--threads)``. ``--clock thread`` (default)
@@ -37,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -88,6 +90,20 @@ def collation_epoch(items: list, loader_class: type) -> Callable[[], None]:
     def run() -> None:
         for _ in loader_class(items, batch_size=BATCH_SIZE):
             pass
+
+    return run
+
+
+def optimizer_epoch(model: nn.Module, items: list) -> Callable[[], None]:
+    """The plain ``torch.optim.AdamW`` steps of one epoch alone (one per batch, fixed gradients)."""
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    steps = -(-len(items) // BATCH_SIZE)
+
+    def run() -> None:
+        for _ in range(steps):
+            optimizer.step()
 
     return run
 
@@ -146,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         cases[f"infer ours {name}"] = inference_epoch(model, items, ComplexDataLoader)
         cases[f"collate pyg {name}"] = collation_epoch(items, DataLoader)
         cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
+        cases[f"adamw {name}"] = optimizer_epoch(copy.deepcopy(model), items)
     load = os.getloadavg()[0]
     best = time_cases(cases, args.repeats, args.warmup, CLOCKS[args.clock])
     load = max(load, os.getloadavg()[0])
@@ -166,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         row("collation, PyG `DataLoader`", "collate pyg"),
         row("collation, `ComplexDataLoader`", "collate ours"),
         model_row("inference, model only (PyG `DataLoader` row − its collation)", "infer pyg", "collate pyg"),
+        row("of the training epoch: the plain AdamW steps alone", "adamw"),
     ]
     sparse = sum(1 for value in complexes[0].values() if isinstance(value, torch.Tensor) and value.is_sparse)
     print(

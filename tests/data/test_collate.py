@@ -85,6 +85,7 @@ def assert_identical_batches(generic, fast):
         else:
             assert x == y, key
     assert generic.num_graphs == fast.num_graphs
+    assert list(generic._store._mapping) == list(fast._store._mapping)  # PyG's key order
     assert generic._slice_dict.keys() == fast._slice_dict.keys()
     for key, slices in generic._slice_dict.items():
         assert torch.equal(slices, fast._slice_dict[key]), key
@@ -331,10 +332,20 @@ def test_pyg_dataloader_and_batch_from_data_list_take_the_fast_collation(monkeyp
     # ... while PyG's DataLoader and Batch.from_data_list batch complexes without it
     assert_identical_batches(reference, Batch.from_data_list(complexes))
     assert_identical_batches(reference, next(iter(DataLoader(complexes, batch_size=len(complexes)))))
-    # other Data objects keep PyG's own path (and its errors)
+    # other Data objects keep PyG's own path (and its errors), as do lists mixing classes
+    # (PyG asks every item for its own __inc__) and batches of batches
     plain = [Data(x=torch.ones(2, 1), adjacency=torch.eye(2).to_sparse()) for _ in range(2)]
     with pytest.raises(AssertionError, match="generic sparse cat"):
         Batch.from_data_list(plain)
+
+    class Other(ComplexData):
+        pass
+
+    mixed = [complexes[0], Other(**dict(complexes[1].items()))]
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        Batch.from_data_list(mixed)
+    with pytest.raises(AssertionError, match="generic sparse cat"):
+        Batch.from_data_list([reference, reference])
     with pytest.raises(IndexError):
         Batch.from_data_list([])
 
@@ -357,7 +368,7 @@ def test_pyg_dataloader_keeps_every_batch_behaviour(monkeypatch):
     # a batch of batches still goes through PyG (its own rules for ``batch`` and ``ptr``)
     monkeypatch.undo()
     twice = Batch.from_data_list([reference, reference])
-    assert twice.num_graphs == 2
+    assert twice.num_graphs == 2 and twice.shape.shape[0] == 2 * len(complexes)
 
 
 def test_pyg_dataloader_with_two_workers_gives_the_generic_batches():

@@ -148,3 +148,23 @@ def test_from_boundaries_counts_complexes_without_cells():
         ComplexData.from_boundaries([b1], [2, 1], batch=batch, num_complexes=1)
     with pytest.raises(ValueError, match="negative"):
         ComplexData.from_boundaries([b1], [2, 1], batch=[torch.tensor([-1, 0]), torch.tensor([0])])
+
+
+def test_key_access_reads_the_one_store_like_pyg():
+    from torch_geometric.data import Data
+
+    data = from_toponetx(random_cell_complex(5), max_rank=2, y=torch.tensor([1]))
+    batch = Batch.from_data_list([data, data])
+    for item in (data, batch):
+        assert sorted(item.keys()) == sorted(Data.keys(item))  # PyG's generic answer
+        assert item.keys()[0] == "shape"  # insertion order: shape first
+        for key in ("incidence_1", "shape", "y", "batch_2", "nothing", "x_9"):
+            assert (key in item) == Data.__contains__(item, key)
+    assert batch.neighborhood("adjacency", 1) is batch.adjacency_1
+    del data["adjacency_1"]
+    assert "adjacency_1" not in data and "adjacency_1" not in data.keys()
+    with pytest.raises(ValueError, match=r"no 'adjacency_1'.*neighborhoods including 'adjacency'"):
+        data.neighborhood("adjacency", 1)
+    with pytest.raises(ValueError, match="unknown"):
+        data.neighborhood("laplacian", 1)
+    assert data.num_cells(7) == 0 and data.num_complexes == 1 and batch.num_complexes == 2

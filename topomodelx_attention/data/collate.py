@@ -20,8 +20,9 @@ Ways to batch complexes — all give the same batch through :func:`collate_compl
 * :class:`torch_geometric.loader.DataLoader` and ``Batch.from_data_list``, PyG's own entry
   points: importing :mod:`topomodelx_attention.data` wraps ``Batch.from_data_list`` (which PyG's
   ``Collater`` calls for every batch) so that a list made only of unbatched ``ComplexData``
-  goes to :func:`collate_complexes`; any other list (plain ``Data``, batches of batches, a
-  list mixing classes) takes PyG's own method, unchanged (:data:`pyg_from_data_list`);
+  of one class goes to :func:`collate_complexes`; any other list (plain ``Data``, batches
+  of batches, a list mixing classes) takes PyG's own method, unchanged
+  (:data:`pyg_from_data_list`);
 * :class:`ComplexDataLoader` (a drop-in :class:`torch_geometric.loader.DataLoader`) and
   ``ComplexDataBatch.from_data_list(complexes)``, which call it directly.
 
@@ -320,6 +321,15 @@ def collate_complexes(
             steps, torch.from_numpy(nodes), output_size=int(nodes.sum())
         )
         out_mapping["ptr"] = torch.from_numpy(np.concatenate([[0], np.cumsum(nodes)]))
+    # PyG's key order: the first complex's (``shape`` first; ``follow_batch`` vectors after
+    # their key), then ``batch`` and ``ptr``
+    batched = dict(out_mapping)
+    out_mapping.clear()
+    for key in mapping:
+        for name in (key, f"{key}_batch", f"{key}_ptr") if key in follow else (key,):
+            if name in batched:
+                out_mapping[name] = batched.pop(name)
+    out_mapping.update(batched)
     out._num_graphs = num
     out._slice_dict = slice_dict
     out._inc_dict = inc_dict
@@ -393,8 +403,8 @@ class ComplexDataBatch(Batch, ComplexData, metaclass=_BatchMeta):
 
     PyG creates it (``Batch.from_data_list``, :class:`torch_geometric.loader.DataLoader`);
     those, :meth:`from_data_list` of this class and :class:`ComplexDataLoader` all batch
-    complexes with :func:`collate_complexes`. Splitting (``to_data_list``, ``get_example``, ``batch[i]``,
-    ``batch[i:j]``) uses :meth:`ComplexData.to_complex_list`.
+    complexes with :func:`collate_complexes`. Splitting (``to_data_list``, ``get_example``,
+    ``batch[i]``, ``batch[i:j]``) uses :meth:`ComplexData.to_complex_list`.
     """
 
     @classmethod
@@ -512,11 +522,17 @@ register_batch_class(ComplexData)
 
 # ---------------------------------------------------------------------------------- PyG's entry
 def _is_complex_list(data_list: Any) -> bool:
-    """Whether ``data_list`` is a non-empty list/tuple of unbatched ``ComplexData`` only."""
+    """Whether ``data_list`` is a non-empty list/tuple of unbatched ``ComplexData`` of one class.
+
+    One class: PyG asks every item for its own ``__inc__``, ``collate_complexes`` the first.
+    """
+    if not isinstance(data_list, (list, tuple)) or not data_list:
+        return False
+    data_class = type(data_list[0])
     return (
-        isinstance(data_list, (list, tuple))
-        and len(data_list) > 0
-        and all(isinstance(data, ComplexData) and not isinstance(data, Batch) for data in data_list)
+        issubclass(data_class, ComplexData)
+        and not issubclass(data_class, Batch)
+        and all(type(data) is data_class for data in data_list)
     )
 
 

@@ -9,7 +9,7 @@
 * :mod:`~.training` — the Lightning module and :func:`run_experiment`;
 * :mod:`~.budget` — the equal-budget comparison :func:`run_equal_budget`;
 * :mod:`~.results` — result records, tables, learning curves and time-to-accuracy plots;
-* :mod:`~.topobench` — wrapper and backbone for running our models inside TopoBench.
+* :mod:`~.topobench` — TopoBench-native tensor backbones, their wrapper and the ``topobench contribute`` templates.
 
 Example
 -------

@@ -37,7 +37,10 @@ SUPPORTED = (
 def register_prepared_inputs(*classes: type) -> None:
     """Register frozen dataclasses of prepared inputs as pytree nodes (``torch.export`` inputs).
 
-    Idempotent: a class already registered (e.g. by a reload) is skipped.
+    Idempotent: a class already registered (e.g. by a reload) is skipped. The classes are also
+    allowed for ``torch.load(weights_only=True)`` (plain containers of tensors), so that
+    ``torch.export.load`` of a saved program reads its example inputs without torch's fallback
+    to ``weights_only=False``.
 
     Parameters
     ----------
@@ -49,6 +52,7 @@ def register_prepared_inputs(*classes: type) -> None:
         if cls in pytree.SUPPORTED_NODES:
             continue
         torch.export.register_dataclass(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+        torch.serialization.add_safe_globals([cls])
 
 
 def _refuse_script(self: nn.Module) -> Any:
