@@ -7,11 +7,7 @@ import math
 import pytest
 import torch
 
-from topomodelx_attention.nn.attention import functional as fn
-from topomodelx_attention.nn.attention import linear as linear_module
-from topomodelx_attention.nn.attention import scatter
-from topomodelx_attention.nn.attention import sparse as sparse_module
-from topomodelx_attention.nn.attention.functional import (
+from topomodelx_attention.nn.attention import (
     default_num_random_features,
     dense_attention,
     favor_features,
@@ -19,9 +15,13 @@ from topomodelx_attention.nn.attention.functional import (
     merge_heads,
     neighborhood_index,
     orthogonal_random_matrix,
+    scatter,
     sparse_attention,
     split_heads,
 )
+from topomodelx_attention.nn.attention import dense as dense_module
+from topomodelx_attention.nn.attention import linear as linear_module
+from topomodelx_attention.nn.attention import sparse as sparse_module
 
 SIZES_T = [3, 4, 5, 2]
 SIZES_S = [2, 5, 3, 4]
@@ -406,7 +406,7 @@ def test_dense_survives_sdpa_that_returns_nan_on_fully_masked_rows(helpers, gen,
             scores = scores + attn_mask
         return torch.softmax(scores, dim=-1) @ v  # NaN on fully masked rows
 
-    monkeypatch.setattr(fn.F, "scaled_dot_product_attention", naive_sdpa)
+    monkeypatch.setattr(dense_module.F, "scaled_dot_product_attention", naive_sdpa)
     bt = helpers.batch_vector([3, 2, 4])
     bs = helpers.batch_vector([2, 0, 3])
     q, k, v = helpers.qkv(9, 5, HEADS, D, DV, gen)

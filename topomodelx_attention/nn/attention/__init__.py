@@ -1,39 +1,31 @@
-"""The attention core shared by every model family.
+r"""The attention core shared by every model family.
 
 * :mod:`~topomodelx_attention.nn.attention.scatter`: scatter reductions and segment softmax.
 * :mod:`~topomodelx_attention.nn.attention.heads`: head split/merge, per-head projections.
 * :mod:`~topomodelx_attention.nn.attention.layout`: the padded layout of a batch of token sets
   and the prepared neighbourhood index (both computed once, outside ``torch.compile``).
 * :mod:`~topomodelx_attention.nn.attention.sparse` / :mod:`~.dense` / :mod:`~.linear`: the
-  three attention kinds on projected, head-split tensors (re-exported by
-  :mod:`~topomodelx_attention.nn.attention.functional`).
+  three attention kinds as functions on **projected, head-split** tensors — queries
+  ``(n_target, heads, d)``, keys ``(n_source, heads, d)``, values ``(n_source, heads, d_v)``,
+  output ``(n_target, heads, d_v)`` — implementing Eq. (2) / (3) of the Cellular Transformer
+  paper, :math:`\mathrm{softmax}(Q K^\top \star \phi(N)) V`: :func:`sparse_attention` (mask
+  ``N``), :func:`dense_attention` (all pairs per complex, optional θ·N bias) and
+  :func:`dense_attention_weights`, :func:`linear_attention` (Performer / FAVOR+). Tokens of
+  different complexes (sorted batch vectors, or a precomputed :class:`PaddedLayout`) never
+  attend to each other; a target without any source gets zeros (never NaN) in every kind.
 * :mod:`~topomodelx_attention.nn.attention.kernels`: one module per kind owning its options,
   registered by kind (:data:`KERNELS`, :func:`register_kernel`) with capability flags.
 * :mod:`~topomodelx_attention.nn.attention.multihead`: :class:`MultiHeadAttention`, the
-  projected module (Eq. 2 of the Cellular Transformer paper).
+  projected module (Eq. 2 of the Cellular Transformer paper), and
+  :class:`MultiGroupAttention` (one value projection per token group, Eq. 3).
+* :mod:`~topomodelx_attention.nn.attention.fused`: many sparse blocks between token groups in
+  one fused call.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
-from topomodelx_attention.nn.attention.functional import (
-    HeadwiseLinear,
-    NeighborhoodIndex,
-    PaddedLayout,
-    SparsePlan,
-    default_num_random_features,
-    dense_attention,
-    dense_attention_weights,
-    favor_features,
-    linear_attention,
-    merge_heads,
-    neighborhood_index,
-    orthogonal_random_matrix,
-    padded_layout,
-    prepare_neighborhood,
-    sparse_attention,
-    sparse_plan,
-    split_heads,
-)
+from topomodelx_attention.nn.attention.dense import dense_attention, dense_attention_weights
 from topomodelx_attention.nn.attention.fused import FusedNeighborhood
+from topomodelx_attention.nn.attention.heads import HeadwiseLinear, merge_heads, split_heads
 from topomodelx_attention.nn.attention.kernels import (
     BIAS_SCALES,
     KERNELS,
@@ -45,6 +37,19 @@ from topomodelx_attention.nn.attention.kernels import (
     kernel_class,
     register_kernel,
 )
+from topomodelx_attention.nn.attention.layout import (
+    NeighborhoodIndex,
+    PaddedLayout,
+    neighborhood_index,
+    padded_layout,
+    prepare_neighborhood,
+)
+from topomodelx_attention.nn.attention.linear import (
+    default_num_random_features,
+    favor_features,
+    linear_attention,
+    orthogonal_random_matrix,
+)
 from topomodelx_attention.nn.attention.multihead import MultiGroupAttention, MultiHeadAttention
 from topomodelx_attention.nn.attention.scatter import (
     HAS_TORCH_SCATTER,
@@ -52,6 +57,7 @@ from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
     segment_softmax,
 )
+from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_attention, sparse_plan
 
 # torch.export inputs
 register_prepared_inputs(NeighborhoodIndex, PaddedLayout, SparsePlan, FusedNeighborhood)
