@@ -185,10 +185,13 @@ def test_outputs_must_match_the_task_level(prepared):
     with pytest.raises(ValueError, match=r"model\.params\.outputs must be one of"):
         build_model("gin", {**cfg.model.params, "outputs": "cells"}, data.info)
     ct_cfg, ct_data = prepared("cellular_transformer")
-    with pytest.raises(ValueError, match=r"readout_ranks must be \[0\]"):
-        build_model("cellular_transformer", {**ct_cfg.model.params, "readout_ranks": [0, 1]}, ct_data.info)
-    with pytest.raises(ValueError, match="readout_before_pooling must be true"):
-        build_model("cellular_transformer", {**ct_cfg.model.params, "readout_before_pooling": False}, ct_data.info)
+    readout = dict(ct_cfg.model.params.readout_options)
+    two_ranks = {**ct_cfg.model.params, "readout_options": {**readout, "ranks": [0, 1]}}
+    with pytest.raises(ValueError, match=r"readout_options\.ranks must be \[0\]"):
+        build_model("cellular_transformer", two_ranks, ct_data.info)
+    pooled_first = {**ct_cfg.model.params, "readout_options": {**readout, "before_pooling": False}}
+    with pytest.raises(ValueError, match=r"readout_options\.before_pooling must be true"):
+        build_model("cellular_transformer", pooled_first, ct_data.info)
     graph_info = DatasetInfo("g", "classification", 3, [15, 15, 15], [None] * 3, None, "accuracy")
     with pytest.raises(ValueError, match=r"graph-level task: model\.params\.outputs must be 'complex'"):
         build_model("gin", {"outputs": "node"}, graph_info)

@@ -240,20 +240,25 @@ def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> 
 
     params = dict(params)
     outputs = task_outputs(params, info)
-    if "readout_ranks" in params and not isinstance(params["readout_ranks"], str):
-        params["readout_ranks"] = tuple(params["readout_ranks"])
+    readout = params.get("readout_options")
+    if isinstance(readout, Mapping):  # hydra lists → tuples; anything else: CT's own error
+        readout = dict(readout)
+        if readout.get("ranks") is not None and not isinstance(readout["ranks"], str):
+            readout["ranks"] = tuple(readout["ranks"])
+        params["readout_options"] = readout
     if outputs == "node":
-        if tuple(params.get("readout_ranks", (0,))) != (0,):
+        given = readout if isinstance(readout, Mapping) else {}
+        if given.get("ranks") not in (None, (0,)):
             raise ValueError(
-                f"node-level outputs read the vertices: model.params.readout_ranks must be [0], "
-                f"got {list(params['readout_ranks'])}"
+                "node-level outputs read the vertices: model.params.readout_options.ranks must be "
+                f"[0], got {given['ranks']!r}"
             )
-        if params.get("readout_before_pooling", True) is not True:
+        if given.get("before_pooling", True) is not True:
             raise ValueError(
                 "node-level outputs apply the readout MLP to every vertex: "
-                "model.params.readout_before_pooling must be true"
+                "model.params.readout_options.before_pooling must be true"
             )
-        params.pop("readout_ranks", None)
+        given.pop("ranks", None)  # outputs=(0,) names the readout rank
         params.update(outputs=(0,))
     model = CellularTransformer(
         in_channels=info.in_channels,

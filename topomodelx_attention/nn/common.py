@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -15,6 +16,7 @@ __all__ = [
     "FeatureEncoder",
     "ReadoutMLP",
     "check_inputs",
+    "check_options",
     "check_rows",
     "segment_pool",
 ]
@@ -63,6 +65,44 @@ def check_inputs(tensors: Mapping[str, Tensor | None], max_abs: float = MAX_ABS_
                 f"|value| <= {max_abs:g} (clean or rescale the features, or pass "
                 "check_inputs=False to skip this check)"
             )
+
+
+def check_options(
+    name: str, options: Mapping[str, Any] | None, defaults: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One group of keyword options (e.g. ``readout_options``), completed with its defaults.
+
+    Parameters
+    ----------
+    name : str
+        Name of the option group, used in error messages (e.g. ``"readout_options"``).
+    options : mapping, optional
+        The keys given (``None``: every default).
+    defaults : mapping
+        Every key the group takes, with its default value.
+
+    Returns
+    -------
+    dict
+        ``defaults`` updated with ``options``.
+
+    Raises
+    ------
+    TypeError
+        If ``options`` is not a mapping.
+    ValueError
+        Naming the keys the group does not take, and the keys it takes.
+    """
+    if options is None:
+        return dict(defaults)
+    if not isinstance(options, Mapping):
+        raise TypeError(
+            f"{name} must be a mapping of {sorted(defaults)} (or None), got {type(options).__name__}"
+        )
+    unknown = sorted(set(options) - set(defaults), key=str)
+    if unknown:
+        raise ValueError(f"{name} {unknown} are not options; it takes {sorted(defaults)}")
+    return {**defaults, **options}
 
 
 def check_rows(tensors: Mapping[str, tuple[Tensor | None, int]]) -> None:

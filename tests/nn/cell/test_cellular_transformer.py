@@ -76,7 +76,7 @@ def test_batched_equals_each_complex(attention, kind):
 
 @pytest.mark.parametrize(("attention", "kind"), COMBOS)
 def test_no_nan_on_tree_and_isolated_vertices_and_all_parameters_get_gradients(attention, kind):
-    model = make_model(attention, kind, readout_ranks="all").train()
+    model = make_model(attention, kind, readout_options={"ranks": "all"}).train()
     batch = Batch.from_data_list([to_double(c) for c in complexes()[1:]])
     out = model(batch)
     assert torch.isfinite(out).all()
@@ -148,7 +148,7 @@ def test_categorical_features_and_positional_encodings():
         data[f"pe_{r}"] = torch.randn(data.num_cells(r), 5)
     for combination in ("concat", "sum"):
         model = CellularTransformer(
-            [1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None], pe_channels=5, pe_combination=combination
+            [1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None], pe_channels=5, pe_options={"combination": combination}
         )
         assert model(data).shape == (1, 3)
     no_pe = CellularTransformer([1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None])

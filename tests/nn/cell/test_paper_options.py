@@ -168,12 +168,33 @@ def test_bad_paper_switches():
         CellularTransformerLayer(8, heads=2, kernel_options={"bias_scale": "shared"})
     with pytest.raises(ValueError, match="scale must be positive"):
         CellularTransformerLayer(8, heads=2, kernel_options={"scale": 0.0})
-    with pytest.raises(ValueError, match="pe_projection"):
-        CellularTransformer([3, 3, 3], 8, 2, pe_projection="both")
+    with pytest.raises(ValueError, match=r"pe_options\['projection'\] must be one of"):
+        CellularTransformer([3, 3, 3], 8, 2, pe_options={"projection": "both"})
+    with pytest.raises(ValueError, match=r"pe_options\['combination'\] must be one of"):
+        CellularTransformer([3, 3, 3], 8, 2, pe_options={"combination": "product"})
     with pytest.raises(ValueError, match="cell_embedding"):
         CellularTransformer([3, 3, 3], 8, 2, cell_embedding="edge_sum")
     with pytest.raises(TypeError, match="output_projection"):
         CellularTransformerLayer(8, heads=2, output_projection="no")
+
+
+def test_option_groups_name_the_bad_key():
+    """readout_options / pe_options: a key they do not take, or a non-mapping, raises naming it."""
+    with pytest.raises(ValueError, match=r"readout_options \['layer'\] are not options; it takes"):
+        CellularTransformer([3, 3, 3], 8, 2, readout_options={"layer": 2})
+    with pytest.raises(ValueError, match=r"pe_options \['channels'\] are not options; it takes"):
+        CellularTransformer([3, 3, 3], 8, 2, pe_options={"channels": 4})
+    with pytest.raises(TypeError, match="readout_options must be a mapping"):
+        CellularTransformer([3, 3, 3], 8, 2, readout_options=2)
+    with pytest.raises(TypeError, match=r"readout_options\['before_pooling'\] must be a bool"):
+        CellularTransformer([3, 3, 3], 8, 2, readout_options={"before_pooling": "no"})
+    with pytest.raises(ValueError, match=r"readout_options\['ranks'\] must be ranks in 0\.\.2"):
+        CellularTransformer([3, 3, 3], 8, 2, readout_options={"ranks": (3,)})
+    # the keys given are the only ones changed: the others keep their defaults
+    model = CellularTransformer([3, 3, 3], 8, 2, readout_options={"layers": 2})
+    assert model.readout_ranks == (0,) and model.readout_before_pooling is True
+    assert len(model.readouts["0"]) == 7  # two (Linear, ReLU, Dropout) blocks + the output Linear
+    assert CellularTransformer([3, 3, 3], 8, 2, readout_options={}).readout_ranks == (0,)
 
 
 # ---------------------------------------------------------------- model-level switches (Eq. 4, App. A)
@@ -194,23 +215,23 @@ def test_final_norm_false_skips_the_extra_layernorm():
 
 
 def test_readout_after_pooling_is_the_mlp_of_the_pooled_cells():
-    """readout_before_pooling=False: MLP_r(Σ_c h_c) per readout rank, summed; empty complexes give a row."""
+    """readout_options before_pooling=False: MLP_r(Σ_c h_c) per readout rank, summed; empty complexes give a row."""
     data_list = complexes()
     empty = CellCycleLifting()(graph_from_edges([], num_nodes=0, feature_dim=3, seed=0))
     empty.y = torch.tensor([0])
     data_list.insert(1, empty)
     batch = Batch.from_data_list([to_double(d) for d in data_list])
-    model = make_model("pairwise", "sparse", readout_before_pooling=False, readout_ranks=(0, 2))
+    model = make_model("pairwise", "sparse", readout_options={"before_pooling": False, "ranks": (0, 2)})
     h = model.encode(batch)
     expected = torch.zeros(4, 2, dtype=torch.float64)
     for r in (0, 2):
         pooled = torch.zeros(4, h[r].shape[1], dtype=torch.float64).index_add_(0, batch[f"batch_{r}"], h[r])
         expected += model.readouts[str(r)](pooled)
     torch.testing.assert_close(model(batch), expected)
-    paper = make_model("pairwise", "sparse", readout_ranks=(0, 2))
+    paper = make_model("pairwise", "sparse", readout_options={"ranks": (0, 2)})
     assert not torch.allclose(paper(batch), expected)  # the paper's Σ_c MLP(h_c) differs
-    with pytest.raises(ValueError, match="readout_before_pooling"):
-        make_model("pairwise", "sparse", readout_before_pooling=False, outputs=(0,))
+    with pytest.raises(ValueError, match=r"readout_options\['before_pooling'\]=True"):
+        make_model("pairwise", "sparse", readout_options={"before_pooling": False}, outputs=(0,))
 
 
 @pytest.mark.parametrize("combination", ["sum", "concat"])
@@ -219,9 +240,10 @@ def test_shared_pe_projection_reproduces_eq4(combination):
     generator = torch.Generator().manual_seed(3)
     for r in range(3):
         data[f"pe_{r}"] = torch.randn(data.num_cells(r), 5, generator=generator, dtype=torch.float64)
-    kwargs = dict(pe_channels=5, pe_combination=combination)
-    shared = make_model("pairwise", "sparse", pe_projection="shared", **kwargs)
-    per_rank = make_model("pairwise", "sparse", **kwargs)
+    shared = make_model(
+        "pairwise", "sparse", pe_channels=5, pe_options={"combination": combination, "projection": "shared"}
+    )
+    per_rank = make_model("pairwise", "sparse", pe_channels=5, pe_options={"combination": combination})
     theta = shared.shared_pe
     assert all(enc.pe_linear is theta for enc in shared.encoders)
     width = theta.weight.numel() + theta.bias.numel()
@@ -284,7 +306,9 @@ def test_vertex_membership_equals_the_scipy_vertex_cells():
 
 @pytest.mark.parametrize(("attention", "kind"), [("pairwise", "sparse"), ("general", "dense")])
 def test_vertex_sum_model_is_equivariant_and_batch_consistent(attention, kind):
-    model = make_model(attention, kind, cell_embedding="vertex_sum", pe_projection="shared", final_norm=False)
+    model = make_model(
+        attention, kind, cell_embedding="vertex_sum", pe_options={"projection": "shared"}, final_norm=False
+    )
     items = [to_double(c) for c in complexes()]
     torch.testing.assert_close(model(Batch.from_data_list(items)), torch.cat([model(c) for c in items]))
     data = items[0]
@@ -312,15 +336,16 @@ def test_paper_configs_hold_table_3(name):
     composed = compose_config(model=f"cell/cellular_transformer_paper_{name}")
     assert composed.model.params == cfg.params
     assert (p.n_layers, p.hidden_channels, p.ffn_channels, p.heads) == (12, hidden, hidden, heads)
-    assert (p.attention_dropout, p.embedding_dropout, p.readout_dropout) == (0.1, 0.0, readout_dropout)
-    assert p.readout_layers == readout_layers and p.pooling == "sum" and list(p.readout_ranks) == [0]
+    readout = p.readout_options
+    assert (p.attention_dropout, p.embedding_dropout, readout.dropout) == (0.1, 0.0, readout_dropout)
+    assert readout.layers == readout_layers and p.pooling == "sum" and list(readout.ranks) == [0]
     assert (p.kernel_options.scale, p.output_projection, p.final_norm) == (1.0, False, False)
     # the paper's one shared θ of θ·N, where the config's kind has a dense kernel
     assert p.kernel_options.get("bias_scale") == ("shared" if p.kind in ("dense", "mixed") else None)
-    assert (p.cell_embedding, p.pe_combination, p.pe_projection) == ("vertex_sum", "concat", "shared")
+    assert (p.cell_embedding, p.pe_options.combination, p.pe_options.projection) == ("vertex_sum", "concat", "shared")
     if name != "molhiv":  # molhiv (width 768) is too big for a unit test
         params = OmegaConf.to_container(p)
-        params["readout_ranks"] = tuple(params["readout_ranks"])
+        params["readout_options"]["ranks"] = tuple(params["readout_options"]["ranks"])
         torch.manual_seed(0)
         model = CellularTransformer([3, 3, 3], out_channels=2, pe_channels=cfg.pe.dim, **params).double().eval()
         data = to_double(complexes()[0])
@@ -467,7 +492,7 @@ def test_keyword_only_options_and_outputs():
     with pytest.raises(ValueError, match=r"ranks in 0\.\.2"):
         CellularTransformer([3, 3, 3], 8, 2, outputs=(3,))
     with pytest.raises(ValueError, match="give the ranks once"):
-        CellularTransformer([3, 3, 3], 8, 2, outputs=(0, 2), readout_ranks=(0,))
+        CellularTransformer([3, 3, 3], 8, 2, outputs=(0, 2), readout_options={"ranks": (0,)})
     data = to_double(complexes()[0])
     model = make_model("pairwise", "sparse", outputs=(0, 2))
     cells = model(data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -16,13 +17,21 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellularTransformerLayer,
 )
 from topomodelx_attention.nn.cell.tensor_diagram import Arrow, parse_tensor_diagram
-from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, ReadoutMLP, segment_pool
+from topomodelx_attention.nn.common import (
+    POOLINGS,
+    FeatureEncoder,
+    ReadoutMLP,
+    check_options,
+    segment_pool,
+)
 from topomodelx_attention.nn.common import check_inputs as check_finite_inputs
 
 __all__ = [
     "CELL_EMBEDDINGS",
     "PE_COMBINATIONS",
+    "PE_OPTIONS",
     "PE_PROJECTIONS",
+    "READOUT_OPTIONS",
     "CellEncoder",
     "CellularInputs",
     "CellularTransformer",
@@ -31,6 +40,14 @@ __all__ = [
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
+
+#: Keys of ``pe_options`` and their defaults (how ``pe_r`` enters the embedding, Eq. 4).
+PE_OPTIONS: Mapping[str, Any] = MappingProxyType({"combination": "concat", "projection": "per_rank"})
+
+#: Keys of ``readout_options`` and their defaults (the readout MLP, Appendix A).
+READOUT_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {"layers": 1, "dropout": 0.0, "ranks": None, "before_pooling": True}
+)
 
 
 @dataclass(frozen=True)
@@ -278,7 +295,7 @@ class CellularTransformer(nn.Module):
         Output width (classes or regression targets). ``None``: an encoder only, without
         readout modules (no parameter that never gets a gradient, e.g. a backbone under DDP);
         use :meth:`encode`, :meth:`forward` and :meth:`cell_outputs` then raise ``ValueError``
-        and the ``readout_*`` options are unused.
+        and ``readout_options`` is unused.
     n_layers : int, default=2
         Number of Cellular Transformer layers (the paper: 12).
     heads : int, default=4
@@ -301,11 +318,12 @@ class CellularTransformer(nn.Module):
         features (e.g. ZINC: ``[[28], [4], None]``).
     pe_channels : int, optional
         Width of the positional encodings ``pe_r`` the data carries (``None``: no PE).
-    pe_combination : {"concat", "sum"}, default="concat"
-        ConcatPE (paper) or SumPE (Eq. 4).
-    pe_projection : {"per_rank", "shared"}, default="per_rank"
-        One PE projection ``θ_pe, b_pe`` per rank, or one shared by every rank, as Eq. 4
-        writes ``θ_in,pe`` (no rank index) for SumPE and ConcatPE.
+    pe_options : mapping, optional
+        How the positional encodings enter (Eq. 4; :data:`PE_OPTIONS` are the defaults):
+        ``"combination"`` ``"concat"`` (ConcatPE, the paper) or ``"sum"`` (SumPE);
+        ``"projection"`` ``"per_rank"`` (one PE projection ``θ_pe, b_pe`` per rank) or
+        ``"shared"`` (one for every rank, as Eq. 4 writes ``θ_in,pe`` without a rank index).
+        Another key raises ``ValueError``.
     cell_embedding : {"own", "vertex_sum"}, default="own"
         Signals of the cells of rank >= 2. ``"own"``: their own features ``x_r`` embedded.
         ``"vertex_sum"``: the sum of the *embedded* signals of their vertices (Appendix A,
@@ -320,24 +338,22 @@ class CellularTransformer(nn.Module):
         Dropout on the attention weights (Table 3: 0.1, as the packaged configs).
     embedding_dropout : float, default=0.0
         Dropout on the embedded inputs (Table 3).
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
-    readout_dropout : float, default=0.0
-        Dropout in the readout MLP.
-    readout_ranks : sequence of int or "all", optional
-        Ranks pooled by the readout of the complex-level output (default ``(0,)``: the paper
-        pools the vertices).
+    readout_options : mapping, optional
+        The readout MLP (Appendix A; :data:`READOUT_OPTIONS` are the defaults): ``"layers"``
+        (default 1) hidden layers; ``"dropout"`` (0.0) inside it; ``"ranks"`` (``None``:
+        ``(0,)``, the paper pools the vertices; a sequence of ranks, or ``"all"``) the ranks
+        read out for the complex-level output, summed; ``"before_pooling"`` (``True``, the
+        paper): the MLP runs on every cell and the cell outputs are pooled, ``Σ_c MLP(h_c)``;
+        ``False``: the cells are pooled first and the MLP reads the pooled vector,
+        ``MLP(Σ_c h_c)`` (the usual GNN readout, as GIN or GPS; nonlinear in the pooled
+        counts). Another key raises ``ValueError``.
     pooling : {"sum", "mean"}, default="sum"
         Global pooling (the paper: add pool).
-    readout_before_pooling : bool, default=True
-        ``True`` (the paper, Appendix A): the readout MLP runs on every cell, then the cell
-        outputs are pooled, ``Σ_c MLP(h_c)``. ``False``: the cells are pooled first and the
-        MLP reads the pooled vector, ``MLP(Σ_c h_c)`` (the usual GNN readout, as GIN or GPS;
-        nonlinear in the pooled counts). Several readout ranks are summed either way.
     outputs : "complex" or sequence of int, default="complex"
         What :meth:`forward` returns: one row per complex, or, given as the ranks (e.g.
         ``(0,)`` for node-level tasks), the per-cell predictions ``{rank: (n_rank,
-        out_channels)}`` of those ranks (:meth:`cell_outputs`; they are then the readout ranks).
+        out_channels)}`` of those ranks (:meth:`cell_outputs`; they are then the readout
+        ranks, ``readout_options["ranks"]`` need not repeat them).
     final_norm : bool, default=True
         A per-rank LayerNorm after the last layer, before the readout (usual in pre-norm
         transformers; not in the paper's Appendix A: ``False``).
@@ -365,18 +381,14 @@ class CellularTransformer(nn.Module):
         tensor_diagram: Sequence[Arrow | tuple | str] | None = None,
         categorical: Sequence[Sequence[int] | None] | None = None,
         pe_channels: int | None = None,
-        pe_combination: str = "concat",
-        pe_projection: str = "per_rank",
+        pe_options: Mapping[str, Any] | None = None,
         cell_embedding: str = "own",
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         embedding_dropout: float = 0.0,
-        readout_layers: int = 1,
-        readout_dropout: float = 0.0,
-        readout_ranks: Sequence[int] | str | None = None,
+        readout_options: Mapping[str, Any] | None = None,
         pooling: str = "sum",
-        readout_before_pooling: bool = True,
         outputs: str | Sequence[int] = "complex",
         final_norm: bool = True,
         bias: bool = False,
@@ -390,30 +402,36 @@ class CellularTransformer(nn.Module):
         self.max_rank = len(in_channels) - 1
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        readout = check_options("readout_options", readout_options, READOUT_OPTIONS)
+        readout_ranks, readout_before_pooling = readout["ranks"], readout["before_pooling"]
         if not isinstance(readout_before_pooling, bool):
             raise TypeError(
-                f"readout_before_pooling must be a bool, got {readout_before_pooling!r}"
+                "readout_options['before_pooling'] must be a bool, got "
+                f"{readout_before_pooling!r}"
             )
         outputs = _check_outputs(outputs, self.max_rank)
         if outputs != "complex":  # cell-level outputs: their ranks are the readout ranks
             if not readout_before_pooling:
                 raise ValueError(
                     f"outputs={outputs} returns the readout of every cell: it needs "
-                    "readout_before_pooling=True (there is no pooling to read after)"
+                    "readout_options['before_pooling']=True (there is no pooling to read after)"
                 )
             if readout_ranks is not None and tuple(readout_ranks) != outputs:
                 raise ValueError(
                     f"outputs={outputs} names the ranks of the cell-level outputs; "
-                    f"readout_ranks={readout_ranks} contradicts it: give the ranks once"
+                    f"readout_options['ranks']={readout_ranks} contradicts it: give the ranks once"
                 )
             readout_ranks = outputs
+        pe = check_options("pe_options", pe_options, PE_OPTIONS)
+        pe_combination, pe_projection = pe["combination"], pe["projection"]
         if pe_projection not in PE_PROJECTIONS:
             raise ValueError(
-                f"pe_projection must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
+                f"pe_options['projection'] must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
             )
         if pe_combination not in PE_COMBINATIONS:
             raise ValueError(
-                f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}"
+                f"pe_options['combination'] must be one of {PE_COMBINATIONS}, "
+                f"got {pe_combination!r}"
             )
         if cell_embedding not in CELL_EMBEDDINGS:
             raise ValueError(
@@ -430,7 +448,8 @@ class CellularTransformer(nn.Module):
         self.readout_ranks = tuple(int(r) for r in readout_ranks)
         if not self.readout_ranks or any(not 0 <= r <= self.max_rank for r in self.readout_ranks):
             raise ValueError(
-                f"readout_ranks must be ranks in 0..{self.max_rank}, got {readout_ranks}"
+                f"readout_options['ranks'] must be ranks in 0..{self.max_rank} (or 'all'), "
+                f"got {readout_ranks}"
             )
         if int(n_layers) < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
@@ -489,7 +508,7 @@ class CellularTransformer(nn.Module):
             self.readouts = nn.ModuleDict(
                 {
                     str(r): ReadoutMLP(
-                        hidden_channels, self.out_channels, readout_layers, readout_dropout
+                        hidden_channels, self.out_channels, readout["layers"], readout["dropout"]
                     )
                     for r in self.readout_ranks
                 }
@@ -638,7 +657,8 @@ class CellularTransformer(nn.Module):
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
-        With ``readout_before_pooling=False`` the cells are pooled first, then the MLP.
+        With ``readout_options={"before_pooling": False}`` the cells are pooled first, then the
+        MLP.
         ``forward(data)`` is ``forward(prepare(data))``: the second form is the one to compile
         (``torch.compile(model, dynamic=True)(model.prepare(batch))``).
 

@@ -1,0 +1,84 @@
+"""Fuzz: the Cellular Transformer's option groups (``readout_options``, ``pe_options``).
+
+Random mappings of valid keys with valid values must build a model whose forward pass gives
+one finite row per complex and whose option values are the ones given (the others keep their
+defaults); a key the group does not take, a value outside its choices, or a group that is not
+a mapping must raise ``ValueError`` / ``TypeError`` with a message.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.fuzz.cases import ACCEPT, REJECT, run_cases
+from topomodelx_attention.data import from_toponetx
+from topomodelx_attention.nn.cell import CellularTransformer
+from topomodelx_attention.nn.cell.cellular_transformer import PE_OPTIONS, READOUT_OPTIONS
+
+PE = 3
+
+GOOD_VALUES = {
+    "readout_options": {
+        "layers": [0, 1, 2],
+        "dropout": [0.0, 0.3],
+        "ranks": [None, (0,), (1, 2), "all"],
+        "before_pooling": [True, False],
+    },
+    "pe_options": {"combination": ["concat", "sum"], "projection": ["per_rank", "shared"]},
+}
+BAD_VALUES = {
+    "readout_options": {"ranks": [(3,), ()], "before_pooling": ["no", 1]},
+    "pe_options": {"combination": ["product", None], "projection": ["both", "shared "]},
+}
+BAD_KEYS = ("readout_layers", "layer", "pooling", "channels", "Ranks", 0)
+
+
+def _complex():
+    import toponetx as tnx
+
+    cells = tnx.CellComplex([[0, 1, 2], [1, 2, 3]])
+    features = {r: torch.randn(n, 3, dtype=torch.float64) for r, n in enumerate(cells.shape)}
+    data = from_toponetx(cells, features=features)
+    for r in range(3):
+        data[f"pe_{r}"] = torch.randn(data.num_cells(r), PE, dtype=torch.float64)
+    return data
+
+
+def test_fuzz_option_groups(fuzz_seeds):
+    data = _complex()
+
+    def make(seed, rng):
+        groups = {}
+        for group, values in GOOD_VALUES.items():
+            keys = [k for k in values if rng.random() < 0.5]
+            groups[group] = {k: values[k][int(rng.integers(len(values[k])))] for k in keys}
+        fault = ("none", "bad_key", "bad_value", "not_mapping")[int(rng.integers(4))]
+        group = ("readout_options", "pe_options")[int(rng.integers(2))]
+        if fault == "bad_key":
+            groups[group][BAD_KEYS[int(rng.integers(len(BAD_KEYS)))]] = 1
+        elif fault == "bad_value":
+            key = list(BAD_VALUES[group])[int(rng.integers(len(BAD_VALUES[group])))]
+            groups[group][key] = BAD_VALUES[group][key][int(rng.integers(2))]
+        elif fault == "not_mapping":
+            groups[group] = [tuple(groups[group].items())] if groups[group] else "concat"
+
+        def run():
+            torch.manual_seed(seed)
+            model = CellularTransformer(
+                [3, 3, 3], 8, 2, n_layers=1, heads=2, pe_channels=PE, **groups
+            ).double()
+            out = model(data)
+            assert out.shape == (1, 2) and torch.isfinite(out).all(), out
+            readout = {**READOUT_OPTIONS, **groups["readout_options"]}
+            ranks = {None: (0,), "all": (0, 1, 2)}.get(readout["ranks"], readout["ranks"])
+            assert model.readout_ranks == tuple(ranks) and sorted(model.readouts) == [
+                str(r) for r in sorted(ranks)
+            ]
+            assert model.readout_before_pooling is readout["before_pooling"]
+            pe = {**PE_OPTIONS, **groups["pe_options"]}
+            assert (model.shared_pe is not None) == (pe["projection"] == "shared")
+            assert all(e.pe_combination == pe["combination"] for e in model.encoders)
+
+        return f"{fault} {groups}", (ACCEPT if fault == "none" else REJECT), run
+
+    run_cases(fuzz_seeds, "CT option groups", make, offset=910_000)
