@@ -257,33 +257,46 @@ def baseline_hodge(cells: CellLists, dim: int) -> list[np.ndarray]:
     ]
 
 
+def slepians_of(parts: list[tuple[np.ndarray, np.ndarray]], n: int, dim: int) -> np.ndarray:
+    """The per-cell Slepian construction, written out loop by loop (no vectorisation).
+
+    ``parts``: (up or down Laplacian, its 0/1 adjacency) of one rank, as dense matrices.
+    """
+    candidates = []
+    for laplacian, adjacency in parts:
+        values, vectors = np.linalg.eig(laplacian)
+        basis = vectors.real[:, values.real > 1e-8]
+        if basis.shape[1] == 0:
+            continue
+        band = basis @ basis.T
+        for cell in range(n):
+            mask = np.zeros(n)
+            for other in range(n):
+                if other == cell or adjacency[cell, other]:
+                    mask[other] = 1.0
+            local_values, local_vectors = np.linalg.eig(band @ np.diag(mask) @ band)
+            for j in np.argsort(-local_values.real):
+                if local_values.real[j] > 1e-8:
+                    candidates.append((-local_values.real[j], local_vectors.real[:, j]))
+    candidates.sort(key=lambda item: item[0])
+    pe = np.zeros((n, dim))
+    for j, (_, vector) in enumerate(candidates[:dim]):
+        pe[:, j] = vector / np.linalg.norm(vector)
+    return pe
+
+
 def baseline_slepians(cells: CellLists, dim: int) -> list[np.ndarray]:
-    out = []
-    for rank, n in enumerate(cells.counts):
-        candidates = []
-        for part, upper in (("up", True), ("down", False)):
-            values, vectors = np.linalg.eig(baseline_hodge_laplacian(cells, rank, part))
-            basis = vectors.real[:, values.real > 1e-8]
-            if basis.shape[1] == 0:
-                continue
-            band = basis @ basis.T
-            adjacency = baseline_counts(cells, rank, upper) > 0
-            for cell in range(n):
-                mask = np.zeros(n)
-                mask[cell] = 1.0
-                for other in range(n):
-                    if adjacency[cell, other]:
-                        mask[other] = 1.0
-                local_values, local_vectors = np.linalg.eig(band @ np.diag(mask) @ band)
-                for j in np.argsort(-local_values.real):
-                    if local_values.real[j] > 1e-8:
-                        candidates.append((-local_values.real[j], local_vectors.real[:, j]))
-        candidates.sort(key=lambda item: item[0])
-        pe = np.zeros((n, dim))
-        for j, (_, vector) in enumerate(candidates[:dim]):
-            pe[:, j] = vector / np.linalg.norm(vector)
-        out.append(pe)
-    return out
+    return [
+        slepians_of(
+            [
+                (baseline_hodge_laplacian(cells, rank, part), baseline_counts(cells, rank, upper) > 0)
+                for part, upper in (("up", True), ("down", False))
+            ],
+            n,
+            dim,
+        )
+        for rank, n in enumerate(cells.counts)
+    ]
 
 
 def baseline_laplacian_node_id(cells: CellLists, dim: int) -> np.ndarray:
@@ -392,33 +405,18 @@ def paper_hodge(complex_: tnx.CellComplex, dim: int) -> list[np.ndarray]:
     ]
 
 
+TNX_SLEPIAN_PARTS = (("up_laplacian_matrix", "adjacency_matrix"), ("down_laplacian_matrix", "coadjacency_matrix"))
+
+
 def paper_slepians(complex_: tnx.CellComplex, dim: int) -> list[np.ndarray]:
     out = []
     for rank, cells in enumerate(tnx_cells(complex_)):
         n = len(cells)
-        candidates = []
-        for laplacian, neighbours in (("up_laplacian_matrix", "adjacency_matrix"),
-                                      ("down_laplacian_matrix", "coadjacency_matrix")):  # fmt: skip
-            values, vectors = np.linalg.eig(tnx_dense(complex_, laplacian, rank, n))
-            basis = vectors.real[:, values.real > 1e-8]
-            if basis.shape[1] == 0:
-                continue
-            band = basis @ basis.T
-            adjacency = tnx_dense(complex_, neighbours, rank, n)
-            for cell in range(n):
-                mask = np.zeros(n)
-                for other in range(n):
-                    if other == cell or adjacency[cell, other]:
-                        mask[other] = 1.0
-                local_values, local_vectors = np.linalg.eig(band @ np.diag(mask) @ band)
-                for j in np.argsort(-local_values.real):
-                    if local_values.real[j] > 1e-8:
-                        candidates.append((-local_values.real[j], local_vectors.real[:, j]))
-        candidates.sort(key=lambda item: item[0])
-        pe = np.zeros((n, dim))
-        for j, (_, vector) in enumerate(candidates[:dim]):
-            pe[:, j] = vector / np.linalg.norm(vector)
-        out.append(pe)
+        parts = [
+            (tnx_dense(complex_, laplacian, rank, n), tnx_dense(complex_, neighbours, rank, n))
+            for laplacian, neighbours in TNX_SLEPIAN_PARTS
+        ]
+        out.append(slepians_of(parts, n, dim))
     return out
 
 
