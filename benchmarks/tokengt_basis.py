@@ -283,23 +283,15 @@ def _warmup_decay(steps: int):
     return rate
 
 
-def run_config(args, id_kind: str, type_ids: bool, dense: bool, test: list[Data]) -> tuple:
-    torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
-    model = BasisAttention(
-        ID_DIMS[id_kind], type_ids, args.hidden, args.head_dim, first_order=id_kind == "ORF1"
-    )
+def fit_steps(model: nn.Module, args, step_loss) -> float:
+    """``args.steps`` AdamW steps (warm-up then linear decay) on ``step_loss(step)``; the model
+    is left in eval mode. Returns the exponential moving average of the training loss."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_decay(args.steps))
-    batch_size = args.dense_batch_size if dense else args.batch_size
-    start = time.perf_counter()
     train_loss = float("nan")
     model.train()
     for step in range(args.steps):
-        graphs = [ba_graph(rng) for _ in range(batch_size)]
-        ids = identifiers(graphs, id_kind, training=True, seed=step * batch_size)
-        weights, coords, valid = model(graphs, ids, dense)
-        loss = basis_loss(weights, *basis_classes(coords, valid))
+        loss = step_loss(step)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -307,6 +299,25 @@ def run_config(args, id_kind: str, type_ids: bool, dense: bool, test: list[Data]
         value = float(loss.detach())
         train_loss = value if step == 0 else 0.9 * train_loss + 0.1 * value
     model.eval()
+    return train_loss
+
+
+def run_config(args, id_kind: str, type_ids: bool, dense: bool, test: list[Data]) -> tuple:
+    torch.manual_seed(args.seed)
+    rng = np.random.default_rng(args.seed)
+    model = BasisAttention(
+        ID_DIMS[id_kind], type_ids, args.hidden, args.head_dim, first_order=id_kind == "ORF1"
+    )
+    batch_size = args.dense_batch_size if dense else args.batch_size
+    start = time.perf_counter()
+
+    def step_loss(step: int) -> torch.Tensor:
+        graphs = [ba_graph(rng) for _ in range(batch_size)]
+        ids = identifiers(graphs, id_kind, training=True, seed=step * batch_size)
+        weights, coords, valid = model(graphs, ids, dense)
+        return basis_loss(weights, *basis_classes(coords, valid))
+
+    train_loss = fit_steps(model, args, step_loss)
     total, count = 0.0, 0
     with torch.no_grad():
         for chunk in range(0, len(test), batch_size):
@@ -394,23 +405,15 @@ def run_shared_vertex(args, ordered: bool, test: list[Data]) -> tuple[float, flo
     rng = np.random.default_rng(args.seed)
     dim = ID_DIMS["ORF"]
     model = SharedVertexAttention(ordered, dim, args.hidden, args.head_dim)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _warmup_decay(args.steps))
     start = time.perf_counter()
-    train_loss = float("nan")
-    model.train()
-    for step in range(args.steps):
+
+    def step_loss(step: int) -> torch.Tensor:
         graphs = [ba_graph(rng) for _ in range(args.batch_size)]
         ids = identifiers(graphs, "ORF", training=True, seed=step * args.batch_size)
         weights, coords, valid = model(graphs, ids)
-        loss = row_l2_loss(weights, *shared_vertex_target(coords, valid, ordered))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        value = float(loss.detach())
-        train_loss = value if step == 0 else 0.9 * train_loss + 0.1 * value
-    model.eval()
+        return row_l2_loss(weights, *shared_vertex_target(coords, valid, ordered))
+
+    train_loss = fit_steps(model, args, step_loss)
     with torch.no_grad():
         ids = identifiers(test, "ORF", training=False, seed=10**6)
         weights, coords, valid = model(test, ids)
