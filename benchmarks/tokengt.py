@@ -33,12 +33,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import networkx as nx
 import torch
 from _compile import COMPILE_HEADER, compile_rows
+from _measure import memory_fwd_bwd, print_table, time_cases
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
@@ -46,46 +46,7 @@ from topomodelx_attention.nn.attention import default_num_random_features, padde
 from topomodelx_attention.nn.graph import TokenGT, TokenGTEncoder
 from topomodelx_attention.transforms import OrthogonalRandomNodeId
 
-
-# ----------------------------------------------------------------------------------------------
-# measurement
-# ----------------------------------------------------------------------------------------------
-def time_cases(fns: dict[str, Callable[[], Tensor]], repeats: int, warmup: int = 1) -> dict:
-    """Minimum seconds of ``fn().sum().backward()`` per case over interleaved rounds."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn().sum().backward()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn().sum().backward()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
-def saved_mib(fn: Callable[[], Tensor]) -> float:
-    """MiB of the distinct storages autograd saves for backward during ``fn()``."""
-    seen: dict[tuple[int, int], int] = {}
-
-    def pack(t: Tensor) -> Tensor:
-        if t.layout == torch.strided:
-            storage = t.untyped_storage()
-            seen[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    out.sum().backward()
-    return sum(seen.values()) / 2**20
-
-
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    print(f"\n### {title}\n")
-    print("| " + " | ".join(header) + " |")
-    print("| " + " | ".join(["---"] * len(header)) + " |")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+CPU = torch.device("cpu")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -170,11 +131,11 @@ def encoder_table(args, title: str, batch: Batch) -> None:
     cases["TokenGT encoder, packed"] = lambda: encoders["packed"](x, token_batch, num)
     cases["TokenGT encoder, padded"] = lambda: encoders["padded"](x, token_batch, num)
     cases["TokenGT model (tokenizer + encoder + head)"] = lambda: model(batch)
-    times = time_cases(cases, args.repeats)
+    times = time_cases(cases, CPU, args.repeats, warmup=1)
     base_name = next(iter(cases))
     rows = []
     for name, fn in cases.items():
-        mib = saved_mib(fn)
+        mib = memory_fwd_bwd(fn, CPU)
         rows.append(
             [
                 name,
@@ -218,8 +179,8 @@ def scaling_table(args) -> None:
                 ffn_channels=2 * d,
             )
             repeats = args.repeats if num_tokens <= 20_000 else max(1, args.repeats // 3)
-            seconds = time_cases({"m": lambda model=model: model(graph)}, repeats)["m"]
-            mib = saved_mib(lambda model=model: model(graph))
+            seconds = time_cases({"m": lambda model=model: model(graph)}, CPU, repeats, warmup=1)["m"]
+            mib = memory_fwd_bwd(lambda model=model: model(graph), CPU)
             rows.append(
                 [
                     f"{num_tokens:,}",
