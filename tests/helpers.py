@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+import pytest
 import toponetx as tnx
 import torch
 from torch_geometric.data import Data
@@ -155,3 +156,14 @@ def assert_compiled_gradients_match(model, inputs) -> None:
     for got, want in zip(grads[1], grads[0]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def single_thread():
+    """One intra-op thread (restored after every test): on tiny inputs on a loaded machine the
+    thread pool's synchronisation costs 10-100x the actual work. Used autouse by the conftests
+    that import it (tests/nn/graph, tests/nn/topomodelx, tests/fuzz)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

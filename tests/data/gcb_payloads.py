@@ -90,12 +90,16 @@ def unset_array() -> Reduce:
     return Reduce(_reconstruct, (np.ndarray, (0,), b"b"))
 
 
-def graphs(count: int = 2, seed: int = 0):
-    """Adjacency (CSR), features and one-hot labels of ``count`` small graphs."""
-    rng = np.random.default_rng(seed)
+def graphs(count: int = 2, seed: int = 0, *, rng: np.random.Generator | None = None, sizes=(2, 6)):
+    """Adjacency (CSR), features and one-hot labels of ``count`` small graphs.
+
+    ``sizes``: the range of node counts (high end excluded); ``rng`` (default: seeded by
+    ``seed``) lets several calls draw from one stream.
+    """
+    rng = np.random.default_rng(seed) if rng is None else rng
     mats, feats, labels = [], [], []
     for i in range(count):
-        n = int(rng.integers(2, 6))
+        n = int(rng.integers(*sizes))
         dense = np.triu(rng.random((n, n)) < 0.5, 1)
         mats.append(sp.csr_matrix((dense | dense.T).astype(np.float32)))
         feats.append(np.eye(5, dtype=np.float32)[rng.integers(0, 5, n)])

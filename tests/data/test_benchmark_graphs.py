@@ -7,6 +7,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from tests.data.gcb_payloads import graphs as payload_graphs
+from tests.data.gcb_payloads import objects
 from tests.harness.files import write_gcb, write_zinc
 from topomodelx_attention.data.benchmark_graphs import (
     convert_gcb,
@@ -37,27 +39,15 @@ class _TouchOnUnpickle:
         return (open, (self.marker, "w"))
 
 
-def _objects(items):
-    array = np.empty(len(items), dtype=object)
-    array[:] = items
-    return array
-
-
 def _original_gcb(tmp_path, adjacency=None):
     """An original-format GCB file (object arrays of scipy CSR) and the graphs it must give."""
     rng = np.random.default_rng(1)
     data, expected = {}, {}
     for prefix, split, count in (("tr", "train", 3), ("val", "val", 2), ("te", "test", 2)):
-        mats, feats, labels = [], [], []
-        for i in range(count):
-            n = int(rng.integers(3, 7))
-            dense = np.triu(rng.random((n, n)) < 0.5, 1)
-            mats.append(sp.csr_matrix((dense | dense.T).astype(np.float32)))
-            feats.append(np.eye(5, dtype=np.float32)[rng.integers(0, 5, n)])
-            labels.append(np.eye(3, dtype=np.float32)[i % 3])
-        data[f"{prefix}_adj"] = _objects(mats if adjacency is None else adjacency)
-        data[f"{prefix}_feat"] = _objects(feats)
-        data[f"{prefix}_class"] = np.stack(labels)
+        mats, feats, labels = payload_graphs(count, rng=rng, sizes=(3, 7))
+        data[f"{prefix}_adj"] = objects(mats if adjacency is None else adjacency)
+        data[f"{prefix}_feat"] = objects(feats)
+        data[f"{prefix}_class"] = labels
         expected[split] = [gcb_graph(a, f, c) for a, f, c in zip(mats, feats, labels)]
     path = tmp_path / "hard_small.npz"
     np.savez(path, **data)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 
 from tests.fuzz.cases import DEFAULT_CASES
+from tests.helpers import single_thread  # noqa: F401 (autouse fixture: one intra-op thread)
 
 
 def pytest_addoption(parser):
@@ -34,12 +34,3 @@ def fuzz_seeds(request) -> list[int]:
     if cases < 1:
         raise pytest.UsageError(f"--fuzz-cases / TMA_FUZZ_CASES must be positive, got {cases}")
     return list(range(cases))
-
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny inputs: one intra-op thread is fastest (restored after every test)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

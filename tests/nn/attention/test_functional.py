@@ -34,6 +34,14 @@ def _cross_inputs(helpers, gen, scale: float = 1.0):
     return q, k, v, bt, bs
 
 
+def _cross_case(helpers, gen):
+    """Cross-attention inputs, a random neighbourhood within the complexes, FAVOR+ features."""
+    q, k, v, bt, bs = _cross_inputs(helpers, gen)
+    mask = helpers.block_mask(bt, bs, 0.6, gen)
+    projection = orthogonal_random_matrix(32, D, generator=gen, dtype=torch.float64)
+    return q, k, v, bt, bs, mask, projection
+
+
 def _run(kind, q, k, v, bt, bs, mask=None, projection=None, num_complexes=None):
     """Run one kind; ``mask`` is the dense neighbourhood (sparse kind only)."""
     if kind == "sparse":
@@ -292,9 +300,7 @@ def test_linear_stabiliser_cancels_and_survives_large_logits(helpers, gen):
 
 @pytest.mark.parametrize("kind", ["sparse", "dense", "linear"])
 def test_no_leakage_between_complexes(helpers, gen, kind):
-    q, k, v, bt, bs = _cross_inputs(helpers, gen)
-    mask = helpers.block_mask(bt, bs, 0.6, gen)
-    projection = orthogonal_random_matrix(32, D, generator=gen, dtype=torch.float64)
+    q, k, v, bt, bs, mask, projection = _cross_case(helpers, gen)
     out = _run(kind, q, k, v, bt, bs, mask, projection)
     k2, v2, q2 = k.clone(), v.clone(), q.clone()
     k2[bs == 1] *= 5.0
@@ -308,9 +314,7 @@ def test_no_leakage_between_complexes(helpers, gen, kind):
 
 @pytest.mark.parametrize("kind", ["sparse", "dense", "linear"])
 def test_batched_equals_per_complex(helpers, gen, kind):
-    q, k, v, bt, bs = _cross_inputs(helpers, gen)
-    mask = helpers.block_mask(bt, bs, 0.6, gen)
-    projection = orthogonal_random_matrix(32, D, generator=gen, dtype=torch.float64)
+    q, k, v, bt, bs, mask, projection = _cross_case(helpers, gen)
     out = _run(kind, q, k, v, bt, bs, mask, projection)
     for b in range(len(SIZES_T)):
         t, s = bt == b, bs == b
@@ -542,9 +546,7 @@ def test_split_merge_heads_roundtrip():
 
 @pytest.mark.parametrize("kind", ["sparse", "dense", "linear"])
 def test_float32_matches_float64(helpers, gen, kind):
-    q, k, v, bt, bs = _cross_inputs(helpers, gen)
-    mask = helpers.block_mask(bt, bs, 0.6, gen)
-    projection = orthogonal_random_matrix(32, D, generator=gen, dtype=torch.float64)
+    q, k, v, bt, bs, mask, projection = _cross_case(helpers, gen)
     out64 = _run(kind, q, k, v, bt, bs, mask, projection)
     out32 = _run(kind, q.float(), k.float(), v.float(), bt, bs, mask, projection.float())
     assert out32.dtype == torch.float32
@@ -554,9 +556,7 @@ def test_float32_matches_float64(helpers, gen, kind):
 @pytest.mark.parametrize("kind", ["sparse", "dense", "linear"])
 def test_scatter_backends_agree(helpers, gen, kind):
     pytest.importorskip("torch_scatter")
-    q, k, v, bt, bs = _cross_inputs(helpers, gen)
-    mask = helpers.block_mask(bt, bs, 0.6, gen)
-    projection = orthogonal_random_matrix(32, D, generator=gen, dtype=torch.float64)
+    q, k, v, bt, bs, mask, projection = _cross_case(helpers, gen)
     previous = scatter.get_backend()
     try:
         scatter.set_backend("torch")

@@ -132,8 +132,8 @@ def test_runs_on_a_hypergraph(identifiers, sizes):
     assert tokens.sizes == sizes
 
 
-def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
-    """On ranks 0-1, pooled identifiers are TokenGT's one-token-per-undirected-edge variant."""
+def complexes_and_their_graphs():
+    """The lifted test complexes and their graphs with the same vertex features and identifiers."""
     complexes = lifted(CellCycleLifting())
     graphs = []
     for data, edges in zip(complexes, EDGES):
@@ -141,6 +141,12 @@ def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
         graph.x = data.x_0
         graph.node_id = data.node_id
         graphs.append(graph)
+    return complexes, graphs
+
+
+def test_graph_case_matches_tokengt_with_undirected_edge_tokens():
+    """On ranks 0-1, pooled identifiers are TokenGT's one-token-per-undirected-edge variant."""
+    complexes, graphs = complexes_and_their_graphs()
     order_k = make_model(1, in_channels=[3, 0], outputs=("complex",), identifiers="sum")
     torch.manual_seed(1)
     tokengt = (
@@ -183,13 +189,7 @@ def test_errors():
 
 def test_ordered_graph_case_matches_tokengt_with_directed_edge_tokens():
     """On ranks 0-1 with K = 2 slots, ordered identifiers are TokenGT's §2 tokens exactly."""
-    complexes = lifted(CellCycleLifting())
-    graphs = []
-    for data, edges in zip(complexes, EDGES):
-        graph = graph_from_edges(edges, feature_dim=3)
-        graph.x = data.x_0
-        graph.node_id = data.node_id
-        graphs.append(graph)
+    complexes, graphs = complexes_and_their_graphs()
     order_k = make_model(1, in_channels=[3, 0], outputs=("complex",), max_cell_size=2)
     torch.manual_seed(1)
     tokengt = TokenGT(3, 0, 16, 2, n_layers=2, heads=4, node_id_dim=DIM).double().eval()

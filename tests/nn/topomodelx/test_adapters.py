@@ -86,15 +86,20 @@ def test_swapping_the_layers_of_topomodelx_can_trains(batch):
     assert losses[-1] < 0.8 * losses[0], losses
 
 
-def test_cell_attention_layer_is_two_ct_arrows_through_the_patterns(batch):
-    """Same as a CT layer on edges with CAN's neighbourhoods: values and signs of the Laplacians unused."""
+def _can_and_its_ct_layer(batch, width, self_loops):
+    """A CellAttentionLayer, the CT layer of its two arrows with the same weights, edge features."""
     torch.manual_seed(0)
-    layer = CellAttentionLayer(16, 16, heads=2, self_loops=False)
+    layer = CellAttentionLayer(width, width, heads=2, self_loops=self_loops)
     reference = CellularTransformerLayer(
-        16, heads=2, max_rank=0, tensor_diagram=["0->0:coadjacency_0", "0->0:adjacency_0"]
+        width, heads=2, max_rank=0, tensor_diagram=["0->0:coadjacency_0", "0->0:adjacency_0"]
     )
     reference.load_state_dict(layer.layer.state_dict())
-    x = torch.randn(batch.x_1.shape[0], 16)
+    return layer, reference, torch.randn(batch.x_1.shape[0], width)
+
+
+def test_cell_attention_layer_is_two_ct_arrows_through_the_patterns(batch):
+    """Same as a CT layer on edges with CAN's neighbourhoods: values and signs of the Laplacians unused."""
+    layer, reference, x = _can_and_its_ct_layer(batch, 16, self_loops=False)
     ours = layer(x, batch.down_laplacian_1, batch.up_laplacian_1)
     (expected,) = reference([x], {"coadjacency_0": batch.coadjacency_1, "adjacency_0": batch.adjacency_1})
     torch.testing.assert_close(ours, expected)
@@ -104,13 +109,7 @@ def test_cell_attention_layer_is_two_ct_arrows_through_the_patterns(batch):
 
 
 def test_cell_attention_self_loops_add_the_diagonal(batch):
-    torch.manual_seed(0)
-    layer = CellAttentionLayer(8, 8, heads=2, self_loops=True)
-    reference = CellularTransformerLayer(
-        8, heads=2, max_rank=0, tensor_diagram=["0->0:coadjacency_0", "0->0:adjacency_0"]
-    )
-    reference.load_state_dict(layer.layer.state_dict())
-    x = torch.randn(batch.x_1.shape[0], 8)
+    layer, reference, x = _can_and_its_ct_layer(batch, 8, self_loops=True)
     eye = torch.eye(x.shape[0])
     loops = {
         "coadjacency_0": (batch.coadjacency_1.to_dense() + eye).to_sparse(),
