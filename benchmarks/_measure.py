@@ -22,26 +22,44 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def interleaved_min(
+    calls: dict[str, Callable[[], object]],
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+    *,
+    per_round: int = 1,
+    device: torch.device | None = None,
+) -> dict[str, float]:
+    """Seconds per call of every case: minimum over ``repeats`` interleaved rounds.
+
+    ``warmup`` untimed calls of each case first; then every round calls each case once in turn
+    (``per_round`` times, the mean kept), so that ratios stay meaningful on a machine shared
+    with other jobs. On a CUDA ``device`` the timings synchronise it before and after.
+    """
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for name, fn in calls.items():
+            if device is not None:
+                _sync(device)
+            start = clock()
+            for _ in range(per_round):
+                fn()
+            if device is not None:
+                _sync(device)
+            best[name] = min(best[name], (clock() - start) / per_round)
+    return best
+
+
 def time_cases(
     fns: dict[str, Callable[[], Tensor]], device: torch.device, repeats: int, warmup: int
 ) -> dict[str, float]:
-    """Seconds of ``fn().sum().backward()`` for every case: minimum over ``repeats`` rounds.
-
-    The cases are run round-robin (one call of each per round) and the minimum is kept, so that
-    ratios stay meaningful on a machine shared with other jobs.
-    """
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn().sum().backward()
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            _sync(device)
-            start = time.perf_counter()
-            fn().sum().backward()
-            _sync(device)
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+    """Seconds of ``fn().sum().backward()`` for every case (:func:`interleaved_min`)."""
+    steps = {name: (lambda fn=fn: fn().sum().backward()) for name, fn in fns.items()}
+    return interleaved_min(steps, repeats, warmup, device=device)
 
 
 def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float, float]:

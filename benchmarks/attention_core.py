@@ -48,7 +48,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # time this checkout's package, not another installed copy
 
 import torch  # noqa: E402
-from _measure import measure_once, memory_fwd_bwd, padded, print_table, time_cases  # noqa: E402
+from _measure import (  # noqa: E402
+    interleaved_min,
+    measure_once,
+    memory_fwd_bwd,
+    padded,
+    print_table,
+    time_cases,
+)
 from torch import Tensor, nn  # noqa: E402
 
 from topomodelx_attention.nn.attention import (  # noqa: E402
@@ -414,21 +421,8 @@ def time_round_robin(
     Process time on CPU (less sensitive to other jobs on a shared machine), wall time on CUDA.
     """
     clock = time.perf_counter if device.type == "cuda" else time.process_time
-    for fn in calls.values():
-        for _ in range(warmup):
-            fn()
-    best = dict.fromkeys(calls, float("inf"))
-    for _ in range(repeats):
-        for name, fn in calls.items():
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = clock()
-            for _ in range(per_round):
-                fn()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            best[name] = min(best[name], (clock() - start) / per_round)
-    return best
+    sync = device if device.type == "cuda" else None
+    return interleaved_min(calls, repeats, warmup, clock, per_round=per_round, device=sync)
 
 
 def main(argv: list[str] | None = None) -> None:

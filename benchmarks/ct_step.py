@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # time this checkout's package, not another installed copy
 
 import torch  # noqa: E402
-from _measure import print_table  # noqa: E402
+from _measure import interleaved_min, print_table  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 from torch_geometric.data import Batch, Data  # noqa: E402
 from torch_geometric.nn import GINEConv, GPSConv, global_add_pool  # noqa: E402
@@ -192,16 +192,7 @@ def time_epochs(
     epochs: dict[str, Callable[[], None]], repeats: int, warmup: int, clock: Callable[[], float]
 ) -> dict[str, float]:
     """Seconds per epoch of every model: minimum over ``repeats`` interleaved rounds."""
-    for fn in epochs.values():
-        for _ in range(warmup):
-            fn()
-    best = dict.fromkeys(epochs, float("inf"))
-    for _ in range(repeats):
-        for name, fn in epochs.items():
-            start = clock()
-            fn()
-            best[name] = min(best[name], clock() - start)
-    return best
+    return interleaved_min(epochs, repeats, warmup, clock)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from _measure import print_table
+from _measure import interleaved_min, print_table
 from ct_step import GPS, ct_kwargs, load_data, prune
 from torch import nn
 from torch_geometric.loader import DataLoader
@@ -108,20 +108,6 @@ def optimizer_epoch(model: nn.Module, items: list) -> Callable[[], None]:
     return run
 
 
-def time_cases(cases: dict[str, Callable[[], None]], repeats: int, warmup: int, clock) -> dict[str, float]:
-    """Seconds of every case: minimum over ``repeats`` interleaved rounds."""
-    for _ in range(warmup):
-        for run in cases.values():
-            run()
-    best = dict.fromkeys(cases, float("inf"))
-    for _ in range(repeats):
-        for name, run in cases.items():
-            start = clock()
-            run()
-            best[name] = min(best[name], clock() - start)
-    return best
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
@@ -164,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
         cases[f"adamw {name}"] = optimizer_epoch(copy.deepcopy(model), items)
     load = os.getloadavg()[0]
-    best = time_cases(cases, args.repeats, args.warmup, CLOCKS[args.clock])
+    best = interleaved_min(cases, args.repeats, args.warmup, CLOCKS[args.clock])
     load = max(load, os.getloadavg()[0])
 
     def row(label: str, case: str) -> list[str]:

@@ -156,7 +156,45 @@ def _edge_digest(adjacency: Coo) -> int:
     return int.from_bytes(digest.digest(), "little")
 
 
-class LaplacianNodeId(BaseTransform):
+class NodeIdTransform(BaseTransform):
+    """Base of the node-identifier transforms: ``node_id = identifiers(graph adjacency)``."""
+
+    dim: int
+
+    def identifiers(self, adjacency: Coo) -> np.ndarray:
+        """Return the identifiers of the nodes of one graph.
+
+        Parameters
+        ----------
+        adjacency : Coo
+            The graph (:func:`graph_adjacency`).
+
+        Returns
+        -------
+        numpy.ndarray, shape = (num_nodes, dim)
+            One identifier per node.
+        """
+        raise NotImplementedError
+
+    def forward(self, data: Data) -> Data:
+        """Write ``node_id`` of shape ``(num_nodes, dim)``.
+
+        Parameters
+        ----------
+        data : torch_geometric.data.Data or ComplexData
+            One graph or complex.
+
+        Returns
+        -------
+        torch_geometric.data.Data or ComplexData
+            The (shallow-copied) input with ``node_id``.
+        """
+        vectors = self.identifiers(graph_adjacency(data))
+        data.node_id = torch.from_numpy(vectors.astype(np.float32))
+        return data
+
+
+class LaplacianNodeId(NodeIdTransform):
     """Laplacian-eigenvector node identifiers (TokenGT "Lap", Appendix A.3.1).
 
     ``node_id`` holds eigenvectors of ``L = I - D^{-1/2} A D^{-1/2}`` in increasing order of
@@ -204,20 +242,7 @@ class LaplacianNodeId(BaseTransform):
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(dim={self.dim}, select={self.select!r})"
 
-    def forward(self, data: Data) -> Data:
-        """Write ``node_id`` of shape ``(num_nodes, dim)``.
-
-        Parameters
-        ----------
-        data : torch_geometric.data.Data or ComplexData
-            One graph or complex.
-
-        Returns
-        -------
-        torch_geometric.data.Data or ComplexData
-            The (shallow-copied) input with ``node_id``.
-        """
-        adjacency = graph_adjacency(data)
+    def identifiers(self, adjacency: Coo) -> np.ndarray:  # noqa: D102
         n = adjacency.shape[0]
         dense = n <= self.dense_threshold
         laplacian = normalized_laplacian(as_matrix(adjacency, dense))
@@ -230,11 +255,10 @@ class LaplacianNodeId(BaseTransform):
             vectors = np.hstack([smallest, largest[:, ::-1]])
         else:
             _, vectors = smallest_eigenpairs(laplacian, self.dim, False, self.eigh_threshold)
-        data.node_id = torch.from_numpy(pad_columns(vectors, self.dim).astype(np.float32))
-        return data
+        return pad_columns(vectors, self.dim)
 
 
-class OrthogonalRandomNodeId(BaseTransform):
+class OrthogonalRandomNodeId(NodeIdTransform):
     """Orthogonal random features as node identifiers (TokenGT "ORF", Appendix A.3.1).
 
     For ``n <= dim`` the ``n`` rows are the first rows of a Haar-random orthogonal
@@ -281,20 +305,7 @@ class OrthogonalRandomNodeId(BaseTransform):
             f"{self.__class__.__name__}(dim={self.dim}, seed={self.seed}, resample={self.resample})"
         )
 
-    def forward(self, data: Data) -> Data:
-        """Write ``node_id`` of shape ``(num_nodes, dim)``.
-
-        Parameters
-        ----------
-        data : torch_geometric.data.Data or ComplexData
-            One graph or complex.
-
-        Returns
-        -------
-        torch_geometric.data.Data or ComplexData
-            The (shallow-copied) input with ``node_id``.
-        """
-        adjacency = graph_adjacency(data)
+    def identifiers(self, adjacency: Coo) -> np.ndarray:  # noqa: D102
         n = adjacency.shape[0]
         if self.resample:
             rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,))))
@@ -305,5 +316,4 @@ class OrthogonalRandomNodeId(BaseTransform):
         signs = np.sign(np.diagonal(r, axis1=1, axis2=2))
         signs[signs == 0] = 1.0
         q = q * signs[:, None, :]  # Haar measure (Mezzadri's correction)
-        data.node_id = torch.from_numpy(q.reshape(-1, self.dim)[:n].astype(np.float32))
-        return data
+        return q.reshape(-1, self.dim)[:n]

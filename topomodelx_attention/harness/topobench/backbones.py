@@ -290,7 +290,53 @@ class CellularTransformerBackbone(nn.Module):
         return tuple(self.transformer.encode(data))
 
 
-class NSimplicialBackbone(nn.Module):
+class IncidenceBackbone(nn.Module):
+    """Base of the backbones that read the vertices of every cell (the incidences).
+
+    :meth:`forward` checks the ranks, builds one :class:`~topomodelx_attention.data.ComplexData`
+    of the tensors (:func:`complex_from_tensors`) and returns :meth:`encode_cells` of it.
+    """
+
+    max_rank: int
+    out_channels: int
+
+    @property
+    def neighborhood_keys(self) -> list[str]:
+        """Neighbourhood keys :meth:`forward` reads (the incidences ``incidence_1..R``)."""
+        return [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
+
+    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:
+        """Return the cell embeddings of the complex built from ``x`` (see :meth:`forward`)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        x: Sequence[Tensor],
+        neighborhoods: Mapping[str, Tensor],
+        batch: Sequence[Tensor] | None = None,
+    ) -> tuple[Tensor, ...]:
+        """Cell embeddings of every rank.
+
+        Parameters
+        ----------
+        x : sequence of torch.Tensor
+            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, d_r)``.
+        neighborhoods : mapping of str to torch.Tensor
+            ``incidence_1 .. incidence_R`` (:attr:`neighborhood_keys`): the vertices of every
+            cell.
+        batch : sequence of torch.Tensor, optional
+            ``(batch_0, ..., batch_R)`` (default: one complex).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``h_r`` of shape ``(n_r, out_channels)``, ``r = 0..max_rank``.
+        """
+        _check_ranks(x, self.max_rank, type(self).__name__)
+        return self.encode_cells(complex_from_tensors(x, neighborhoods, batch), x)
+
+
+class NSimplicialBackbone(IncidenceBackbone):
     """N-simplicial transformer layers on encoded cell features (TopoBench backbone contract).
 
     The tokens are the rank-``rank`` cells; the allowed ``(N+1)``-tuples come from the
@@ -361,41 +407,13 @@ class NSimplicialBackbone(nn.Module):
         same = int(in_channels) == int(hidden_channels)
         self.project = nn.Identity() if same else nn.Linear(hidden_channels, in_channels)
 
-    @property
-    def neighborhood_keys(self) -> list[str]:
-        """Neighbourhood keys :meth:`forward` reads (the incidences ``incidence_1..R``)."""
-        return [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
-
-    def forward(
-        self,
-        x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor],
-        batch: Sequence[Tensor] | None = None,
-    ) -> tuple[Tensor, ...]:
-        """Cell embeddings of every rank (rank ``rank`` transformed, the others unchanged).
-
-        Parameters
-        ----------
-        x : sequence of torch.Tensor
-            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, in_channels)``.
-        neighborhoods : mapping of str to torch.Tensor
-            ``incidence_1 .. incidence_R`` (:attr:`neighborhood_keys`).
-        batch : sequence of torch.Tensor, optional
-            ``(batch_0, ..., batch_R)`` (default: one complex).
-
-        Returns
-        -------
-        tuple of torch.Tensor
-            ``h_r`` of shape ``(n_r, in_channels)``, ``r = 0..max_rank``.
-        """
-        _check_ranks(x, self.max_rank, type(self).__name__)
-        data = complex_from_tensors(x, neighborhoods, batch)
+    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:  # noqa: D102
         out = list(x)
         out[self.rank] = self.project(self.transformer.encode(data))
         return tuple(out)
 
 
-class OrderKTokenGTBackbone(nn.Module):
+class OrderKTokenGTBackbone(IncidenceBackbone):
     """Order-k TokenGT over all cells (TopoBench backbone contract): every cell is a token.
 
     TopoBench batches carry no node identifiers, so fresh orthonormal random identifiers
@@ -461,38 +479,9 @@ class OrderKTokenGTBackbone(nn.Module):
             outputs=tuple(range(self.max_rank + 1)), **kwargs,
         )
 
-    @property
-    def neighborhood_keys(self) -> list[str]:
-        """Neighbourhood keys :meth:`forward` reads (the incidences ``incidence_1..R``)."""
-        return [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
-
-    def forward(
-        self,
-        x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor],
-        batch: Sequence[Tensor] | None = None,
-    ) -> tuple[Tensor, ...]:
-        """Cell embeddings of every rank.
-
-        Parameters
-        ----------
-        x : sequence of torch.Tensor
-            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, d_r)``.
-        neighborhoods : mapping of str to torch.Tensor
-            ``incidence_1 .. incidence_R`` (:attr:`neighborhood_keys`): the vertices of every
-            cell.
-        batch : sequence of torch.Tensor, optional
-            ``(batch_0, ..., batch_R)`` (default: one complex).
-
-        Returns
-        -------
-        tuple of torch.Tensor
-            ``h_r`` of shape ``(n_r, out_channels)``, ``r = 0..max_rank``.
-        """
+    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:  # noqa: D102
         from topomodelx_attention.transforms.node_ids import batched_orthogonal_random_ids
 
-        _check_ranks(x, self.max_rank, type(self).__name__)
-        data = complex_from_tensors(x, neighborhoods, batch)
         if self.node_id_dim:
             generator = None
             if not self.training:

@@ -172,6 +172,32 @@ def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> None:
         )
 
 
+def check_features(x: Tensor, channels: int, name: str, sparse_hint: str = "") -> None:
+    """Raise unless ``x`` is a dense floating ``(n, channels)`` feature matrix.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        The features.
+    channels : int
+        Expected number of columns.
+    name : str
+        Argument name for the messages (``"x_target"``).
+    sparse_hint : str, default=""
+        Appended to the message for a sparse tensor (which argument order was expected).
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(
+            f"{name} must be a dense feature matrix, got a sparse {tuple(x.shape)} tensor{sparse_hint}"
+        )
+    if x.dim() != 2 or x.shape[1] != channels:
+        raise ValueError(f"{name} must have shape (n, {channels}), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
+
+
 def positive_int(value: object, name: str) -> int:
     """Return ``value`` if it is a positive int; raise ``TypeError`` / ``ValueError`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):

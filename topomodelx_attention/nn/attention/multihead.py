@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.heads import (
     HeadwiseLinear,
+    check_features,
     merge_heads,
     positive_int,
     split_heads,
@@ -28,6 +29,11 @@ from topomodelx_attention.nn.attention.kernels import AttentionKernel, build_ker
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 
 __all__ = ["MultiGroupAttention", "MultiHeadAttention"]
+
+_ARGUMENT_ORDER = (
+    ": the arguments are (x_target, x_source, neighborhood); for TopoModelX's Conv order "
+    "(x_source, neighborhood, x_target) use topomodelx_attention.nn.topomodelx.AttentionConv"
+)
 
 
 class MultiHeadAttention(nn.Module):
@@ -385,19 +391,7 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------------------------------
     def _check_features(self, x: Tensor, channels: int, name: str) -> None:
-        if not isinstance(x, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-        if x.layout != torch.strided:
-            raise TypeError(
-                f"{name} must be a dense feature matrix, got a sparse {tuple(x.shape)} tensor: the "
-                "arguments are (x_target, x_source, neighborhood); for TopoModelX's Conv order "
-                "(x_source, neighborhood, x_target) use topomodelx_attention.nn.topomodelx."
-                "AttentionConv"
-            )
-        if x.dim() != 2 or x.shape[1] != channels:
-            raise ValueError(f"{name} must have shape (n, {channels}), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
+        check_features(x, channels, name, _ARGUMENT_ORDER)
 
     def _sources(
         self,

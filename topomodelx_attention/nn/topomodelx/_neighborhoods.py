@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from topomodelx_attention.nn.attention.heads import check_features as _check_features
+
 UPDATE_FUNCS = ("relu", "sigmoid", "tanh", None)
 
 
@@ -84,16 +86,9 @@ def check_update_func(update_func: str | None) -> str | None:
 
 
 def check_features(x: Tensor, channels: int, name: str) -> None:
-    """Raise unless ``x`` is a dense floating ``(n, channels)`` tensor."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.layout != torch.strided:
-        raise TypeError(
-            f"{name} must be a dense feature matrix, got a sparse {tuple(x.shape)} tensor (a "
-            "neighbourhood in the place of features? TopoModelX's order is (x_source, "
-            "neighborhood, x_target))"
-        )
-    if x.dim() != 2 or x.shape[1] != channels:
-        raise ValueError(f"{name} must have shape (n, {channels}), got {tuple(x.shape)}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating point tensor, got {x.dtype}")
+    """Raise unless ``x`` is a dense floating ``(n, channels)`` tensor (TopoModelX's order hint)."""
+    hint = (
+        " (a neighbourhood in the place of features? TopoModelX's order is (x_source, "
+        "neighborhood, x_target))"
+    )
+    _check_features(x, channels, name, hint)
