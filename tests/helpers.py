@@ -10,6 +10,12 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
+HARNESS_MODELS = (
+    "cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial",
+    "gine", "gps", "graph_transformer",
+)
+"""Every model of the harness registry (the harness tests check that none is missing)."""
+
 
 def graph_from_edges(edges, num_nodes=None, feature_dim=2, seed=0, **attrs) -> Data:
     """PyG graph (both directions) with asymmetric random float vertex features."""
@@ -46,6 +52,20 @@ def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.Simp
     graph = nx.gnp_random_graph(n, p, seed=seed)
     simplices = [c for c in nx.enumerate_all_cliques(graph) if len(c) <= 4]
     return tnx.SimplicialComplex(simplices)
+
+
+def assert_same_complex(a, b) -> None:
+    """Equal keys and values (sparse tensors compared densely, with their shapes)."""
+    assert set(a.keys()) == set(b.keys())
+    for key in a.keys():
+        x, y = a[key], b[key]
+        if isinstance(x, torch.Tensor):
+            if x.is_sparse:
+                assert x.shape == y.shape, key
+                x, y = x.to_dense(), y.to_dense()
+            assert torch.equal(x, y), key
+        else:
+            assert x == y, key
 
 
 def to_double(data):

@@ -5,7 +5,7 @@ import torch
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
-from tests.helpers import random_cell_complex
+from tests.helpers import assert_same_complex, random_cell_complex
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.neighborhoods import shared_face_counts
@@ -71,12 +71,7 @@ def test_batch_of_one_equals_the_complex_and_split_round_trips():
     parts = Batch.from_data_list(complexes).to_complex_list()
     assert len(parts) == 3
     for original, part in zip(complexes, parts):
-        assert set(original.keys()) == set(part.keys())
-        for key in original.keys():
-            x, y = original[key], part[key]
-            if isinstance(x, torch.Tensor) and x.is_sparse:
-                x, y = x.to_dense(), y.to_dense()
-            assert torch.equal(torch.as_tensor(x), torch.as_tensor(y)), key
+        assert_same_complex(original, part)
 
 
 def test_no_dense_batch_sized_matrix_is_created():

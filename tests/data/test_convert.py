@@ -6,26 +6,13 @@ import pytest
 import toponetx as tnx
 import torch
 
-from tests.helpers import random_cell_complex, random_simplicial_complex
-from topomodelx_attention.data import ComplexData, from_toponetx, to_toponetx
+from tests.helpers import assert_same_complex, random_cell_complex, random_simplicial_complex
+from topomodelx_attention.data import from_toponetx, to_toponetx
 from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
 
 
 def dense(t):
     return t.to_dense().numpy()
-
-
-def assert_same_complex(a: ComplexData, b: ComplexData):
-    assert set(a.keys()) == set(b.keys())
-    for key in a.keys():
-        x, y = a[key], b[key]
-        if isinstance(x, torch.Tensor):
-            if x.is_sparse:
-                assert x.shape == y.shape, key
-                x, y = x.to_dense(), y.to_dense()
-            assert torch.equal(x, y), key
-        else:
-            assert x == y, key
 
 
 # ----------------------------------------------------------------------------- cell order

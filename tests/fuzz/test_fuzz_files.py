@@ -215,13 +215,19 @@ def _crafted_original(seed: int, rng: np.random.Generator, folder: Path):
     return f"{member} flipped bytes", EITHER, flipped
 
 
-def test_fuzz_crafted_original_gcb_files(fuzz_seeds, tmp_path):
+def _in_case_folders(tmp_path: Path, build):
+    """``make(seed, rng)`` of :func:`run_cases`: ``build(seed, rng, folder)`` in a new folder per case."""
+
     def make(seed, rng):
         folder = tmp_path / f"case{seed}"
         folder.mkdir()
-        return _crafted_original(seed, rng, folder)
+        return build(seed, rng, folder)
 
-    run_cases(fuzz_seeds, "crafted original GCB files", make, offset=70_000)
+    return make
+
+
+def test_fuzz_crafted_original_gcb_files(fuzz_seeds, tmp_path):
+    run_cases(fuzz_seeds, "crafted original GCB files", _in_case_folders(tmp_path, _crafted_original), offset=70_000)
 
 
 def _crafted_plain(seed: int, rng: np.random.Generator, folder: Path):
@@ -272,12 +278,7 @@ def _crafted_plain(seed: int, rng: np.random.Generator, folder: Path):
 
 
 def test_fuzz_crafted_plain_gcb_files(fuzz_seeds, tmp_path):
-    def make(seed, rng):
-        folder = tmp_path / f"case{seed}"
-        folder.mkdir()
-        return _crafted_plain(seed, rng, folder)
-
-    run_cases(fuzz_seeds, "crafted converted GCB files", make, offset=71_000)
+    run_cases(fuzz_seeds, "crafted converted GCB files", _in_case_folders(tmp_path, _crafted_plain), offset=71_000)
 
 
 def _planted(seed: int, rng: np.random.Generator, folder: Path):
@@ -339,9 +340,4 @@ def _planted(seed: int, rng: np.random.Generator, folder: Path):
 
 
 def test_fuzz_planted_symlinks_are_never_followed(fuzz_seeds, tmp_path):
-    def make(seed, rng):
-        folder = tmp_path / f"case{seed}"
-        folder.mkdir()
-        return _planted(seed, rng, folder)
-
-    run_cases(fuzz_seeds, "planted symlinks", make, offset=72_000)
+    run_cases(fuzz_seeds, "planted symlinks", _in_case_folders(tmp_path, _planted), offset=72_000)

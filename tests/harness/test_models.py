@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch_geometric.loader import DataLoader
 
+from tests.helpers import HARNESS_MODELS as ALL_MODELS
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import (
@@ -13,10 +14,6 @@ from topomodelx_attention.harness.models import (
     register_model,
 )
 
-ALL_MODELS = (
-    "cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial",
-    "gine", "gps", "graph_transformer",
-)
 EDGE_GRAPH_MODELS = ("gine", "gps", "graph_transformer")
 
 

@@ -12,6 +12,7 @@ import torch
 from torch.nn import functional as F
 from torch_geometric.data import Data
 
+from tests.helpers import HARNESS_MODELS as ALL_MODELS
 from topomodelx_attention.cli import main
 from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
@@ -24,10 +25,6 @@ from topomodelx_attention.harness.datasets import (
 from topomodelx_attention.harness.models import MODELS, build_model, get_spec
 from topomodelx_attention.harness.training import GraphTaskModule, _data_pe_config, run_experiment
 
-ALL_MODELS = (
-    "cellular_transformer", "tokengt", "tokengt_cell", "n_simplicial", "gps", "gin", "gine",
-    "graph_transformer", "cwn", "sccnn",
-)
 RUN = ["seeds=[0]", "trainer.max_epochs=1", "plot=false", "trainer.enable_progress_bar=false"]
 TINY = [
     "dataset.n_graphs=6", "dataset.family.n_nodes_range=[10,30]", "dataset.split.train_prop=0.5",

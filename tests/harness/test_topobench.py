@@ -305,6 +305,15 @@ def test_backbone_refuses_missing_ranks_and_pe(lifted):
         model(x, neighborhoods, index)
     pe = tuple(torch.randn(xr.shape[0], 3) for xr in x)
     assert [h.shape[0] for h in model(x, neighborhoods, index, pe)] == [xr.shape[0] for xr in x]
+    # a backbone built without pe_channels refuses positional encodings (never drops them)
+    for plain in (
+        CellularTransformerBackbone(HIDDEN, HIDDEN, n_layers=1, heads=2),
+        NSimplicialBackbone(HIDDEN, HIDDEN, n_layers=1),
+    ):
+        x, neighborhoods, index = backbone_args(batch, plain)
+        with pytest.raises(ValueError, match="built without pe_channels"):
+            plain(x, neighborhoods, index, pe)
+        assert len(plain(x, neighborhoods, index, (None,) * len(x))) == len(x)
 
 
 def test_complex_from_tensors_names_the_bad_tensor(lifted):

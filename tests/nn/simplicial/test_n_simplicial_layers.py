@@ -56,12 +56,17 @@ def _all_grads_nonzero(module: torch.nn.Module) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- attention
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_attention_shapes_and_gradients(name):
+def _attention(name: str) -> NSimplicialAttention:
+    """The attention module of configuration ``name`` (width 12, 2 heads), seeded."""
     kwargs = dict(CONFIGS[name])
     order = kwargs.pop("order", 2)
     _seed_modules()
-    attn = NSimplicialAttention(12, heads=2, order=order, **kwargs)
+    return NSimplicialAttention(12, heads=2, order=order, **kwargs)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_attention_shapes_and_gradients(name):
+    attn = _attention(name)
     x = torch.randn(2, 7, 12)
     out = attn(x)
     assert out.shape == x.shape and torch.isfinite(out).all()
@@ -71,10 +76,7 @@ def test_attention_shapes_and_gradients(name):
 
 @pytest.mark.parametrize("name", ["dense", "window", "router", "rope", "order3"])
 def test_attention_batched_equals_unbatched(name):
-    kwargs = dict(CONFIGS[name])
-    order = kwargs.pop("order", 2)
-    _seed_modules()
-    attn = NSimplicialAttention(12, heads=2, order=order, **kwargs).double()
+    attn = _attention(name).double()
     x = torch.randn(3, 6, 12, dtype=torch.float64)
     full = attn(x)
     for b in range(3):
@@ -84,10 +86,7 @@ def test_attention_batched_equals_unbatched(name):
 
 @pytest.mark.parametrize("name", ["dense", "router", "kv_bias", "order3"])
 def test_attention_permutation_equivariance_on_sequences(name):
-    kwargs = dict(CONFIGS[name])
-    order = kwargs.pop("order", 2)
-    _seed_modules()
-    attn = NSimplicialAttention(12, heads=2, order=order, **kwargs).double()
+    attn = _attention(name).double()
     x = torch.randn(2, 7, 12, dtype=torch.float64)
     perm = torch.randperm(7)
     torch.testing.assert_close(attn(x)[:, perm], attn(x[:, perm]))

@@ -199,7 +199,66 @@ def _reject_out_channels(kwargs: dict[str, Any], name: str) -> None:
         )
 
 
-class CellularTransformerBackbone(nn.Module):
+class TensorBackbone(nn.Module):
+    """Base of the backbones: cell features and neighbourhood tensors in, cell embeddings out.
+
+    :meth:`forward` checks the ranks (and the positional encodings), builds one
+    :class:`~topomodelx_attention.data.ComplexData` of the tensors (:func:`complex_from_tensors`)
+    and returns :meth:`encode_cells` of it.
+    """
+
+    max_rank: int
+    out_channels: int
+    pe_channels: int | None = None
+
+    @property
+    def neighborhood_keys(self) -> list[str]:
+        """Neighbourhood keys :meth:`forward` reads (the incidences ``incidence_1..R``)."""
+        return [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
+
+    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:
+        """Return the cell embeddings of the complex built from ``x`` (see :meth:`forward`)."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        x: Sequence[Tensor],
+        neighborhoods: Mapping[str, Tensor],
+        batch: Sequence[Tensor] | None = None,
+        pe: Sequence[Tensor | None] | None = None,
+    ) -> tuple[Tensor, ...]:
+        """Cell embeddings of every rank.
+
+        Parameters
+        ----------
+        x : sequence of torch.Tensor
+            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, d_r)``.
+        neighborhoods : mapping of str to torch.Tensor
+            The sparse matrices of :attr:`neighborhood_keys`.
+        batch : sequence of torch.Tensor, optional
+            ``(batch_0, ..., batch_R)`` (default: one complex).
+        pe : sequence of (torch.Tensor or None), optional
+            ``(pe_0, ..., pe_R)``: required by a backbone built with ``pe_channels``, refused
+            by the others.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``h_r`` of shape ``(n_r, out_channels)``, ``r = 0..max_rank``.
+        """
+        name = type(self).__name__
+        _check_ranks(x, self.max_rank, name)
+        if self.pe_channels is not None and pe is None:
+            raise ValueError(
+                f"{name} was built with pe_channels={self.pe_channels}: pass pe "
+                "(pe_0, ..., pe_R), e.g. from a positional-encoding transform"
+            )
+        if self.pe_channels is None and pe is not None and any(p is not None for p in pe):
+            raise ValueError(f"{name} was built without pe_channels: it takes no pe")
+        return self.encode_cells(complex_from_tensors(x, neighborhoods, batch, pe), x)
+
+
+class CellularTransformerBackbone(TensorBackbone):
     """Cellular Transformer layers on encoded cell features (TopoBench backbone contract).
 
     Parameters
@@ -255,88 +314,11 @@ class CellularTransformerBackbone(nn.Module):
         """Neighbourhood keys :meth:`forward` reads (the tensor diagram's)."""
         return self.transformer.neighborhood_keys
 
-    def forward(
-        self,
-        x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor],
-        batch: Sequence[Tensor] | None = None,
-        pe: Sequence[Tensor | None] | None = None,
-    ) -> tuple[Tensor, ...]:
-        """Cell embeddings of every rank.
-
-        Parameters
-        ----------
-        x : sequence of torch.Tensor
-            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, in_channels)``.
-        neighborhoods : mapping of str to torch.Tensor
-            The sparse matrices of :attr:`neighborhood_keys`.
-        batch : sequence of torch.Tensor, optional
-            ``(batch_0, ..., batch_R)`` (default: one complex).
-        pe : sequence of (torch.Tensor or None), optional
-            ``(pe_0, ..., pe_R)`` when built with ``pe_channels``.
-
-        Returns
-        -------
-        tuple of torch.Tensor
-            ``h_r`` of shape ``(n_r, hidden_channels)``, ``r = 0..max_rank``.
-        """
-        _check_ranks(x, self.max_rank, type(self).__name__)
-        if self.pe_channels is not None and pe is None:
-            raise ValueError(
-                f"{type(self).__name__} was built with pe_channels={self.pe_channels}: pass pe "
-                "(pe_0, ..., pe_R), e.g. from a positional-encoding transform"
-            )
-        data = complex_from_tensors(x, neighborhoods, batch, pe)
+    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:  # noqa: D102
         return tuple(self.transformer.encode(data))
 
 
-class IncidenceBackbone(nn.Module):
-    """Base of the backbones that read the vertices of every cell (the incidences).
-
-    :meth:`forward` checks the ranks, builds one :class:`~topomodelx_attention.data.ComplexData`
-    of the tensors (:func:`complex_from_tensors`) and returns :meth:`encode_cells` of it.
-    """
-
-    max_rank: int
-    out_channels: int
-
-    @property
-    def neighborhood_keys(self) -> list[str]:
-        """Neighbourhood keys :meth:`forward` reads (the incidences ``incidence_1..R``)."""
-        return [f"incidence_{r}" for r in range(1, self.max_rank + 1)]
-
-    def encode_cells(self, data: ComplexData, x: Sequence[Tensor]) -> tuple[Tensor, ...]:
-        """Return the cell embeddings of the complex built from ``x`` (see :meth:`forward`)."""
-        raise NotImplementedError
-
-    def forward(
-        self,
-        x: Sequence[Tensor],
-        neighborhoods: Mapping[str, Tensor],
-        batch: Sequence[Tensor] | None = None,
-    ) -> tuple[Tensor, ...]:
-        """Cell embeddings of every rank.
-
-        Parameters
-        ----------
-        x : sequence of torch.Tensor
-            ``(x_0, ..., x_R)``, ``x_r`` of shape ``(n_r, d_r)``.
-        neighborhoods : mapping of str to torch.Tensor
-            ``incidence_1 .. incidence_R`` (:attr:`neighborhood_keys`): the vertices of every
-            cell.
-        batch : sequence of torch.Tensor, optional
-            ``(batch_0, ..., batch_R)`` (default: one complex).
-
-        Returns
-        -------
-        tuple of torch.Tensor
-            ``h_r`` of shape ``(n_r, out_channels)``, ``r = 0..max_rank``.
-        """
-        _check_ranks(x, self.max_rank, type(self).__name__)
-        return self.encode_cells(complex_from_tensors(x, neighborhoods, batch), x)
-
-
-class NSimplicialBackbone(IncidenceBackbone):
+class NSimplicialBackbone(TensorBackbone):
     """N-simplicial transformer layers on encoded cell features (TopoBench backbone contract).
 
     The tokens are the rank-``rank`` cells; the allowed ``(N+1)``-tuples come from the
@@ -413,7 +395,7 @@ class NSimplicialBackbone(IncidenceBackbone):
         return tuple(out)
 
 
-class OrderKTokenGTBackbone(IncidenceBackbone):
+class OrderKTokenGTBackbone(TensorBackbone):
     """Order-k TokenGT over all cells (TopoBench backbone contract): every cell is a token.
 
     TopoBench batches carry no node identifiers, so fresh orthonormal random identifiers
