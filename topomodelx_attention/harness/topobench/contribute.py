@@ -325,14 +325,8 @@ def contribute(
 
     Parameters
     ----------
-    topobench : pathlib.Path
-        TopoBench checkout.
-    models : list of str
-        Keys of :data:`CONTRIBUTIONS`.
-    requirement : str, optional
-        Dependency line for TopoBench's ``pyproject.toml``.
-    force : bool, default=False
-        Overwrite files that exist with other content.
+    topobench, models, requirement, force
+        As for :func:`plan`.
     dry_run : bool, default=False
         Only return the plan.
 
