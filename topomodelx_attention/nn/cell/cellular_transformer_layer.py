@@ -540,6 +540,7 @@ def _transposed(matrix: Tensor) -> Tensor:
         matrix.values().index_select(0, order),
         (int(matrix.shape[1]), int(matrix.shape[0])),
         is_coalesced=True,
+        check_invariants=False,  # a permutation of valid entries: valid and coalesced
     )
 
 
