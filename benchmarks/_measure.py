@@ -7,6 +7,9 @@ machine). Memory: on CPU, the bytes of the distinct tensors autograd saves for b
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import resource
 import time
 from collections.abc import Callable
 
@@ -55,11 +58,15 @@ def interleaved_min(
 
 
 def time_cases(
-    fns: dict[str, Callable[[], Tensor]], device: torch.device, repeats: int, warmup: int
+    fns: dict[str, Callable[[], Tensor]],
+    device: torch.device,
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
     """Seconds of ``fn().sum().backward()`` for every case (:func:`interleaved_min`)."""
     steps = {name: (lambda fn=fn: fn().sum().backward()) for name, fn in fns.items()}
-    return interleaved_min(steps, repeats, warmup, device=device)
+    return interleaved_min(steps, repeats, warmup, clock, device=device)
 
 
 def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float, float]:
@@ -91,6 +98,34 @@ def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float,
     out.sum().backward()
     seconds = time.perf_counter() - start
     return seconds, sum(seen.values()) / 2**20
+
+
+def page_faults() -> int:
+    """Minor page faults of this process so far (first touches of freshly mapped memory)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def keep_freed_memory() -> bool:
+    """Make glibc keep freed memory for reuse instead of unmapping it (this process only).
+
+    glibc serves every block above its mmap threshold (at most 32 MiB, adjusted dynamically)
+    with a fresh ``mmap`` and unmaps it on free, so each large tensor is page-faulted and
+    zeroed by the kernel again at every step: at 10⁶ cells a CT layer spends a third of its
+    time there. ``mallopt(M_MMAP_THRESHOLD)`` / ``mallopt(M_TRIM_THRESHOLD)`` to 2 GiB serve
+    such blocks from the heap and keep them (the environment variables
+    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` do the same for a whole run; so
+    does ``LD_PRELOAD`` of jemalloc or tcmalloc). Returns ``False`` where there is no glibc.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold, limit = -1, -3, 2**31 - 1
+    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, limit))
 
 
 def memory_fwd_bwd(fn: Callable[[], Tensor], device: torch.device) -> float:

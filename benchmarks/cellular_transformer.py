@@ -24,18 +24,21 @@ Time is the minimum over interleaved repeats; memory is what autograd saves for 
 
     python benchmarks/cellular_transformer.py --quick
     python benchmarks/cellular_transformer.py --max-cells 1000000
+    python benchmarks/cellular_transformer.py --tables scaling --scaling-layers pairwise-sparse \
+        --threads 1 --clock cpu --max-cells 1000000 --keep-freed-memory
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from _compile import COMPILE_HEADER, compile_rows
-from _measure import measure_once, padded, print_table, time_cases
+from _measure import keep_freed_memory, measure_once, padded, page_faults, print_table, time_cases
 from torch import nn
 from torch_geometric.data import Batch
 
@@ -105,10 +108,17 @@ def layer_inputs(data: ComplexData, channels: int, device: torch.device, dtype: 
 def scaling_table(args, device, dtype) -> None:
     sides = [s for s in (6, 16, 50, 160, 500) if 4 * s * s <= args.max_cells * 1.05]
     variants = [("pairwise", "sparse"), ("general", "sparse"), ("pairwise", "linear"), ("pairwise", "dense")]
-    header = ["cells", "nnz", "layer", "time (ms)", "ns / unit", "memory (MiB)", "bytes / unit"]
+    variants = [v for v in variants if f"{v[0]}-{v[1]}" in args.scaling_layers]
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    header = [
+        "cells", "nnz", "layer", "time (ms)", "ns / unit", "of which prepare", "faulted B / unit",
+        "memory (MiB)", "bytes / unit",
+    ]
     print(
         f"\n### One CT layer on square-grid complexes (width {args.channels}, {args.heads} heads), "
-        "forward+backward. 'unit' = stored neighbourhood entry (nnz) for sparse, cell for "
+        f"forward+backward ({args.clock} time, min of repeats; 'prepare' = the layer's prepare: "
+        "neighbourhood conversion, joined edge list, CSR plan; 'faulted' = bytes page-faulted per "
+        "unit in one timed call). 'unit' = stored neighbourhood entry (nnz) for sparse, cell for "
         "linear/dense: flat columns = linear growth\n"
     )
     print("| " + " | ".join(header) + " |")
@@ -127,16 +137,27 @@ def scaling_table(args, device, dtype) -> None:
                 args.channels, heads=args.heads, max_rank=2, attention=attention, kind=kind,
                 kernel_options={"num_random_features": args.features} if kind == "linear" else None,
             ).to(device, dtype)
-            seconds, mib = measure_once(lambda layer=layer: torch.cat(layer(x, neighborhoods, batch, 1)), device)
-            if cells <= 20_000:  # repeat small sizes for stable numbers
-                seconds = time_cases(
-                    {"l": lambda layer=layer: torch.cat(layer(x, neighborhoods, batch, 1))},
-                    device, args.repeats, 1,
-                )["l"]
+
+            def run(layer=layer):
+                return torch.cat(layer(x, neighborhoods, batch, 1))
+
+            seconds, mib = measure_once(run, device)
+            # small sizes: the usual repeats; large ones: --scaling-repeats (the first call of
+            # measure_once above is the warm-up)
+            repeats = args.repeats if cells <= 20_000 else args.scaling_repeats
+            seconds = time_cases({"l": run}, device, repeats, 0, clock)["l"]
+            faults = page_faults()
+            time_cases({"l": run}, device, 1, 0, clock)
+            faulted = 4096 * (page_faults() - faults)
+            prepare = float("inf")
+            for _ in range(max(1, repeats)):
+                start = clock()
+                layer.prepare(neighborhoods, batch, 1)
+                prepare = min(prepare, clock() - start)
             per = cells if kind in ("linear", "dense") else nnz
             row = [
                 f"{cells:,}", f"{nnz:,}", f"{attention}-{kind}", f"{1e3 * seconds:.1f}", f"{1e9 * seconds / per:.0f}",
-                f"{mib:.1f}", f"{2**20 * mib / per:.0f}",
+                f"{1e9 * prepare / per:.0f}", f"{faulted / per:.0f}", f"{mib:.1f}", f"{2**20 * mib / per:.0f}",
             ]
             print("| " + " | ".join(row) + " |", flush=True)
             del layer
@@ -275,6 +296,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--features", type=int, default=32, help="random features of the linear kind")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-cells", type=int, default=100_000)
+    parser.add_argument(
+        "--scaling-layers", nargs="+",
+        default=["pairwise-sparse", "general-sparse", "pairwise-linear", "pairwise-dense"],
+        choices=["pairwise-sparse", "general-sparse", "pairwise-linear", "pairwise-dense"],
+        help="layers of the scaling table",
+    )
+    parser.add_argument(
+        "--scaling-repeats", type=int, default=1,
+        help="timed repeats of the scaling table above 20,000 cells (after one warm-up call)",
+    )
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall",
+        help="scaling table: wall time or CPU time of the thread (robust on a loaded machine)",
+    )
+    parser.add_argument(
+        "--keep-freed-memory", action="store_true",
+        help="mallopt: glibc keeps freed memory instead of unmapping blocks > 32 MiB "
+        "(no page faults per step on large complexes; see _measure.keep_freed_memory)",
+    )
     parser.add_argument("--max-dense-cells", type=int, default=3_000)
     parser.add_argument("--max-linear-cells", type=int, default=200_000)
     parser.add_argument(
@@ -294,8 +334,13 @@ def main(argv: list[str] | None = None) -> None:
         args.tables = ["compile"]
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.keep_freed_memory and not keep_freed_memory():
+        raise SystemExit("--keep-freed-memory needs glibc (mallopt not found)")
     device, dtype = torch.device(args.device), torch.float32
-    print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads")
+    print(
+        f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads"
+        + (", glibc keeps freed memory (mallopt)" if args.keep_freed_memory else "")
+    )
     complexes = mutag_complexes()
     if "encoder" in args.tables:
         encoder_table(args, complexes, device, dtype)

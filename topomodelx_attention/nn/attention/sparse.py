@@ -165,10 +165,14 @@ def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: in
     ``degree_i`` of them after ``start_i·H + h·degree_i``.
 
     Returns ``crow (n_rows·H + 1,)`` and ``col (nnz·H,)`` (int32, for MKL), the row lengths
-    ``(n_rows·H,)`` and the storage position ``(nnz, H)`` of every (edge, head).
+    ``(n_rows·H,)`` and the storage position ``(nnz, H)`` (int64: a ``scatter_`` index) of
+    every (edge, head). The ``nnz·H``-sized temporaries are int32 where an index allows it
+    (half the memory traffic of int64 on large neighbourhoods).
     """
     nnz, head = rows.shape[0], torch.arange(heads)
-    if nnz * heads >= torch.iinfo(torch.int32).max:
+    if nnz * heads >= torch.iinfo(torch.int32).max or n_rows * heads >= torch.iinfo(
+        torch.int32
+    ).max:
         raise ValueError(
             f"{nnz} neighbourhood entries × {heads} heads exceed the fused kernel's int32 indices"
         )
@@ -180,7 +184,7 @@ def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: in
     offset = start.index_select(0, rows).mul_(heads - 1).add_(rank)
     position = offset.unsqueeze(1) + head * degree.index_select(0, rows).unsqueeze(1)
     # scatter_, not index assignment: several times faster for a permutation on CPU
-    col = (cols.unsqueeze(1) * heads + head).view(-1).to(torch.int32)
+    col = (cols.to(torch.int32).mul_(heads).unsqueeze(1) + head.to(torch.int32)).view(-1)
     col = torch.empty_like(col).scatter_(0, position.view(-1), col)
     return crow, col, degree.repeat_interleave(heads), position
 
@@ -244,7 +248,10 @@ def _build_plan(
         index_t, index_s = index_t[order], index_s[order]
     nnz = index_t.shape[0]
     crow, col, lengths, position = _node_major(index_t, index_s, torch.arange(nnz), n_t, heads)
-    row = torch.repeat_interleave(torch.arange(lengths.shape[0]), lengths, output_size=nnz * heads)
+    # int32 segment index (read by index_select only)
+    row = torch.repeat_interleave(
+        torch.arange(lengths.shape[0], dtype=torch.int32), lengths, output_size=nnz * heads
+    )
     plan = SparsePlan(
         heads, (n_t, n_s), index_t, index_s, order, crow, col, row, lengths.unsqueeze(0), position
     )
@@ -261,19 +268,28 @@ def _with_transpose(plan: SparsePlan) -> SparsePlan:
     crow_t, col_t, _, position_t = _node_major(
         plan.index_source, plan.index_target, rank, n_s, heads
     )
-    to_transposed = torch.empty(nnz * heads, dtype=torch.long)
-    to_transposed.scatter_(0, position_t.view(-1), plan.position.view(-1))
+    # int32 gather index (read by index_select only)
+    to_transposed = torch.empty(nnz * heads, dtype=torch.int32)
+    to_transposed.scatter_(0, position_t.view(-1), plan.position.view(-1).to(torch.int32))
     return replace(plan, crow_t=crow_t, col_t=col_t, to_transposed=to_transposed)
 
 
 def _stable_argsort(index: Tensor, size: int) -> Tensor:
-    """Stable argsort of a CPU index with values in ``[0, size)``.
+    """Stable argsort of a CPU index with values in ``[0, size)``, in linear time.
 
-    NumPy's radix sort for 16-bit keys when ``size`` fits, ``torch.argsort(stable=True)``
-    otherwise.
+    NumPy's radix sort (``kind="stable"`` on 16-bit keys): one pass when ``size`` fits 16
+    bits, else a least-significant-digit radix sort on two 16-bit digits (stable, so the result
+    is the stable argsort); ``torch.argsort(stable=True)`` beyond 32 bits. On 10⁶–10⁷ entries
+    the two radix passes are several times faster than a comparison sort, and they keep the
+    plan's cost per entry flat as neighbourhoods grow.
     """
     if size <= np.iinfo(np.int16).max:
         return torch.from_numpy(np.argsort(index.numpy().astype(np.int16), kind="stable"))
+    if size <= np.iinfo(np.uint32).max:
+        keys = index.numpy()
+        order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+        high = (keys[order] >> 16).astype(np.uint16)
+        return torch.from_numpy(order[np.argsort(high, kind="stable")])
     return torch.argsort(index, stable=True)
 
 

@@ -66,6 +66,7 @@ from topomodelx_attention.nn.attention.fused import (
     prepare_fused,
 )
 from topomodelx_attention.nn.attention.heads import check_dropout
+from topomodelx_attention.nn.attention.sparse import _stable_argsort
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
     ArrowNeighborhoods,
@@ -321,7 +322,7 @@ class CellularTransformerLayer(nn.Module):
             key = arrow.neighborhood
             if key not in converted:
                 converted[key] = replace(arrow, transpose=False).matrix(neighborhoods)
-            prepared[arrow] = converted[key].t().coalesce() if arrow.transpose else converted[key]
+            prepared[arrow] = _transposed(converted[key]) if arrow.transpose else converted[key]
         if not torch.compiler.is_compiling():
             for arrow in self._bias_arrows:
                 values = prepared[arrow].values()
@@ -521,6 +522,26 @@ class CellularTransformerLayer(nn.Module):
                 out if update[arrow.target] is None else update[arrow.target] + out
             )
         return update
+
+
+def _transposed(matrix: Tensor) -> Tensor:
+    """Transpose of a coalesced sparse COO matrix, coalesced (same as ``matrix.t().coalesce()``).
+
+    On CPU the entries are reordered by a linear-time stable radix sort of the column index
+    (stable: the rows of every column stay in order, which is the coalesced order of the
+    transpose) instead of ``coalesce``'s comparison sort.
+    """
+    index = matrix.indices()
+    if index.device.type != "cpu" or index.shape[1] < 2:
+        return matrix.t().coalesce()
+    order = _stable_argsort(index[1].contiguous(), int(matrix.shape[1]))
+    return torch.sparse_coo_tensor(
+        index.flip(0).index_select(1, order),
+        matrix.values().index_select(0, order),
+        (int(matrix.shape[1]), int(matrix.shape[0])),
+        is_coalesced=True,
+        check_invariants=False,  # a permutation of valid entries: valid and coalesced
+    )
 
 
 def _check_kernel_options(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
