@@ -567,6 +567,9 @@ class CellularTransformer(nn.Module):
             inputs = {f"x_{r}": x[r] for r in own}
             inputs.update({f"pe_{r}": pe[r] for r in ranks})
             check_finite_inputs(inputs)
+        for r in own:  # categorical codes in range (eager: forward skips it while compiling)
+            if self.encoders[r].features is not None:
+                self.encoders[r].features.check_codes(x[r])
         membership: list[tuple[Tensor, Tensor] | None] = [None] * (self.max_rank + 1)
         for r in self.vertex_sum_ranks:
             matrix = vertex_membership(data, r)
