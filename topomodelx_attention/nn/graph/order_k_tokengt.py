@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
+from topomodelx_attention.nn._export import mark_dynamic_sizes
 from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderings, ordering_counts
@@ -356,6 +357,23 @@ class OrderKTokenGT(TokenModel):
         gathered = projected.index_select(0, flat.reshape(-1)).view(*slots.shape, self.hidden_channels)
         return (gathered * valid.unsqueeze(-1).to(gathered.dtype)).sum(1)
 
+    def _prepared(self, data: ComplexData) -> OrderKTokenGTInputs:
+        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
+
+        While ``torch.compile`` traces, the eager preparation also gives every size of the
+        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
+        so that no later batch size recompiles.
+        """
+        if isinstance(data, OrderKTokenGTInputs):
+            return data
+        if torch.compiler.is_compiling():
+            return self._prepare_for_compile(data)
+        return self.prepare(data)
+
+    @torch.compiler.disable
+    def _prepare_for_compile(self, data: ComplexData) -> OrderKTokenGTInputs:
+        return mark_dynamic_sizes(self.prepare(data))
+
     @torch.compiler.disable
     def prepare(self, data: ComplexData) -> OrderKTokenGTInputs:
         """Validate a batch and build everything derived from its structure (eager, once per batch).
@@ -467,7 +485,7 @@ class OrderKTokenGT(TokenModel):
             Groups ``(rank 0, ..., rank max_rank)``; with ordered identifiers ``owners``
             gives the cell of every token.
         """
-        inputs = data if isinstance(data, OrderKTokenGTInputs) else self.prepare(data)
+        inputs = self._prepared(data)
         dtype = self.graph_token.dtype
         device = self.graph_token.device
         node_id = inputs.node_id
@@ -532,7 +550,12 @@ class OrderKTokenGT(TokenModel):
         """
         readout = self._readout("complex")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        inputs = data if isinstance(data, OrderKTokenGTInputs) else self.prepare(data)
+        if isinstance(data, OrderKTokenGTInputs):
+            inputs = data
+        elif torch.compiler.is_compiling():  # the compiled model's one graph break
+            inputs = self._prepare_for_compile(data)
+        else:
+            inputs = self.prepare(data)
         tokens = self.encode(inputs)
         return readout(tokens.x[: tokens.num_complexes])
 
@@ -558,7 +581,7 @@ class OrderKTokenGT(TokenModel):
                 f"the model has no cell-level output; build it with outputs including ranks "
                 f"(it has {self.outputs})"
             )
-        inputs = data if isinstance(data, OrderKTokenGTInputs) else self.prepare(data)
+        inputs = self._prepared(data)
         tokens = self.encode(inputs)
         out = {}
         for r in ranks:
