@@ -590,6 +590,12 @@ class CellularTransformer(nn.Module):
             inputs = {f"x_{r}": x[r] for r in own}
             inputs.update({f"pe_{r}": pe[r] for r in ranks})
             check_finite_inputs(inputs)
+        for r in own:
+            if x[r].shape[0] != data.num_cells(r):  # the compiled kernels do not check sizes
+                raise ValueError(
+                    f"x_{r} has {x[r].shape[0]} rows but the data has {data.num_cells(r)} "
+                    f"rank-{r} cells: give one feature row per cell"
+                )
         for r in own:  # categorical codes in range (eager: forward skips it while compiling)
             if self.encoders[r].features is not None:
                 self.encoders[r].features.check_codes(x[r])
