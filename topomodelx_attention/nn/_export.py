@@ -18,13 +18,21 @@ frontend.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
+import torch._dynamo
 import torch.utils._pytree as pytree
 from torch import nn
 
-__all__ = ["REFUSED", "SUPPORTED", "refuse_torchscript", "register_prepared_inputs"]
+__all__ = [
+    "REFUSED",
+    "SUPPORTED",
+    "mark_dynamic_sizes",
+    "refuse_torchscript",
+    "register_prepared_inputs",
+]
 
 SUPPORTED = (
     "torch.compile(model) (any input), or torch.export.export(model, (model.prepare(batch),)) for "
@@ -81,3 +89,41 @@ def refuse_torchscript(*classes: type[nn.Module]) -> None:
         cls.__prepare_scriptable__ = _refuse_script
         if cls not in REFUSED:
             REFUSED.append(cls)
+
+
+def mark_dynamic_sizes(prepared: Any) -> Any:
+    """Give every size of the tensors in prepared inputs its own symbol under ``torch.compile``.
+
+    ``torch._dynamo.maybe_mark_dynamic`` on every dimension of size >= 2 of every tensor in
+    ``prepared`` (frozen dataclasses, tuples and lists are walked). Such a dimension is never
+    *duck sized* (unified with another size that happens to be equal in the first batch, e.g.
+    16 complexes and a 16-wide ``node_id``), which would make a later batch size recompile;
+    a dimension the model fixes (a feature width) is still specialized, without error. Called
+    by the models' compiled entry point on the result of their eager ``prepare``.
+
+    Parameters
+    ----------
+    prepared : object
+        A prepared-inputs dataclass (or a container of them).
+
+    Returns
+    -------
+    object
+        ``prepared`` itself.
+    """
+    stack = [prepared]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            for dim, size in enumerate(item.shape):
+                if size >= 2:
+                    torch._dynamo.maybe_mark_dynamic(item, dim)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+    return prepared

@@ -205,6 +205,33 @@ class FeatureEncoder(nn.Module):
             self.embeddings = None
             self.linear = nn.Linear(self.in_channels, out_channels)
 
+    def check_codes(self, x: Tensor) -> None:
+        """Raise ``ValueError`` if a categorical column holds a code outside its table.
+
+        Run by :meth:`forward` in eager mode; while ``torch.compile`` traces, the models run
+        it in their eager ``prepare`` instead (a data-dependent check). No-op for continuous
+        features.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape = (n, in_channels) or (n,)
+            Integer codes.
+        """
+        if self.embeddings is None or x.is_floating_point():
+            return
+        if x.dim() == 1:
+            x = x.unsqueeze(-1)
+        if x.dim() != 2 or x.shape[1] != len(self.embeddings):
+            return  # forward raises the shape error
+        for j, table in enumerate(self.embeddings):
+            column = x[:, j]
+            if column.numel() and (
+                int(column.min()) < 0 or int(column.max()) >= table.num_embeddings
+            ):
+                raise ValueError(
+                    f"{self.name} column {j} has codes outside [0, {table.num_embeddings})"
+                )
+
     def forward(self, x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
         """Encode.
 
@@ -236,16 +263,9 @@ class FeatureEncoder(nn.Module):
         else:
             if x.is_floating_point():
                 raise TypeError(f"{self.name} must be integer codes for categorical embeddings")
-            columns = []
-            for j, table in enumerate(self.embeddings):
-                column = x[:, j]
-                if column.numel() and (
-                    int(column.min()) < 0 or int(column.max()) >= table.num_embeddings
-                ):
-                    raise ValueError(
-                        f"{self.name} column {j} has codes outside [0, {table.num_embeddings})"
-                    )
-                columns.append(table(column))
+            if not torch.compiler.is_compiling():  # data-dependent: the models' prepare checks
+                self.check_codes(x)
+            columns = [table(x[:, j]) for j, table in enumerate(self.embeddings)]
             out = torch.stack(columns).sum(0)
         return out if dtype is None else out.to(dtype)
 

@@ -41,6 +41,7 @@ from topomodelx_attention.nn.attention.scatter import (
     segment_softmax,
     segment_softmax_sorted,
 )
+from topomodelx_attention.nn.attention.sparse_op import sparse_attention_csr
 
 __all__ = ["SPARSE_CHUNK_ELEMENTS", "SparsePlan", "sparse_attention", "sparse_plan"]
 
@@ -559,6 +560,8 @@ def sparse_attention(
             f"heads, but this call has ({n_t}, {key.shape[0]}), {nnz} entries and {heads} heads; "
             "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
         )
+    if _use_compiled_op(query, value, edge_bias, plan):
+        return _compiled_sparse_attention(query, key, value, scale, dropout_p, plan)
     if _use_fused(query, value, nnz):
         return _fused_sparse_attention(
             query, key, value, index_t, index_s, scale, edge_bias, dropout_p, plan
@@ -625,6 +628,41 @@ def _use_fused(query: Tensor, value: Tensor, nnz: int) -> bool:
         and query.dtype in (torch.float32, torch.float64)
         and not torch.compiler.is_compiling()
     )
+
+
+def _use_compiled_op(
+    query: Tensor, value: Tensor, edge_bias: Tensor | None, plan: SparsePlan | None
+) -> bool:
+    """Whether ``torch.compile`` traces the fused kernel as one custom op (:mod:`.sparse_op`).
+
+    While compiling, on CPU float32 / float64, with a plan that has its transposed pattern
+    (``prepare`` builds it when gradients are enabled; not needed without them) and no edge
+    bias.
+    """
+    return (
+        plan is not None
+        and torch.compiler.is_compiling()
+        and edge_bias is None
+        and (plan.crow_t is not None or not torch.is_grad_enabled())
+        and query.device.type == "cpu"
+        and query.dtype in (torch.float32, torch.float64)
+        and query.shape[2] > 0
+        and value.shape[2] > 0
+    )
+
+
+def _compiled_sparse_attention(
+    query: Tensor, key: Tensor, value: Tensor, scale: float, dropout_p: float, plan: SparsePlan
+) -> Tensor:
+    """Run the fused kernel through its custom op (traced by ``torch.compile`` as one node)."""
+    dropout_scale = None
+    if dropout_p > 0.0:  # the mask the eager fused kernel draws, as a factor in storage order
+        ones = query.new_ones((plan.nnz, query.shape[1]))
+        dropout_scale = F.dropout(ones, p=dropout_p, training=True)
+        if plan.order is not None:
+            dropout_scale = dropout_scale[plan.order]
+        dropout_scale = _to_storage(dropout_scale, plan)
+    return sparse_attention_csr(query, key, value, plan, scale, dropout_scale)
 
 
 def _fused_sparse_attention(

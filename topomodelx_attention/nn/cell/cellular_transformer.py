@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData, sparsity_pattern
+from topomodelx_attention.nn._export import mark_dynamic_sizes
 from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellStructure,
@@ -536,7 +537,12 @@ class CellularTransformer(nn.Module):
 
     def _embed(self, data: ComplexData | CellularInputs) -> list[Tensor]:
         """``X_k^1 = P_k(X_k, E_k)`` of every rank (Eq. 4), before the embedding dropout."""
-        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        if isinstance(data, CellularInputs):
+            inputs = data
+        elif torch.compiler.is_compiling():  # the compiled model's one graph break
+            inputs = self._prepare_for_compile(data)
+        else:
+            inputs = self.prepare(data)
         ranks = range(self.max_rank + 1)
         signals = {
             r: self.encoders[r].features(xr) for r, xr in enumerate(inputs.x) if xr is not None
@@ -548,6 +554,23 @@ class CellularTransformer(nn.Module):
                 signals[0].index_select(0, vertex), cell, inputs.batch[r].shape[0]
             )
         return [self.encoders[r].combine(signals[r], inputs.pe[r]) for r in ranks]
+
+    def _prepared(self, data: ComplexData) -> CellularInputs:
+        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
+
+        While ``torch.compile`` traces, the eager preparation also gives every size of the
+        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
+        so that no later batch size recompiles.
+        """
+        if isinstance(data, CellularInputs):
+            return data
+        if torch.compiler.is_compiling():
+            return self._prepare_for_compile(data)
+        return self.prepare(data)
+
+    @torch.compiler.disable
+    def _prepare_for_compile(self, data: ComplexData) -> CellularInputs:
+        return mark_dynamic_sizes(self.prepare(data))
 
     @torch.compiler.disable
     def prepare(self, data: ComplexData) -> CellularInputs:
@@ -586,6 +609,15 @@ class CellularTransformer(nn.Module):
             inputs = {f"x_{r}": x[r] for r in own}
             inputs.update({f"pe_{r}": pe[r] for r in ranks})
             check_finite_inputs(inputs)
+        for r in own:
+            if x[r].shape[0] != data.num_cells(r):  # the compiled kernels do not check sizes
+                raise ValueError(
+                    f"x_{r} has {x[r].shape[0]} rows but the data has {data.num_cells(r)} "
+                    f"rank-{r} cells: give one feature row per cell"
+                )
+        for r in own:  # categorical codes in range (eager: forward skips it while compiling)
+            if self.encoders[r].features is not None:
+                self.encoders[r].features.check_codes(x[r])
         membership: list[tuple[Tensor, Tensor] | None] = [None] * (self.max_rank + 1)
         for r in self.vertex_sum_ranks:
             matrix = vertex_membership(data, r)
@@ -620,7 +652,7 @@ class CellularTransformer(nn.Module):
         list of torch.Tensor
             ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
         """
-        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        inputs = self._prepared(data)
         h = [self.embedding_dropout(hr) for hr in self._embed(inputs)]
         for layer in self.layers:
             h = layer(h, inputs.structure)
@@ -673,7 +705,7 @@ class CellularTransformer(nn.Module):
             Predictions (``outputs="complex"``), one row per complex, empty complexes included;
             with ``outputs`` given as ranks the dict of :meth:`cell_outputs`.
         """
-        inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
+        inputs = self._prepared(data)
         num = inputs.num_complexes
         if not self.readout_before_pooling:  # MLP(Σ_c h_c) per readout rank
             self._require_readouts()

@@ -13,7 +13,12 @@
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
-from topomodelx_attention.nn.graph.order_k_tokengt import IDENTIFIERS, MAX_TOKENS, OrderKTokenGT
+from topomodelx_attention.nn.graph.order_k_tokengt import (
+    IDENTIFIERS,
+    MAX_TOKENS,
+    OrderKTokenGT,
+    OrderKTokenGTInputs,
+)
 from topomodelx_attention.nn.graph.orderings import (
     CellOrderings,
     boundary_cycles,
@@ -37,7 +42,7 @@ from topomodelx_attention.nn.graph.tokens import (
 )
 
 # torch.export.export(model, (model.prepare(data),)) for TokenGT (nn/_export.py)
-register_prepared_inputs(TokenGTInputs)
+register_prepared_inputs(TokenGTInputs, OrderKTokenGTInputs)
 refuse_torchscript(OrderKTokenGT, TokenGT, TokenGTEncoder, TokenGTLayer, TokenGTTokenizer)
 
 __all__ = [
@@ -48,6 +53,7 @@ __all__ = [
     "TOKENGT_OUTPUTS",
     "CellOrderings",
     "OrderKTokenGT",
+    "OrderKTokenGTInputs",
     "TokenBatch",
     "TokenGT",
     "TokenGTEncoder",

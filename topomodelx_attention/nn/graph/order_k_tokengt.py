@@ -18,12 +18,15 @@ readouts are :class:`~.tokens.TokenModel`'s, shared with :class:`~.tokengt.Token
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
+from topomodelx_attention.nn._export import mark_dynamic_sizes
+from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderings, ordering_counts
 from topomodelx_attention.nn.graph.tokens import (
@@ -33,7 +36,7 @@ from topomodelx_attention.nn.graph.tokens import (
     non_negative_int,
 )
 
-__all__ = ["IDENTIFIERS", "MAX_TOKENS", "OrderKTokenGT"]
+__all__ = ["IDENTIFIERS", "MAX_TOKENS", "OrderKTokenGT", "OrderKTokenGTInputs"]
 
 #: Vertex identifiers of a cell in :class:`OrderKTokenGT`: ordered slots (one token per
 #: ordering, §3) or pooled over the cell's vertices (one token per cell, A.5).
@@ -43,6 +46,55 @@ IDENTIFIERS: tuple[str, ...] = ("ordered", "sum", "mean")
 #: (ZINC molecules < 300, MUTAG ≤ 202, GCB ≤ 1,142 with cycle-basis rings); one 8-vertex
 #: simplex with its faces has 109,601 (8! = 40,320 orderings of the simplex alone).
 MAX_TOKENS: int = 8192
+
+
+@dataclass(frozen=True)
+class OrderKTokenGTInputs:
+    """A batch of complexes prepared for :class:`OrderKTokenGT` (:meth:`OrderKTokenGT.prepare`).
+
+    Validated inputs and every index / layout derived from the structure of the batch (cell
+    orderings or vertex-cell pairs, token layout): the model's computation on it has no
+    data-dependent size or branch, so ``torch.compile`` traces it without graph breaks.
+
+    Attributes
+    ----------
+    features : tuple of (torch.Tensor or None)
+        ``x_r`` of shape ``(n_r, in_channels[r])`` per rank (``None`` for ranks without features).
+    node_id : torch.Tensor or None, shape = (n_0, node_id_dim)
+        Node identifiers (after the training-time sign flip / eigenvector dropout).
+    batch : tuple of torch.Tensor
+        ``batch_r`` of shape ``(n_r,)`` per rank (long, on the model's device).
+    owners : tuple of torch.Tensor or None
+        ``identifiers="ordered"``: the cell of every token of each rank, ``(T_r,)``.
+    slots : tuple of torch.Tensor or None
+        ``identifiers="ordered"``: the vertex in every identifier slot of every token,
+        ``(T_r, max_cell_size)`` (-1 = empty slot).
+    size : tuple of torch.Tensor or None
+        ``identifiers="ordered"``: the number of vertices of every token's cell, ``(T_r,)``.
+    membership : tuple of (tuple of torch.Tensor or None) or None
+        ``identifiers="sum"`` / ``"mean"``: ``(vertex, cell)`` index pairs of the vertex-cell
+        matrix of every rank ``>= 1`` (``None`` for rank 0 and for ranks without cells).
+    layout : PaddedLayout
+        Padding of the ``[graph]`` tokens and the tokens of every rank per complex.
+    padded : bool
+        Whether the encoder runs on the padded grid.
+    """
+
+    features: tuple[Tensor | None, ...]
+    node_id: Tensor | None
+    batch: tuple[Tensor, ...]
+    owners: tuple[Tensor, ...] | None
+    slots: tuple[Tensor, ...] | None
+    size: tuple[Tensor, ...] | None
+    membership: tuple[tuple[Tensor, Tensor] | None, ...] | None
+    layout: PaddedLayout
+    padded: bool
+
+    @property
+    def num_complexes(self) -> int:
+        """Number of complexes (a symbolic size under ``torch.compile``)."""
+        return self.layout.num_complexes
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -296,27 +348,43 @@ class OrderKTokenGT(TokenModel):
             "CellCycleLifting(max_cell_length=...)), or raise max_tokens (None: no limit)"
         )
 
-    def _pooled_ids(self, data: ComplexData, node_id: Tensor, rank: int) -> Tensor:
-        if rank == 0:
-            return node_id
-        n_r = data.num_cells(rank)
-        index = data.vertex_cells(rank).coalesce().indices().to(node_id.device)
-        return segment_pool(node_id.index_select(0, index[0]), index[1], n_r, self.identifiers)
-
     def _ordered_ids(self, node_id: Tensor, slots: Tensor) -> Tensor:
         r""":math:`\sum_a W_a P_{v_a}` of every token (``slots`` (T, K), -1 = empty)."""
         projected = self.id_projection(node_id)  # (n_0, K d): every slot's projection once
         projected = projected.view(-1, self.hidden_channels)  # row v*K + a
         valid = slots >= 0
         flat = slots.clamp_min(0) * self.slots + torch.arange(self.slots, device=slots.device)
-        gathered = projected.index_select(0, flat.reshape(-1)).view(*slots.shape, -1)
+        gathered = projected.index_select(0, flat.reshape(-1)).view(*slots.shape, self.hidden_channels)
         return (gathered * valid.unsqueeze(-1).to(gathered.dtype)).sum(1)
 
-    def tokenize(self, data: ComplexData) -> TokenBatch:
-        """Embed the ``[graph]`` token and the tokens of the cells of every rank.
+    def _prepared(self, data: ComplexData) -> OrderKTokenGTInputs:
+        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
 
-        Validates the inputs (rows of ``x_r``, finite values when ``check_inputs``) once per
-        call.
+        While ``torch.compile`` traces, the eager preparation also gives every size of the
+        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
+        so that no later batch size recompiles.
+        """
+        if isinstance(data, OrderKTokenGTInputs):
+            return data
+        if torch.compiler.is_compiling():
+            return self._prepare_for_compile(data)
+        return self.prepare(data)
+
+    @torch.compiler.disable
+    def _prepare_for_compile(self, data: ComplexData) -> OrderKTokenGTInputs:
+        return mark_dynamic_sizes(self.prepare(data))
+
+    @torch.compiler.disable
+    def prepare(self, data: ComplexData) -> OrderKTokenGTInputs:
+        """Validate a batch and build everything derived from its structure (eager, once per batch).
+
+        Validates the inputs (ranks, rows of ``x_r``, ``node_id``, finite values when
+        ``check_inputs``), counts the ordered tokens (``max_tokens``), builds the cell
+        orderings (ordered identifiers) or the vertex-cell pairs (pooled identifiers), applies
+        the identifier regularisers (training) and pads the tokens per complex.
+        ``model(model.prepare(data))`` equals ``model(data)``; ``torch.compile`` never traces
+        this method (``torch.compiler.disable``): a compiled model called on a ``ComplexData``
+        runs it eagerly, with one graph break at the call, and traces the rest as one graph.
 
         Parameters
         ----------
@@ -326,9 +394,8 @@ class OrderKTokenGT(TokenModel):
 
         Returns
         -------
-        TokenBatch
-            Groups ``(rank 0, ..., rank max_rank)``; with ordered identifiers ``owners``
-            gives the cell of every token.
+        OrderKTokenGTInputs
+            Inputs, indices and layout of the tokens.
         """
         if not isinstance(data, ComplexData):
             raise TypeError(
@@ -341,7 +408,7 @@ class OrderKTokenGT(TokenModel):
                 f"the model handles ranks 0..{self.max_rank} but the data stops at rank "
                 f"{data.max_rank}; build the model with len(in_channels) = {data.max_rank + 1}"
             )
-        features: dict[str, Tensor | None] = {}
+        features: list[Tensor | None] = [None] * (self.max_rank + 1)
         for r in range(self.max_rank + 1):
             if str(r) not in self.encoders:
                 continue
@@ -356,11 +423,14 @@ class OrderKTokenGT(TokenModel):
                     f"x_{r} has {x_r.shape[0]} rows but the data has {data.num_cells(r)} "
                     f"rank-{r} cells: give one feature row per cell"
                 )
-            features[f"x_{r}"] = x_r
+            features[r] = x_r
         if self.check_inputs:
-            check_inputs({**features, "node_id": data.get("node_id", None)})
+            named = {f"x_{r}": x for r, x in enumerate(features) if x is not None}
+            check_inputs({**named, "node_id": data.get("node_id", None)})
+        for r, x in enumerate(features):
+            if x is not None:
+                self.encoders[str(r)].check_codes(x)
         num_complexes = data.num_complexes
-        dtype = self.graph_token.dtype
         device = self.graph_token.device
         n0 = data.num_cells(0)
         batch0 = data["batch_0"].long()
@@ -371,40 +441,88 @@ class OrderKTokenGT(TokenModel):
                 cycles = boundary_cycles(data)  # walked once: counted, then built
             self._check_token_count(data, cycles)
         node_id = self._node_ids(data, n0, batch0, num_complexes)
-        groups, batches, owners = [], [], []
+        batch, batches, owners, slots, size = [], [], [], [], []
+        membership: list[tuple[Tensor, Tensor] | None] = [None] * (self.max_rank + 1)
         for r in range(self.max_rank + 1):
-            n_r = data.num_cells(r)
-            cells = torch.zeros((n_r, self.hidden_channels), dtype=dtype, device=device)
-            if str(r) in self.encoders:
-                cells = cells + self.encoders[str(r)](features[f"x_{r}"], dtype)
-            if self.type_embedding is not None:
-                cells = cells + self.type_embedding.weight[r].to(dtype)
             batch_r = data[f"batch_{r}"].long().to(device)
+            batch.append(batch_r)
             if ordered:
                 order = cell_orderings(data, r, self.slots, cycles if r == 2 else None)
                 owner = order.owner.to(device)
-                h = cells.index_select(0, owner)
-                if node_id is not None and owner.numel():
-                    h = h + self._ordered_ids(node_id, order.slots.to(device))
-                if self.size_embedding is not None:
-                    h = h + self.size_embedding(order.size.to(device)).to(dtype)
                 owners.append(owner)
+                slots.append(order.slots.to(device))
+                size.append(order.size.to(device))
                 batches.append(batch_r.index_select(0, owner))
             else:
-                h = cells
-                if node_id is not None and n_r:
-                    h = h + self.id_projection(self._pooled_ids(data, node_id, r))
+                if r and node_id is not None and data.num_cells(r):
+                    index = data.vertex_cells(r).coalesce().indices().to(device)
+                    membership[r] = (index[0].clone(), index[1].clone())
                 batches.append(batch_r)
-            groups.append(h)
         layout, padded = self._layout(batches, num_complexes)
-        return self._assemble(groups, layout, padded, owners=tuple(owners) if ordered else None)
+        return OrderKTokenGTInputs(
+            tuple(x if x is None else x.to(device) for x in features),
+            node_id,
+            tuple(batch),
+            tuple(owners) if ordered else None,
+            tuple(slots) if ordered else None,
+            tuple(size) if ordered else None,
+            None if ordered else tuple(membership),
+            layout,
+            padded,
+        )
 
-    def encode(self, data: ComplexData) -> TokenBatch:
+    def tokenize(self, data: ComplexData | OrderKTokenGTInputs) -> TokenBatch:
+        """Embed the ``[graph]`` token and the tokens of the cells of every rank.
+
+        Parameters
+        ----------
+        data : ComplexData or OrderKTokenGTInputs
+            A complex or a batch (as for :meth:`prepare`), or its :meth:`prepare` result.
+
+        Returns
+        -------
+        TokenBatch
+            Groups ``(rank 0, ..., rank max_rank)``; with ordered identifiers ``owners``
+            gives the cell of every token.
+        """
+        inputs = self._prepared(data)
+        dtype = self.graph_token.dtype
+        device = self.graph_token.device
+        node_id = inputs.node_id
+        groups = []
+        for r in range(self.max_rank + 1):
+            n_r = inputs.batch[r].shape[0]
+            cells = torch.zeros((n_r, self.hidden_channels), dtype=dtype, device=device)
+            if str(r) in self.encoders:
+                cells = cells + self.encoders[str(r)](inputs.features[r], dtype)
+            if self.type_embedding is not None:
+                cells = cells + self.type_embedding.weight[r].to(dtype)
+            if inputs.owners is not None:
+                owner = inputs.owners[r]
+                h = cells.index_select(0, owner)
+                if node_id is not None:
+                    h = h + self._ordered_ids(node_id, inputs.slots[r])
+                if self.size_embedding is not None:
+                    h = h + self.size_embedding(inputs.size[r]).to(dtype)
+            else:
+                h = cells
+                if node_id is not None and r == 0:
+                    h = h + self.id_projection(node_id)
+                elif node_id is not None and inputs.membership[r] is not None:
+                    vertex, cell = inputs.membership[r]
+                    pooled = segment_pool(
+                        node_id.index_select(0, vertex), cell, n_r, self.identifiers
+                    )
+                    h = h + self.id_projection(pooled)
+            groups.append(h)
+        return self._assemble(groups, inputs.layout, inputs.padded, owners=inputs.owners)
+
+    def encode(self, data: ComplexData | OrderKTokenGTInputs) -> TokenBatch:
         """Tokenize and encode a complex or a batch (final LayerNorm-ed tokens).
 
         Parameters
         ----------
-        data : ComplexData
+        data : ComplexData or OrderKTokenGTInputs
             As for :meth:`tokenize`.
 
         Returns
@@ -414,13 +532,16 @@ class OrderKTokenGT(TokenModel):
         """
         return self.encode_tokens(self.tokenize(data))
 
-    def forward(self, data: ComplexData) -> Tensor:
+    def forward(self, data: ComplexData | OrderKTokenGTInputs) -> Tensor:
         """Complex-level prediction from the ``[graph]`` token.
+
+        ``forward(data)`` is ``forward(prepare(data))``; a ``torch.compile``-d model called on
+        either runs :meth:`prepare` eagerly and the rest as one graph.
 
         Parameters
         ----------
-        data : ComplexData
-            A complex or a batch.
+        data : ComplexData or OrderKTokenGTInputs
+            A complex or a batch, or its :meth:`prepare` result.
 
         Returns
         -------
@@ -428,10 +549,17 @@ class OrderKTokenGT(TokenModel):
             One prediction per complex, empty complexes included.
         """
         readout = self._readout("complex")
-        tokens = self.encode(data)
+        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
+        if isinstance(data, OrderKTokenGTInputs):
+            inputs = data
+        elif torch.compiler.is_compiling():  # the compiled model's one graph break
+            inputs = self._prepare_for_compile(data)
+        else:
+            inputs = self.prepare(data)
+        tokens = self.encode(inputs)
         return readout(tokens.x[: tokens.num_complexes])
 
-    def cell_outputs(self, data: ComplexData) -> dict[int, Tensor]:
+    def cell_outputs(self, data: ComplexData | OrderKTokenGTInputs) -> dict[int, Tensor]:
         """Cell-level predictions of the ranks listed in ``outputs``.
 
         With ordered identifiers a cell has several tokens (orderings): their encoded
@@ -439,8 +567,8 @@ class OrderKTokenGT(TokenModel):
 
         Parameters
         ----------
-        data : ComplexData
-            A complex or a batch.
+        data : ComplexData or OrderKTokenGTInputs
+            A complex or a batch, or its :meth:`prepare` result.
 
         Returns
         -------
@@ -453,11 +581,12 @@ class OrderKTokenGT(TokenModel):
                 f"the model has no cell-level output; build it with outputs including ranks "
                 f"(it has {self.outputs})"
             )
-        tokens = self.encode(data)
+        inputs = self._prepared(data)
+        tokens = self.encode(inputs)
         out = {}
         for r in ranks:
             h = tokens.group(r)
             if tokens.owners is not None:
-                h = segment_pool(h, tokens.owners[r], data.num_cells(r), "mean")
+                h = segment_pool(h, tokens.owners[r], inputs.batch[r].shape[0], "mean")
             out[r] = self.readouts[str(r)](h)
         return out
