@@ -29,7 +29,7 @@ def test_the_registry_holds_the_baselines_when_their_module_is_imported_first():
         "from topomodelx_attention.harness.models import MODELS\n"
         f"missing = [name for name in {BASELINES!r} if name not in MODELS]\n"
         "assert not missing, missing\n"
-        "from topomodelx_attention.harness.baselines import GPSBaseline\n"
+        "from topomodelx_attention.harness.baselines import EdgeGraphBaseline\n"
         "assert MODELS['gps'].build.__module__ == 'topomodelx_attention.harness.baselines'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
