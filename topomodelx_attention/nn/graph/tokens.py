@@ -545,6 +545,16 @@ class TokenModel(nn.Module):
             )
         )
 
+    def _cell_ranks(self) -> list[int]:
+        """Ranks of the cell-level outputs (``cell_outputs``); raise when ``outputs`` has none."""
+        ranks = [o for o in self.outputs if o != "complex"]
+        if not ranks:
+            raise ValueError(
+                f"the model has no cell-level output; build it with outputs including ranks "
+                f"(it has {self.outputs})"
+            )
+        return ranks
+
     def _readout(self, name: object) -> nn.Module:
         if str(name) not in self.readouts:
             raise ValueError(
