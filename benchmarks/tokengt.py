@@ -110,7 +110,7 @@ def encoder_table(args, title: str, batch: Batch) -> None:
     encoders = {}
     for form in ("auto", "packed", "padded"):
         layer = partial(TokenGTLayer, d, heads=args.heads, ffn_channels=args.ffn)
-        encoder = TokenGTEncoder(d, layer, n_layers=args.layers, token_layout=form)
+        encoder = TokenGTEncoder(d, layer=layer, n_layers=args.layers, token_layout=form)
         for mine, theirs in zip(encoder.layers, baseline.layers):
             mine.load_from_torch(theirs)
         encoders[form] = encoder

@@ -180,7 +180,7 @@ def test_matches_torch_transformer_encoder():
     base = nn.TransformerEncoder(
         base_layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False
     ).double()
-    ours = TokenGTEncoder(d, partial(TokenGTLayer, d, heads=heads, ffn_channels=ffn), n_layers=layers).double()
+    ours = TokenGTEncoder(d, layer=partial(TokenGTLayer, d, heads=heads, ffn_channels=ffn), n_layers=layers).double()
     for mine, theirs in zip(ours.layers, base.layers):
         mine.load_from_torch(theirs)
     ours.norm.load_state_dict(base.norm.state_dict())
@@ -224,7 +224,7 @@ def test_drop_path_drops_whole_graphs_in_training_only():
     for g in range(4):
         assert out[batch == g].unique().numel() == 1
     assert drop_path(x, batch, 4, 0.5, training=False) is x
-    encoder = TokenGTEncoder(8, partial(TokenGTLayer, 8, heads=2), n_layers=5, drop_path=0.2)
+    encoder = TokenGTEncoder(8, layer=partial(TokenGTLayer, 8, heads=2), n_layers=5, drop_path=0.2)
     rates = [layer.drop_path for layer in encoder.layers]
     assert rates == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
 

@@ -260,8 +260,8 @@ class TokenGTEncoder(nn.Module):
     def __init__(
         self,
         channels: int,
-        layer: Callable[..., nn.Module] | None = None,
         *,
+        layer: Callable[..., nn.Module] | None = None,
         n_layers: int,
         drop_path: float = 0.0,
         final_norm: bool = True,

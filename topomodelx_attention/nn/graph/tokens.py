@@ -459,7 +459,7 @@ class TokenModel(nn.Module):
             bias=bias,
         )
         self.encoder = TokenGTEncoder(
-            hidden_channels, layer, n_layers=n_layers, drop_path=drop_path, token_layout=token_layout
+            hidden_channels, layer=layer, n_layers=n_layers, drop_path=drop_path, token_layout=token_layout
         )
         self.outputs = outputs
         self.out_channels = out_channels
