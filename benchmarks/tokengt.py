@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from functools import partial
 
 import networkx as nx
 import torch
@@ -43,7 +44,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
 from topomodelx_attention.nn.attention import default_num_random_features, padded_layout
-from topomodelx_attention.nn.graph import TokenGT, TokenGTEncoder
+from topomodelx_attention.nn.graph import TokenGT, TokenGTEncoder, TokenGTLayer
 from topomodelx_attention.transforms import OrthogonalRandomNodeId
 
 CPU = torch.device("cpu")
@@ -108,9 +109,8 @@ def encoder_table(args, title: str, batch: Batch) -> None:
     )
     encoders = {}
     for form in ("auto", "packed", "padded"):
-        encoder = TokenGTEncoder(
-            d, n_layers=args.layers, heads=args.heads, ffn_channels=args.ffn, token_layout=form
-        )
+        layer = partial(TokenGTLayer, d, heads=args.heads, ffn_channels=args.ffn)
+        encoder = TokenGTEncoder(d, layer=layer, n_layers=args.layers, token_layout=form)
         for mine, theirs in zip(encoder.layers, baseline.layers):
             mine.load_from_torch(theirs)
         encoders[form] = encoder

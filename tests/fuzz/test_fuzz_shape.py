@@ -1,4 +1,5 @@
-"""Fuzz: the Cellular Transformer's option groups (``readout_options``, ``pe_options``).
+"""Fuzz: the Cellular Transformer's option groups (``readout_options``, ``pe_options``), and the
+attention options of the edge-graph baselines (``EdgeGraphBaseline``: each ``conv`` takes its own).
 
 Random mappings of valid keys with valid values must build a model whose forward pass gives
 one finite row per complex and whose option values are the ones given (the others keep their
@@ -12,6 +13,8 @@ import torch
 
 from tests.fuzz.cases import ACCEPT, REJECT, run_cases
 from topomodelx_attention.data import from_toponetx
+from topomodelx_attention.harness.baselines import EDGE_GRAPH_CONVS, EdgeGraphBaseline
+from topomodelx_attention.harness.datasets import DatasetInfo
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.nn.cell.cellular_transformer import PE_OPTIONS, READOUT_OPTIONS
 
@@ -82,3 +85,37 @@ def test_fuzz_option_groups(fuzz_seeds):
         return f"{fault} {groups}", (ACCEPT if fault == "none" else REJECT), run
 
     run_cases(fuzz_seeds, "CT option groups", make, offset=910_000)
+
+
+CONV_VALUES = {"heads": [1, 2, 4], "attention_dropout": [0.0, 0.2], "kind": ["dense", "linear"]}
+BAD_CONV_VALUES = {"heads": [3, 0], "kind": ["sparse", "performer"]}
+
+
+def test_fuzz_edge_graph_baseline_options(fuzz_seeds):
+    """A conv takes only its own attention options (listed in EDGE_GRAPH_CONVS); others raise."""
+    data = _complex()
+    info = DatasetInfo("g", "classification", 2, [3, 3], [None, None], None, "accuracy")
+
+    def make(seed, rng):
+        convs = [*EDGE_GRAPH_CONVS, "gat"]
+        conv = convs[int(rng.integers(len(convs)))]
+        options = {k: v[int(rng.integers(len(v)))] for k, v in CONV_VALUES.items() if rng.random() < 0.5}
+        bad_value = rng.random() < 0.25
+        if bad_value:
+            key = list(BAD_CONV_VALUES)[int(rng.integers(len(BAD_CONV_VALUES)))]
+            options[key] = BAD_CONV_VALUES[key][int(rng.integers(2))]
+        n_layers = [None, 1, 2][int(rng.integers(3))]
+        taken = EDGE_GRAPH_CONVS.get(conv, (0, {}))[1]
+        ok = conv in EDGE_GRAPH_CONVS and set(options) <= set(taken) and not bad_value
+
+        def run():
+            torch.manual_seed(seed)
+            model = EdgeGraphBaseline(info, 8, conv=conv, n_layers=n_layers, **options).double()
+            assert len(model.blocks) == (EDGE_GRAPH_CONVS[conv][0] if n_layers is None else n_layers)
+            model.eval()
+            out = model(data)
+            assert out.shape == (1, 2) and torch.isfinite(out).all(), out
+
+        return f"conv={conv} n_layers={n_layers} {options}", (ACCEPT if ok else REJECT), run
+
+    run_cases(fuzz_seeds, "edge-graph baseline options", make, offset=920_000)

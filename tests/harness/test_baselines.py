@@ -29,8 +29,29 @@ def test_the_registry_holds_the_baselines_when_their_module_is_imported_first():
         "from topomodelx_attention.harness.models import MODELS\n"
         f"missing = [name for name in {BASELINES!r} if name not in MODELS]\n"
         "assert not missing, missing\n"
-        "from topomodelx_attention.harness.baselines import GPSBaseline\n"
+        "from topomodelx_attention.harness.baselines import EdgeGraphBaseline\n"
         "assert MODELS['gps'].build.__module__ == 'topomodelx_attention.harness.baselines'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_edge_graph_baseline_refuses_an_attention_option_its_conv_does_not_take():
+    """GINE has no attention: `heads` for it (or `kind` for the graph transformer) raises, naming it."""
+    from topomodelx_attention.harness.baselines import EDGE_GRAPH_CONVS, EdgeGraphBaseline
+    from topomodelx_attention.harness.datasets import DatasetInfo
+
+    info = DatasetInfo("g", "classification", 2, [3, 2], [None, None], None, "accuracy")
+    for conv, (depth, options) in EDGE_GRAPH_CONVS.items():
+        model = EdgeGraphBaseline(info, 8, conv=conv)
+        assert len(model.blocks) == depth
+        if options:
+            EdgeGraphBaseline(info, 8, conv=conv, **options)  # every option it lists is taken
+    with pytest.raises(ValueError, match="heads is not an option of the 'gine' baseline"):
+        EdgeGraphBaseline(info, 8, conv="gine", heads=2)
+    with pytest.raises(ValueError, match="kind is not an option of the 'graph_transformer' baseline"):
+        EdgeGraphBaseline(info, 8, conv="graph_transformer", kind="linear")
+    with pytest.raises(ValueError, match="conv must be one of"):
+        EdgeGraphBaseline(info, 8, conv="gat")
+    with pytest.raises(ValueError, match="heads must divide hidden_channels=8, got 3"):
+        EdgeGraphBaseline(info, 8, conv="gps", heads=3)

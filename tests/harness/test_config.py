@@ -16,9 +16,8 @@ from topomodelx_attention.harness.config import (
     CONFIG_DIR,
     available,
     check_targets,
+    choice,
     compose_config,
-    dataset_choice,
-    model_choice,
     register_target,
     unused_additions,
 )
@@ -55,9 +54,9 @@ def test_group_override_syntax_works_too():
 
 
 def test_short_names():
-    assert dataset_choice("mutag") == "graph/MUTAG"
-    assert model_choice("cwn") == "cell/cwn"
-    assert model_choice("graph/gin") == "graph/gin"
+    assert choice("dataset", "mutag") == "graph/MUTAG"
+    assert choice("model", "cwn") == "cell/cwn"
+    assert choice("model", "graph/gin") == "graph/gin"
 
 
 @pytest.mark.parametrize(

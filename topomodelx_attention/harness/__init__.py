@@ -23,9 +23,8 @@ from topomodelx_attention.harness.budget import run_equal_budget
 from topomodelx_attention.harness.config import (
     CONFIG_DIR,
     available,
+    choice,
     compose_config,
-    dataset_choice,
-    model_choice,
 )
 from topomodelx_attention.harness.datasets import (
     ComplexDataset,
@@ -49,9 +48,8 @@ __all__ = [
     "SeedResult",
     "available",
     "build_model",
+    "choice",
     "compose_config",
-    "dataset_choice",
-    "model_choice",
     "prepare_dataset",
     "random_split",
     "register_model",

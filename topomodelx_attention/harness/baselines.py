@@ -9,12 +9,17 @@ per complex, ``(num_complexes, out_channels)``, or one per vertex with ``outputs
 The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
 rank-0/1 part of a lifted complex: ``x_0`` (nodes), ``x_1`` (edges, as edge features) and the
 graph given by ``incidence_1`` (:func:`edge_graph`); their positional encoding is ``pe_0``,
-written by the ``model.pe`` transform of their YAML.
+written by the ``model.pe`` transform of their YAML. They are one class,
+:class:`EdgeGraphBaseline`, whose ``conv`` names the block.
+
+Every baseline is a :class:`Baseline`: it builds its encoders and its stack of conv blocks and
+gives its final cell states; the shared frame checks the inputs and reads them out (pooling per
+complex or one row per vertex, dropout, :class:`~topomodelx_attention.nn.common.ReadoutMLP`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -38,22 +43,165 @@ from topomodelx_attention.nn.common import (
 )
 
 __all__ = [
+    "EDGE_GRAPH_CONVS",
+    "Baseline",
     "CWNBaseline",
     "EdgeGraphBaseline",
     "GINBaseline",
-    "GINEBaseline",
-    "GPSBaseline",
-    "GraphTransformerBaseline",
     "SCCNNBaseline",
     "edge_graph",
 ]
 
 
+class Baseline(nn.Module):
+    """Shared frame of the baselines: options, input checks and the readout of their cell states.
+
+    A baseline builds its encoders and its stack of conv blocks and gives :meth:`cell_states`
+    (the final states of every rank it updates, rank 0 first); this class reads them out:
+    ``outputs="complex"`` pools every rank per complex (``segment_pool``) and sums the ranks,
+    ``outputs="node"`` takes the vertex states (:meth:`node_states`), both then through dropout
+    and the :class:`ReadoutMLP`.
+
+    Parameters
+    ----------
+    hidden_channels : int
+        Width of the cell states.
+    pooling : {"sum", "mean"}, default="sum"
+        Pooling of the cells of a complex.
+    check_inputs : bool, default=True
+        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once per
+        forward (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
+    """
+
+    def __init__(
+        self, hidden_channels: int, *, pooling: str = "sum", check_inputs: bool = True, outputs: str = "complex"
+    ) -> None:
+        super().__init__()
+        self.outputs = check_outputs(outputs)
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
+        self.pooling = pooling
+        self.check_inputs = bool(check_inputs)
+        self.hidden_channels = int(hidden_channels)
+
+    def add_readout(self, info: DatasetInfo, readout_layers: int, dropout: float, dropout_before: bool = True) -> None:
+        """Build the readout: dropout (with ``dropout_before``) and the :class:`ReadoutMLP`.
+
+        Each baseline calls it where its original construction order puts it (the parameters
+        draw from the random generator in that order).
+
+        Parameters
+        ----------
+        info : DatasetInfo
+            Data set shapes (output width).
+        readout_layers : int
+            Hidden layers of the readout MLP.
+        dropout : float
+            Dropout inside the readout MLP (and on its input, with ``dropout_before``).
+        dropout_before : bool, default=True
+            Dropout on the pooled (or vertex) states before the readout MLP.
+        """
+        self.dropout = nn.Dropout(dropout) if dropout_before else nn.Identity()
+        self.readout = ReadoutMLP(self.hidden_channels, info.out_channels, readout_layers, dropout)
+
+    def check(self, rows: Mapping[str, tuple[Tensor | None, int]]) -> None:
+        """Check that every input has one row per cell and, with ``check_inputs``, finite values.
+
+        Parameters
+        ----------
+        rows : Mapping[str, tuple[torch.Tensor or None, int]]
+            Input by key, with the number of rows it must have (``None``: no such input).
+        """
+        check_rows(rows)
+        if self.check_inputs:
+            check_inputs({name: x for name, (x, _) in rows.items()})
+
+    def cell_states(self, batch: Any) -> list[Tensor]:
+        """Return the final states of every rank the baseline updates (each baseline gives them).
+
+        Parameters
+        ----------
+        batch : ComplexData
+            The (batched) complexes.
+
+        Returns
+        -------
+        list of torch.Tensor, shape = (n_r, hidden_channels)
+            States of rank ``r = 0, 1, ...``.
+        """
+        raise NotImplementedError
+
+    def node_states(self, batch: Any, states: list[Tensor]) -> Tensor:
+        """Return the vertex states read out by ``outputs="node"``: the rank-0 states.
+
+        Parameters
+        ----------
+        batch : ComplexData
+            The (batched) complexes.
+        states : list of torch.Tensor
+            :meth:`cell_states` of ``batch``.
+
+        Returns
+        -------
+        torch.Tensor, shape = (n_0, hidden_channels)
+        """
+        return states[0]
+
+    def forward(self, batch: Any) -> Tensor:
+        """Predict.
+
+        Parameters
+        ----------
+        batch : ComplexData
+            Needs the keys of the baseline's registry entry (``MODELS[name].keys``).
+
+        Returns
+        -------
+        torch.Tensor, shape = (num_complexes, out_channels)
+            Predictions (zeros-pooled rows for complexes without cells); ``outputs="node"``:
+            ``(n_0, out_channels)``.
+        """
+        states = self.cell_states(batch)
+        if self.outputs == "node":
+            return self.readout(self.dropout(self.node_states(batch, states)))
+        size = batch.num_complexes
+        pooled = sum(segment_pool(h, batch[f"batch_{r}"], size, self.pooling) for r, h in enumerate(states))
+        return self.readout(self.dropout(pooled))
+
+
+def _baseline(
+    name: str, domain: str, keys: Callable[[nn.Module, DatasetInfo], set[str]], **fixed: Any
+) -> Callable[[type[Baseline]], type[Baseline]]:
+    """Register a baseline class as harness model ``name`` (decorator).
+
+    Its builder passes ``model.params`` (and ``fixed``) as keyword arguments, with ``outputs``
+    from the data set's task level (:func:`~topomodelx_attention.harness.models.task_outputs`).
+    """
+
+    def decorator(cls: type[Baseline]) -> type[Baseline]:
+        def build(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
+            params = dict(params)
+            outputs = task_outputs(params, info)
+            return cls(info, **fixed, **params, outputs=outputs)
+
+        build.__doc__ = f"Harness model {name!r}: :class:`{cls.__name__}` (``params``: its keyword arguments)."
+        register_model(name, domain, keys)(build)
+        return cls
+
+    return decorator
+
+
 # ----------------------------------------------------------------------------------------------
 # GIN
 # ----------------------------------------------------------------------------------------------
-class GINBaseline(nn.Module):
+@_baseline("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
+class GINBaseline(Baseline):
     """GIN on the graph (``edge_index``, ``x_0``): encoder, ``torch_geometric.nn.GIN``, pool, MLP.
+
+    Needs ``x_0``, ``edge_index``, ``batch_0``. PyG's GIN ends without dropout, and so does this
+    baseline before its readout.
 
     Parameters
     ----------
@@ -86,47 +234,16 @@ class GINBaseline(nn.Module):
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
-        super().__init__()
+        super().__init__(hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs)
         from torch_geometric.nn import GIN
 
-        self.check_inputs = bool(check_inputs)
-        self.outputs = check_outputs(outputs)
-
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
-        self.pooling = pooling
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
         self.gin = GIN(hidden_channels, hidden_channels, int(n_layers), dropout=dropout)
-        self.readout = ReadoutMLP(hidden_channels, info.out_channels, readout_layers, dropout)
+        self.add_readout(info, readout_layers, dropout, dropout_before=False)
 
-    def forward(self, batch: Any) -> Tensor:
-        """Predict.
-
-        Parameters
-        ----------
-        batch : ComplexData
-            Needs ``x_0``, ``edge_index``, ``batch_0``.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
-        """
-        check_rows({"x_0": (batch.x_0, batch.batch_0.numel())})
-        if self.check_inputs:
-            check_inputs({"x_0": batch.x_0})
-        h = self.gin(self.encoder(batch.x_0), batch.edge_index)
-        if self.outputs == "node":
-            return self.readout(h)
-        return self.readout(segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling))
-
-
-@register_model("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
-def build_gin(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """GIN baseline (``params``: :class:`GINBaseline` arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return GINBaseline(info, **params, outputs=outputs)
+    def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
+        self.check({"x_0": (batch.x_0, batch.batch_0.numel())})
+        return [self.gin(self.encoder(batch.x_0), batch.edge_index)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -173,272 +290,43 @@ def _edge_graph_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     return keys | ({"pe_0"} if info.pe_channels is not None else set())
 
 
-class EdgeGraphBaseline(nn.Module):
-    """Shared frame of the graph baselines with edge features (GINE, GPS, graph transformer).
-
-    ``h_0 = [enc_0(x_0) ‖ Linear(BatchNorm(pe_0))]`` (the PE branch only when the data set has
-    ``pe_0``, as GraphGPS's RWSE/LapPE node encoders), ``e = enc_1(x_1)`` copied to both
-    orientations of every edge, the subclass's layers ``h = layers(h_0, edge_index, e,
-    batch_0)``, then ``segment_pool`` per complex and the :class:`ReadoutMLP`.
-
-    Parameters
-    ----------
-    info : DatasetInfo
-        Data set shapes (``x_0``/``x_1`` widths and categories, ``pe_channels``, output width).
-    hidden_channels : int
-        Width.
-    pe_hidden_channels : int
-        Columns of ``h_0`` given to the encoded PE (ignored without ``pe_0``).
-    dropout : float
-        Dropout before the readout and inside the readout MLP.
-    readout_layers : int
-        Hidden layers of the readout MLP.
-    pooling : {"sum", "mean"}
-        Global pooling.
-    check_inputs : bool
-        Reject NaN/Inf/huge float inputs once per forward (:func:`~topomodelx_attention.nn.common.check_inputs`).
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
-    """
-
-    def __init__(
-        self,
-        info: DatasetInfo,
-        hidden_channels: int,
-        *,
-        pe_hidden_channels: int,
-        dropout: float,
-        readout_layers: int,
-        pooling: str,
-        check_inputs: bool,
-        outputs: str = "complex",
-    ) -> None:
-        super().__init__()
-        self.outputs = check_outputs(outputs)
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
-        h = int(hidden_channels)
-        pe = info.pe_channels
-        pe_width = int(pe_hidden_channels) if pe is not None else 0
-        if pe is not None and not 0 < pe_width < h:
-            raise ValueError(f"pe_hidden_channels must be in 1..{h - 1} (hidden_channels={h}), got {pe_hidden_channels}")
-        self.hidden_channels = h
-        self.pooling = pooling
-        self.check_inputs = bool(check_inputs)
-        self.node_encoder = FeatureEncoder(info.in_channels[0], h - pe_width, info.categorical[0], name="x_0")
-        self.edge_encoder = FeatureEncoder(info.in_channels[1], h, info.categorical[1], name="x_1")
-        self.pe_encoder = (
-            nn.Sequential(nn.BatchNorm1d(pe), nn.Linear(pe, pe_width)) if pe is not None else None
-        )
-        self.dropout = nn.Dropout(dropout)
-        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
-
-    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
-        """Node states after the message-passing / attention layers (implemented by subclasses).
-
-        Parameters
-        ----------
-        x : torch.Tensor, shape = (n_0, hidden_channels)
-            Encoded nodes.
-        edge_index : torch.Tensor, shape = (2, 2 * n_1)
-            Both orientations of every edge.
-        edge_attr : torch.Tensor, shape = (2 * n_1, hidden_channels)
-            Encoded edge features.
-        batch : torch.Tensor, shape = (n_0,)
-            Complex of every node.
-
-        Returns
-        -------
-        torch.Tensor, shape = (n_0, hidden_channels)
-        """
-        raise NotImplementedError
-
-    def forward(self, batch: Any) -> Tensor:
-        """Predict.
-
-        Parameters
-        ----------
-        batch : ComplexData
-            Needs ``x_0``, ``x_1``, ``batch_0``, ``incidence_1`` (and ``pe_0`` with a PE).
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions (zeros-pooled rows for complexes without nodes); ``outputs="node"``:
-            ``(n_0, out_channels)``.
-        """
-        pe = batch.pe_0 if self.pe_encoder is not None else None
-        n_0, n_1 = batch.incidence_1.shape
-        check_rows({"x_0": (batch.x_0, n_0), "batch_0": (batch.batch_0, n_0), "x_1": (batch.x_1, n_1), "pe_0": (pe, n_0)})
-        if self.check_inputs:
-            check_inputs({"x_0": batch.x_0, "x_1": batch.x_1, "pe_0": pe})
-        x = self.node_encoder(batch.x_0)
-        if pe is not None:
-            if not pe.is_floating_point():
-                raise TypeError(f"pe_0 must be a float positional encoding, got dtype {pe.dtype}")
-            x = torch.cat([x, self.pe_encoder(pe.to(x.dtype))], dim=-1)
-        edge_index, edge_id = edge_graph(batch.incidence_1)
-        edge_attr = self.edge_encoder(batch.x_1)[edge_id]
-        # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
-        h = self.layers(x, edge_index, edge_attr, batch.batch_0) if n_0 else x
-        if self.outputs == "node":
-            return self.readout(self.dropout(h))
-        pooled = segment_pool(h, batch.batch_0, batch.num_complexes, self.pooling)
-        return self.readout(self.dropout(pooled))
-
-
-def _check_depth(n_layers: int, width: int, heads: int | None = None) -> tuple[int, int | None]:
-    """Return ``(n_layers, heads)`` as ints; raise unless ``n_layers >= 1`` and ``heads`` divides ``width``."""
-    if int(n_layers) < 1:
-        raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-    if heads is not None and (int(heads) < 1 or width % int(heads)):
-        raise ValueError(f"heads must divide hidden_channels={width}, got {heads}")
-    return int(n_layers), None if heads is None else int(heads)
-
-
 def _gin_mlp(width: int) -> nn.Module:
     return nn.Sequential(nn.Linear(width, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Linear(width, width))
 
 
-class GINEBaseline(EdgeGraphBaseline):
-    """GIN with edge features (Hu et al., 2020; ``torch_geometric.nn.GINEConv``), ZINC's standard MPNN.
+class _GINEBlock(nn.Module):
+    """``h ← GINEConv(h, e)``, then (but after the last layer) BatchNorm, ReLU and dropout, as PyG's ``GIN``."""
 
-    ``h ← MLP((1 + ε) h_v + Σ_u ReLU(h_u + e_uv))`` per layer, then BatchNorm, ReLU and dropout
-    between layers (as ``torch_geometric.nn.GIN``).
-
-    Parameters
-    ----------
-    info : DatasetInfo
-        Data set shapes.
-    hidden_channels : int, default=32
-        Width.
-    n_layers : int, default=3
-        GINE layers.
-    dropout : float, default=0.0
-        Dropout between layers and in the readout.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
-    pooling : {"sum", "mean"}, default="sum"
-        Global pooling.
-    pe_hidden_channels : int, default=8
-        Width of the encoded PE (only with ``pe_0``).
-    check_inputs : bool, default=True
-        Validate float inputs once per forward.
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex.
-    """
-
-    def __init__(
-        self,
-        info: DatasetInfo,
-        hidden_channels: int = 32,
-        *,
-        n_layers: int = 3,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        pooling: str = "sum",
-        pe_hidden_channels: int = 8,
-        check_inputs: bool = True,
-        outputs: str = "complex",
-    ) -> None:
-        super().__init__(
-            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
-            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
-            outputs=outputs,
-        )
+    def __init__(self, width: int, last: bool, dropout: float) -> None:
+        super().__init__()
         from torch_geometric.nn import GINEConv
 
-        h = self.hidden_channels
-        n_layers, _ = _check_depth(n_layers, h)
-        self.convs = nn.ModuleList(GINEConv(_gin_mlp(h), train_eps=True) for _ in range(n_layers))
-        self.norms = nn.ModuleList(nn.BatchNorm1d(h) for _ in range(n_layers - 1))
-        self.layer_dropout = nn.Dropout(dropout)
+        self.conv = GINEConv(_gin_mlp(width), train_eps=True)
+        self.norm = None if last else nn.BatchNorm1d(width)
+        self.dropout = nn.Dropout(dropout)
 
-    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index, edge_attr)
-            if i < len(self.norms):
-                x = self.layer_dropout(torch.relu(self.norms[i](x)))
-        return x
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
+        x = self.conv(x, edge_index, edge_attr)
+        return x if self.norm is None else self.dropout(torch.relu(self.norm(x)))
 
 
-class GPSBaseline(EdgeGraphBaseline):
-    """GraphGPS (Rampášek et al., 2022; ``torch_geometric.nn.GPSConv``) with RWSE.
+class _GPSBlock(nn.Module):
+    """One ``torch_geometric.nn.GPSConv``: local GINE update + global attention, then an FFN."""
 
-    Each layer adds a local GINE message-passing update and a global multi-head attention
-    update over all nodes of the complex (``attn_type="multihead"``, dense per graph), each with
-    residual and BatchNorm, then an FFN (PyG's ``GPSConv``). The positional encoding is the
-    data set's ``pe_0``: RWSE (return probabilities of the random walk, ``gps.yaml``) or LapPE.
-
-    Parameters
-    ----------
-    info : DatasetInfo
-        Data set shapes.
-    hidden_channels : int, default=32
-        Width.
-    n_layers : int, default=2
-        GPS layers.
-    heads : int, default=4
-        Attention heads (must divide ``hidden_channels``).
-    dropout : float, default=0.0
-        Dropout on the outputs of the local, global and FFN blocks (and the readout).
-    attention_dropout : float, default=0.1
-        Dropout on the attention weights.
-    kind : {"dense", "linear"}, default="dense"
-        Global attention of ``GPSConv``: ``"dense"`` softmax multi-head attention
-        (``attn_type="multihead"``) or ``"linear"`` Performer (``attn_type="performer"``), the
-        package's attention-kind names.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
-    pooling : {"sum", "mean"}, default="sum"
-        Global pooling.
-    pe_hidden_channels : int, default=8
-        Width of the encoded PE (only with ``pe_0``).
-    check_inputs : bool, default=True
-        Validate float inputs once per forward.
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex.
-    """
-
-    def __init__(
-        self,
-        info: DatasetInfo,
-        hidden_channels: int = 32,
-        *,
-        n_layers: int = 2,
-        heads: int = 4,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.1,
-        kind: str = "dense",
-        readout_layers: int = 1,
-        pooling: str = "sum",
-        pe_hidden_channels: int = 8,
-        check_inputs: bool = True,
-        outputs: str = "complex",
-    ) -> None:
-        super().__init__(
-            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
-            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
-            outputs=outputs,
-        )
+    def __init__(self, width: int, heads: int, dropout: float, attention_dropout: float, kind: str) -> None:
+        super().__init__()
         from torch_geometric.nn import GINEConv, GPSConv
 
-        h = self.hidden_channels
-        n_layers, heads = _check_depth(n_layers, h, heads)
         attn_types = {"dense": "multihead", "linear": "performer"}
         if kind not in attn_types:
             raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
-        kwargs = {"dropout": float(attention_dropout)} if kind == "dense" else {}
-        self.convs = nn.ModuleList(
-            GPSConv(h, GINEConv(_gin_mlp(h)), heads=heads, dropout=float(dropout),
-                    attn_type=attn_types[kind], attn_kwargs=kwargs)
-            for _ in range(n_layers)
+        kwargs = {"dropout": attention_dropout} if kind == "dense" else {}
+        self.conv = GPSConv(
+            width, GINEConv(_gin_mlp(width)), heads=heads, dropout=dropout, attn_type=attn_types[kind], attn_kwargs=kwargs
         )
 
-    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
-        for conv in self.convs:
-            x = conv(x, edge_index, batch, edge_attr=edge_attr)
-        return x
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
+        return self.conv(x, edge_index, batch, edge_attr=edge_attr)
 
 
 class _TransformerConvBlock(nn.Module):
@@ -454,44 +342,83 @@ class _TransformerConvBlock(nn.Module):
         self.norm_ffn = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
         x = self.norm_attention(x + self.dropout(self.conv(x, edge_index, edge_attr)))
         return self.norm_ffn(x + self.dropout(self.ffn(x)))
 
 
-class GraphTransformerBaseline(EdgeGraphBaseline):
-    """Sparse graph transformer: a stack of ``torch_geometric.nn.TransformerConv`` blocks.
+# conv -> (default n_layers, defaults of its attention options)
+EDGE_GRAPH_CONVS: dict[str, tuple[int, dict[str, Any]]] = {
+    "gine": (3, {}),
+    "gps": (2, {"heads": 4, "attention_dropout": 0.1, "kind": "dense"}),
+    "graph_transformer": (2, {"heads": 4, "attention_dropout": 0.1}),
+}
 
-    Every node attends to its graph neighbours (keys and values get the encoded edge features,
-    Shi et al., 2021), as the graph transformer of Dwivedi & Bresson (2021) on the 1-skeleton:
-    attention, residual, LayerNorm, FFN (width ``2 × hidden``), residual, LayerNorm. Its usual
-    positional encoding is LapPE (``graph_transformer.yaml``: ``HodgeLaplacianPE`` on the
-    1-skeleton, whose ``pe_0`` are Laplacian eigenvectors, with random sign flips in training).
+
+@_baseline("gine", "graph", _edge_graph_keys, conv="gine")
+@_baseline("gps", "graph", _edge_graph_keys, conv="gps")
+@_baseline("graph_transformer", "graph", _edge_graph_keys, conv="graph_transformer")
+class EdgeGraphBaseline(Baseline):
+    """Graph baselines with edge features: GINE, GPS or a sparse graph transformer (``conv``).
+
+    ``h_0 = [enc_0(x_0) ‖ Linear(BatchNorm(pe_0))]`` (the PE branch only when the data set has
+    ``pe_0``, as GraphGPS's RWSE/LapPE node encoders), ``e = enc_1(x_1)`` copied to both
+    orientations of every edge (:func:`edge_graph`), ``n_layers`` blocks of ``conv``, then
+    ``segment_pool`` per complex, dropout and the :class:`ReadoutMLP`. The blocks:
+
+    - ``"gine"``: GIN with edge features (Hu et al., 2020; ``torch_geometric.nn.GINEConv``),
+      ZINC's standard MPNN: ``h ← MLP((1 + ε) h_v + Σ_u ReLU(h_u + e_uv))``, then BatchNorm,
+      ReLU and dropout between layers (as ``torch_geometric.nn.GIN``).
+    - ``"gps"``: GraphGPS (Rampášek et al., 2022; ``torch_geometric.nn.GPSConv``): a local GINE
+      update and a global multi-head attention update over all nodes of the complex, each with
+      residual and BatchNorm, then an FFN. Its positional encoding is RWSE (``gps.yaml``) or LapPE.
+    - ``"graph_transformer"``: every node attends to its graph neighbours
+      (``torch_geometric.nn.TransformerConv``, edge features in keys and values, Shi et al.,
+      2021), as the graph transformer of Dwivedi & Bresson (2021) on the 1-skeleton: attention,
+      residual, LayerNorm, FFN (width ``2 × hidden``), residual, LayerNorm. Its usual positional
+      encoding is LapPE (``graph_transformer.yaml``, with random sign flips in training).
+
+    Registered as the harness models ``gine``, ``gps`` and ``graph_transformer`` (their
+    ``conv``). Needs ``x_0``, ``x_1``, ``batch_0``, ``incidence_1`` (and ``pe_0`` with a PE).
 
     Parameters
     ----------
     info : DatasetInfo
-        Data set shapes.
+        Data set shapes (``x_0``/``x_1`` widths and categories, ``pe_channels``, output width).
     hidden_channels : int, default=32
         Width.
-    n_layers : int, default=2
-        Transformer blocks.
-    heads : int, default=4
-        Attention heads (must divide ``hidden_channels``).
+    conv : {"gine", "gps", "graph_transformer"}, default="gine"
+        The block (:data:`EDGE_GRAPH_CONVS`: default depth and attention options of each).
+    n_layers : int or None, default=None
+        Blocks (``None``: 3 for ``"gine"``, 2 for the others).
+    heads : int or None, default=None
+        Attention heads of ``"gps"`` / ``"graph_transformer"`` (``None``: 4; must divide
+        ``hidden_channels``); ``"gine"`` takes none.
+    attention_dropout : float or None, default=None
+        Dropout on the attention weights of ``"gps"`` (``kind="dense"``) /
+        ``"graph_transformer"`` (``None``: 0.1).
+    kind : {"dense", "linear"} or None, default=None
+        Global attention of ``"gps"`` only (``None``: ``"dense"``): softmax multi-head attention
+        (``attn_type="multihead"``) or the Performer (``attn_type="performer"``), the package's
+        attention-kind names.
     dropout : float, default=0.0
-        Dropout on the attention and FFN block outputs (and the readout).
-    attention_dropout : float, default=0.1
-        Dropout on the attention weights.
+        Dropout on the block outputs, before the readout and inside the readout MLP.
     readout_layers : int, default=1
         Hidden layers of the readout MLP.
     pooling : {"sum", "mean"}, default="sum"
         Global pooling.
     pe_hidden_channels : int, default=8
-        Width of the encoded PE (only with ``pe_0``).
+        Columns of ``h_0`` given to the encoded PE (only with ``pe_0``).
     check_inputs : bool, default=True
         Validate float inputs once per forward.
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``conv``, an attention option ``conv`` does not take, ``n_layers < 1``,
+        ``heads`` not dividing the width or ``pe_hidden_channels`` outside ``1..hidden - 1``.
     """
 
     def __init__(
@@ -499,69 +426,107 @@ class GraphTransformerBaseline(EdgeGraphBaseline):
         info: DatasetInfo,
         hidden_channels: int = 32,
         *,
-        n_layers: int = 2,
-        heads: int = 4,
+        conv: str = "gine",
+        n_layers: int | None = None,
+        heads: int | None = None,
+        attention_dropout: float | None = None,
+        kind: str | None = None,
         dropout: float = 0.0,
-        attention_dropout: float = 0.1,
         readout_layers: int = 1,
         pooling: str = "sum",
         pe_hidden_channels: int = 8,
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
-        super().__init__(
-            info, hidden_channels, pe_hidden_channels=pe_hidden_channels, dropout=dropout,
-            readout_layers=readout_layers, pooling=pooling, check_inputs=check_inputs,
-            outputs=outputs,
-        )
+        super().__init__(hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs)
+        if conv not in EDGE_GRAPH_CONVS:
+            raise ValueError(f"conv must be one of {sorted(EDGE_GRAPH_CONVS)}, got {conv!r}")
+        depth, defaults = EDGE_GRAPH_CONVS[conv]
+        given = {"heads": heads, "attention_dropout": attention_dropout, "kind": kind}
+        for key, value in given.items():
+            if value is not None and key not in defaults:
+                raise ValueError(f"{key} is not an option of the {conv!r} baseline (it takes {sorted(defaults)})")
+        options = {key: default if given[key] is None else given[key] for key, default in defaults.items()}
         h = self.hidden_channels
-        n_layers, heads = _check_depth(n_layers, h, heads)
-        self.blocks = nn.ModuleList(
-            _TransformerConvBlock(h, heads, float(dropout), float(attention_dropout))
-            for _ in range(n_layers)
+        n_layers = depth if n_layers is None else int(n_layers)
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        if "heads" in options:
+            options["heads"] = int(options["heads"])
+            if options["heads"] < 1 or h % options["heads"]:
+                raise ValueError(f"heads must divide hidden_channels={h}, got {options['heads']}")
+            options["attention_dropout"] = float(options["attention_dropout"])
+        pe = info.pe_channels
+        pe_width = int(pe_hidden_channels) if pe is not None else 0
+        if pe is not None and not 0 < pe_width < h:
+            raise ValueError(f"pe_hidden_channels must be in 1..{h - 1} (hidden_channels={h}), got {pe_hidden_channels}")
+        self.node_encoder = FeatureEncoder(info.in_channels[0], h - pe_width, info.categorical[0], name="x_0")
+        self.edge_encoder = FeatureEncoder(info.in_channels[1], h, info.categorical[1], name="x_1")
+        self.pe_encoder = (
+            nn.Sequential(nn.BatchNorm1d(pe), nn.Linear(pe, pe_width)) if pe is not None else None
         )
+        self.add_readout(info, readout_layers, dropout)
+        if conv == "gine":
+            blocks = (_GINEBlock(h, i == n_layers - 1, dropout) for i in range(n_layers))
+        elif conv == "gps":
+            blocks = (_GPSBlock(h, dropout=float(dropout), **options) for _ in range(n_layers))
+        else:
+            blocks = (_TransformerConvBlock(h, dropout=float(dropout), **options) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(blocks)
 
-    def layers(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:  # noqa: D102
-        for block in self.blocks:
-            x = block(x, edge_index, edge_attr)
-        return x
-
-
-@register_model("gine", "graph", _edge_graph_keys)
-def build_gine(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """GINE baseline (``params``: :class:`GINEBaseline` keyword arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return GINEBaseline(info, **params, outputs=outputs)
-
-
-@register_model("gps", "graph", _edge_graph_keys)
-def build_gps(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """GPS baseline (``params``: :class:`GPSBaseline` keyword arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return GPSBaseline(info, **params, outputs=outputs)
-
-
-@register_model("graph_transformer", "graph", _edge_graph_keys)
-def build_graph_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """Sparse graph transformer baseline (``params``: :class:`GraphTransformerBaseline` keyword arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return GraphTransformerBaseline(info, **params, outputs=outputs)
+    def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
+        pe = batch.pe_0 if self.pe_encoder is not None else None
+        n_0, n_1 = batch.incidence_1.shape
+        self.check({"x_0": (batch.x_0, n_0), "batch_0": (batch.batch_0, n_0), "x_1": (batch.x_1, n_1), "pe_0": (pe, n_0)})
+        x = self.node_encoder(batch.x_0)
+        if pe is not None:
+            if not pe.is_floating_point():
+                raise TypeError(f"pe_0 must be a float positional encoding, got dtype {pe.dtype}")
+            x = torch.cat([x, self.pe_encoder(pe.to(x.dtype))], dim=-1)
+        edge_index, edge_id = edge_graph(batch.incidence_1)
+        edge_attr = self.edge_encoder(batch.x_1)[edge_id]
+        # a batch of complexes without vertices: nothing to update (GPSConv cannot take 0 rows)
+        for block in self.blocks if n_0 else ():
+            x = block(x, edge_index, edge_attr, batch.batch_0)
+        return [x]
 
 
-def _check_ranks(batch: Any, finite: bool) -> None:
-    """Rows of ``x_r`` match ``batch_r`` (r = 0..2) and, with ``finite``, values are finite."""
-    check_rows({f"x_{r}": (batch[f"x_{r}"], batch[f"batch_{r}"].numel()) for r in range(3)})
-    if finite:
-        check_inputs({f"x_{r}": batch[f"x_{r}"] for r in range(3)})
+class _RankBaseline(Baseline):
+    """Baseline on 2-dimensional complexes: one encoder per rank 0..2 (TopoModelX's CWN, SCCNN).
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes (ranks 0..2).
+    hidden_channels : int
+        Width (all ranks).
+    model : str
+        The TopoModelX model's name, for the error message.
+    check_inputs, outputs
+        As :class:`Baseline`.
+    """
+
+    def __init__(self, info: DatasetInfo, hidden_channels: int, model: str, *, check_inputs: bool, outputs: str) -> None:
+        super().__init__(hidden_channels, check_inputs=check_inputs, outputs=outputs)
+        if info.max_rank != 2:
+            raise ValueError(f"{model} needs 2-dimensional complexes, got max_rank={info.max_rank}")
+        self.encoders = rank_encoders(info, self.hidden_channels, range(3))
+
+    def encode(self, batch: Any) -> list[Tensor]:
+        """Check ``x_r`` against ``batch_r`` and encode it, r = 0..2 (``(n_r, hidden_channels)`` each)."""
+        self.check({f"x_{r}": (batch[f"x_{r}"], batch[f"batch_{r}"].numel()) for r in range(3)})
+        return [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
 
 
 # ----------------------------------------------------------------------------------------------
 # CWN (TopoModelX)
 # ----------------------------------------------------------------------------------------------
-class CWNBaseline(nn.Module):
+@_baseline(
+    "cwn",
+    "cell",
+    lambda model, info: rank_keys(2, "x", "batch") | {"adjacency_1", "incidence_1", "incidence_2"},
+)
+class CWNBaseline(_RankBaseline):
     """TopoModelX's CW Network on cell complexes: encoders, ``CWN``, sum pool of all ranks, MLP.
 
     ``CWN.forward(x_0, x_1, x_2, adjacency_0, incidence_2, incidence_1_t)`` updates the edges
@@ -602,65 +567,39 @@ class CWNBaseline(nn.Module):
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
-        super().__init__()
+        super().__init__(info, hidden_channels, "CWN", check_inputs=check_inputs, outputs=outputs)
         from topomodelx.nn.cell.cwn import CWN
 
-        self.check_inputs = bool(check_inputs)
-        self.outputs = check_outputs(outputs)
-
-        if info.max_rank != 2:
-            raise ValueError(f"CWN needs 2-dimensional complexes, got max_rank={info.max_rank}")
-        h = int(hidden_channels)
-        self.encoders = rank_encoders(info, h, range(3))
+        h = self.hidden_channels
         self.cwn = CWN(h, h, h, h, int(n_layers))
-        self.dropout = nn.Dropout(dropout)
-        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
+        self.add_readout(info, readout_layers, dropout)
 
-    def forward(self, batch: Any) -> Tensor:
-        """Predict.
-
-        Parameters
-        ----------
-        batch : ComplexData
-            Needs ``x_r``, ``batch_r`` (r = 0..2), ``adjacency_1``, ``incidence_1``, ``incidence_2``.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
-        """
-        _check_ranks(batch, self.check_inputs)
-        x = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
-        out = self.cwn(
+    def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
+        x = self.encode(batch)
+        return list(self.cwn(
             x[0], x[1], x[2],
             adjacency_0=batch.adjacency_1,
             incidence_2=batch.incidence_2,
             incidence_1_t=batch.incidence_1.t().coalesce(),
-        )
-        if self.outputs == "node":  # the edge (and 2-cell) states down to their vertices
-            edges = out[1] + torch.sparse.mm(batch.incidence_2, out[2])
-            return self.readout(self.dropout(out[0] + torch.sparse.mm(batch.incidence_1, edges)))
-        size = batch.num_complexes
-        pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
-        return self.readout(self.dropout(pooled))
+        ))
 
-
-@register_model(
-    "cwn",
-    "cell",
-    lambda model, info: rank_keys(2, "x", "batch") | {"adjacency_1", "incidence_1", "incidence_2"},
-)
-def build_cwn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """CWN baseline (``params``: :class:`CWNBaseline` arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return CWNBaseline(info, **params, outputs=outputs)
+    def node_states(self, batch: Any, states: list[Tensor]) -> Tensor:
+        """Return the edge (and 2-cell) states summed down into their vertices, ``h_0 + B_1 (h_1 + B_2 h_2)``."""
+        edges = states[1] + torch.sparse.mm(batch.incidence_2, states[2])
+        return states[0] + torch.sparse.mm(batch.incidence_1, edges)
 
 
 # ----------------------------------------------------------------------------------------------
 # SCCNN (TopoModelX)
 # ----------------------------------------------------------------------------------------------
-class SCCNNBaseline(nn.Module):
+@_baseline(
+    "sccnn",
+    "simplicial",
+    lambda model, info: rank_keys(2, "x", "batch")
+    | {"hodge_laplacian_0", "down_laplacian_1", "up_laplacian_1", "hodge_laplacian_2"}
+    | {"signed_incidence_1", "signed_incidence_2"},
+)
+class SCCNNBaseline(_RankBaseline):
     """TopoModelX's SCCNN on simplicial (clique) complexes: encoders, ``SCCNN``, pool, MLP.
 
     ``SCCNN.forward(x_all, laplacian_all, incidence_all)`` with ``laplacian_all = (L_0,
@@ -707,58 +646,19 @@ class SCCNNBaseline(nn.Module):
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
-        super().__init__()
-        from topomodelx.nn.simplicial.sccnn import SCCNN
-
-        self.check_inputs = bool(check_inputs)
-        self.outputs = check_outputs(outputs)
-
-        if info.max_rank != 2:
-            raise ValueError(f"SCCNN needs 2-dimensional complexes, got max_rank={info.max_rank}")
         if int(conv_order) < 1:
             raise ValueError(f"conv_order must be at least 1, got {conv_order}")
-        h = int(hidden_channels)
-        self.encoders = rank_encoders(info, h, range(3))
+        super().__init__(info, hidden_channels, "SCCNN", check_inputs=check_inputs, outputs=outputs)
+        from topomodelx.nn.simplicial.sccnn import SCCNN
+
+        h = self.hidden_channels
         self.sccnn = SCCNN((h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(n_layers))
-        self.dropout = nn.Dropout(dropout)
-        self.readout = ReadoutMLP(h, info.out_channels, readout_layers, dropout)
+        self.add_readout(info, readout_layers, dropout)
 
-    def forward(self, batch: Any) -> Tensor:
-        """Predict.
-
-        Parameters
-        ----------
-        batch : ComplexData
-            Needs ``x_r``, ``batch_r``, the Laplacians and signed incidences listed above.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            Predictions (``outputs="node"``: ``(n_0, out_channels)``).
-        """
-        _check_ranks(batch, self.check_inputs)
-        x = tuple(enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders))
+    def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
+        x = tuple(self.encode(batch))
         laplacians = (
             batch.hodge_laplacian_0, batch.down_laplacian_1, batch.up_laplacian_1, batch.hodge_laplacian_2,
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
-        out = self.sccnn(x, laplacians, incidences)
-        if self.outputs == "node":
-            return self.readout(self.dropout(out[0]))
-        size = batch.num_complexes
-        pooled = sum(segment_pool(h, batch[f"batch_{r}"], size) for r, h in enumerate(out))
-        return self.readout(self.dropout(pooled))
-
-
-@register_model(
-    "sccnn",
-    "simplicial",
-    lambda model, info: rank_keys(2, "x", "batch")
-    | {"hodge_laplacian_0", "down_laplacian_1", "up_laplacian_1", "hodge_laplacian_2"}
-    | {"signed_incidence_1", "signed_incidence_2"},
-)
-def build_sccnn(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
-    """SCCNN baseline (``params``: :class:`SCCNNBaseline` arguments)."""
-    params = dict(params)
-    outputs = task_outputs(params, info)
-    return SCCNNBaseline(info, **params, outputs=outputs)
+        return list(self.sccnn(x, laplacians, incidences))

@@ -31,9 +31,8 @@ __all__ = [
     "allowed_targets",
     "available",
     "check_targets",
+    "choice",
     "compose_config",
-    "dataset_choice",
-    "model_choice",
     "register_target",
     "unused_additions",
     "validate_config",
@@ -104,7 +103,29 @@ def available(group: str) -> dict[str, str]:
     }
 
 
-def _choice(group: str, name: str) -> str:
+def choice(group: str, name: str) -> str:
+    """Hydra choice of a short name in a config group (case-insensitive).
+
+    ``choice("dataset", "mutag")`` → ``"graph/MUTAG"``, ``choice("model", "gin")`` →
+    ``"graph/gin"``; a full choice (``"graph/gin"``) is returned as it is.
+
+    Parameters
+    ----------
+    group : str
+        Config group (``"dataset"``, ``"model"``, ...; see :func:`available`).
+    name : str
+        Short name or full choice.
+
+    Returns
+    -------
+    str
+        The choice for the group.
+
+    Raises
+    ------
+    ValueError
+        Naming the group and the available names when ``name`` is none of them.
+    """
     options = available(group)
     if name in options.values():
         return name
@@ -114,38 +135,6 @@ def _choice(group: str, name: str) -> str:
     if name.lower() in lowered:
         return lowered[name.lower()]
     raise ValueError(f"unknown {group} {name!r}; available: {sorted(options)}")
-
-
-def dataset_choice(name: str) -> str:
-    """Hydra choice of a data set name (``"MUTAG"`` → ``"graph/MUTAG"``; case-insensitive).
-
-    Parameters
-    ----------
-    name : str
-        Short name or full choice.
-
-    Returns
-    -------
-    str
-        The choice for the ``dataset`` group.
-    """
-    return _choice("dataset", name)
-
-
-def model_choice(name: str) -> str:
-    """Hydra choice of a model name (``"gin"`` → ``"graph/gin"``).
-
-    Parameters
-    ----------
-    name : str
-        Short name or full choice.
-
-    Returns
-    -------
-    str
-        The choice for the ``model`` group.
-    """
-    return _choice("model", name)
 
 
 def compose_config(
@@ -179,7 +168,7 @@ def compose_config(
     head = []
     if dataset is not None:
         try:
-            head.append(f"dataset={dataset_choice(dataset)}")
+            head.append(f"dataset={choice('dataset', dataset)}")
         except ValueError as error:
             if not any(o.startswith("dataset.data_dir=") for o in overrides):
                 raise ValueError(
@@ -190,7 +179,7 @@ def compose_config(
             text = str(dataset).replace("'", "\\'")
             head += [f"dataset={GENERIC_TU}", f"dataset.name='{text}'"]
     if model is not None:
-        head.append(f"model={model_choice(model)}")
+        head.append(f"model={choice('model', model)}")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         try:
             cfg = compose(config_name=config_name, overrides=head + overrides)

@@ -12,9 +12,9 @@ name                         domain       model
 ``tokengt_cell``             cell         :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` (all cells)
 ``n_simplicial``             simplicial   :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer`
 ``gin``                      graph        :class:`~.baselines.GINBaseline` (``torch_geometric.nn.GIN``)
-``gine``                     graph        :class:`~.baselines.GINEBaseline` (``torch_geometric.nn.GINEConv``)
-``gps``                      graph        :class:`~.baselines.GPSBaseline` (``torch_geometric.nn.GPSConv``, RWSE)
-``graph_transformer``        graph        :class:`~.baselines.GraphTransformerBaseline` (``TransformerConv``)
+``gine``                     graph        :class:`~.baselines.EdgeGraphBaseline` (``torch_geometric.nn.GINEConv``)
+``gps``                      graph        :class:`~.baselines.EdgeGraphBaseline` (``torch_geometric.nn.GPSConv``, RWSE)
+``graph_transformer``        graph        :class:`~.baselines.EdgeGraphBaseline` (``TransformerConv``)
 ``cwn``                      cell         :class:`~.baselines.CWNBaseline` (TopoModelX ``CWN``)
 ``sccnn``                    simplicial   :class:`~.baselines.SCCNNBaseline` (TopoModelX ``SCCNN``)
 ===========================  ===========  ======================================================

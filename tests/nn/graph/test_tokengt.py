@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 from torch import nn
@@ -100,7 +102,7 @@ def test_graph_output_invariant_to_node_relabelling(kind, edge_tokens):
     torch.testing.assert_close(model(permuted), model(graph), atol=1e-10, rtol=1e-8)
     # node-level outputs are equivariant
     torch.testing.assert_close(
-        model.node_outputs(permuted), model.node_outputs(graph)[perm], atol=1e-10, rtol=1e-8
+        model.cell_outputs(permuted)[0], model.cell_outputs(graph)[0][perm], atol=1e-10, rtol=1e-8
     )
 
 
@@ -114,11 +116,10 @@ def test_batch_of_different_sizes_equals_each_graph_alone(kind, edge_tokens, lay
     assert out.shape == (len(items), 2)
     assert torch.isfinite(out).all()
     torch.testing.assert_close(out, torch.cat([model(g) for g in items]), atol=1e-10, rtol=1e-8)
-    nodes = model.node_outputs(batch)
-    torch.testing.assert_close(nodes, torch.cat([model.node_outputs(g) for g in items]))
-    edges = model.edge_outputs(batch)
-    assert edges.shape == (batch.edge_index.shape[1], 2)
-    torch.testing.assert_close(edges, torch.cat([model.edge_outputs(g) for g in items]))
+    cells, alone = model.cell_outputs(batch), [model.cell_outputs(g) for g in items]
+    torch.testing.assert_close(cells[0], torch.cat([c[0] for c in alone]))
+    assert cells[1].shape == (batch.edge_index.shape[1], 2)
+    torch.testing.assert_close(cells[1], torch.cat([c[1] for c in alone]))
 
 
 def test_layouts_agree():
@@ -136,7 +137,7 @@ def test_undirected_edge_tokens_halve_the_edge_tokens():
     assert undirected.sizes == (5, 6)
     assert undirected.edge_inverse.shape == (12,)
     # both directions of an edge share a token and hence an output
-    out = make_model(edge_tokens="undirected").edge_outputs(graph)
+    out = make_model(edge_tokens="undirected").cell_outputs(graph)[1]
     ei = graph.edge_index
     for j in range(ei.shape[1]):
         back = ((ei[0] == ei[1, j]) & (ei[1] == ei[0, j])).nonzero().item()
@@ -179,7 +180,7 @@ def test_matches_torch_transformer_encoder():
     base = nn.TransformerEncoder(
         base_layer, layers, norm=nn.LayerNorm(d), enable_nested_tensor=False
     ).double()
-    ours = TokenGTEncoder(d, n_layers=layers, heads=heads, ffn_channels=ffn).double()
+    ours = TokenGTEncoder(d, layer=partial(TokenGTLayer, d, heads=heads, ffn_channels=ffn), n_layers=layers).double()
     for mine, theirs in zip(ours.layers, base.layers):
         mine.load_from_torch(theirs)
     ours.norm.load_state_dict(base.norm.state_dict())
@@ -223,7 +224,7 @@ def test_drop_path_drops_whole_graphs_in_training_only():
     for g in range(4):
         assert out[batch == g].unique().numel() == 1
     assert drop_path(x, batch, 4, 0.5, training=False) is x
-    encoder = TokenGTEncoder(8, n_layers=5, heads=2, drop_path=0.2)
+    encoder = TokenGTEncoder(8, layer=partial(TokenGTLayer, 8, heads=2), n_layers=5, drop_path=0.2)
     rates = [layer.drop_path for layer in encoder.layers]
     assert rates == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
 
@@ -236,8 +237,7 @@ def test_gradients_reach_every_parameter(kind, edge_tokens):
     batch = Batch.from_data_list(graphs()[:3])
     loss = (
         model(batch).square().sum()
-        + model.node_outputs(batch).square().sum()
-        + model.edge_outputs(batch).square().sum()
+        + sum(o.square().sum() for o in model.cell_outputs(batch).values())
     )
     loss.backward()
     for name, parameter in model.named_parameters():
@@ -313,8 +313,8 @@ def test_constructor_validation():
     with pytest.raises(ValueError, match="token_layout"):
         TokenGT(3, 0, 16, 1, token_layout="dense")
     model = TokenGT(3, 0, 16, 1, heads=4, node_id_dim=NODE_ID_DIM, outputs=("complex",)).double()
-    with pytest.raises(ValueError, match="no 0 output"):
-        model.node_outputs(graphs()[0])
+    with pytest.raises(ValueError, match="no cell-level output"):
+        model.cell_outputs(graphs()[0])
     assert isinstance(model.encoder.layers[0], TokenGTLayer)
 
 

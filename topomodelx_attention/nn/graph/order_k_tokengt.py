@@ -575,12 +575,7 @@ class OrderKTokenGT(TokenModel):
         dict of int to torch.Tensor
             ``{rank: (n_rank, out_channels)}``.
         """
-        ranks = [o for o in self.outputs if o != "complex"]
-        if not ranks:
-            raise ValueError(
-                f"the model has no cell-level output; build it with outputs including ranks "
-                f"(it has {self.outputs})"
-            )
+        ranks = self._cell_ranks()
         inputs = self._prepared(data)
         tokens = self.encode(inputs)
         out = {}

@@ -142,8 +142,8 @@ class TokenGT(TokenModel):
 
     ``[graph]`` token + node tokens + edge tokens (:class:`TokenGTTokenizer`) → pre-LN
     Transformer (:class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`) → linear
-    readouts of the ``[graph]`` token (:meth:`forward`, one row per graph), the node tokens
-    (:meth:`node_outputs`) or the edge tokens (:meth:`edge_outputs`).
+    readouts of the ``[graph]`` token (:meth:`forward`, one row per graph), the node tokens and
+    the edge tokens (:meth:`cell_outputs`, ``{0: nodes, 1: edges}``).
 
     Parameters
     ----------
@@ -192,8 +192,8 @@ class TokenGT(TokenModel):
         identifiers; any mix of directions is merged).
     outputs : sequence of {"complex", 0, 1}, default = ("complex",)
         Which predictions the model returns (one linear readout each): ``"complex"`` one row per
-        graph (:meth:`forward`), ``0`` one per node (:meth:`node_outputs`), ``1`` one per edge
-        (:meth:`edge_outputs`): cell-level outputs are named by their rank, as everywhere.
+        graph (:meth:`forward`), ``0`` one per node, ``1`` one per edge (:meth:`cell_outputs`):
+        cell-level outputs are named by their rank, as everywhere.
     sparse_equivariant_basis : bool, default = False
         "+ SEB" of A.4.3: after every layer add to every node token the sum of the tokens of
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
@@ -454,8 +454,8 @@ class TokenGT(TokenModel):
         tokens = self.encode(inputs)
         return readout(tokens.x[: tokens.num_complexes])
 
-    def node_outputs(self, data: object) -> Tensor:
-        """Node-level predictions from the node tokens (A.4.3).
+    def cell_outputs(self, data: object) -> dict[int, Tensor]:
+        """Cell-level predictions of the ranks listed in ``outputs``: nodes (A.4.3) and edges.
 
         Parameters
         ----------
@@ -464,34 +464,17 @@ class TokenGT(TokenModel):
 
         Returns
         -------
-        torch.Tensor, shape = (num_nodes, out_channels)
-            One prediction per node.
+        dict of int to torch.Tensor
+            ``{0: (num_nodes, out_channels), 1: (num_edges, out_channels)}`` (the ranks in
+            ``outputs``): one prediction per node token, and one per column of
+            ``data.edge_index`` (with ``edge_tokens="undirected"`` both directions get their
+            edge token's prediction).
         """
-        readout = self._readout(0)
+        ranks = self._cell_ranks()
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = self._prepared(data)
         tokens = self.encode(inputs)
-        return readout(tokens.group(0))
-
-    def edge_outputs(self, data: object) -> Tensor:
-        """Edge-level predictions from the edge tokens.
-
-        Parameters
-        ----------
-        data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`prepare`, or its result.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_edges, out_channels)
-            One prediction per column of ``data.edge_index`` (with
-            ``edge_tokens="undirected"`` both directions get their edge token's prediction).
-        """
-        readout = self._readout(1)
-        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        inputs = self._prepared(data)
-        tokens = self.encode(inputs)
-        out = readout(tokens.group(1))
-        if tokens.edge_inverse is not None:
-            out = out.index_select(0, tokens.edge_inverse)
+        out = {r: self.readouts[str(r)](tokens.group(r)) for r in ranks}
+        if 1 in out and tokens.edge_inverse is not None:
+            out[1] = out[1].index_select(0, tokens.edge_inverse)
         return out

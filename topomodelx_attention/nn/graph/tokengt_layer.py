@@ -29,7 +29,8 @@ The padding of the token set is computed **once per forward**
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -240,22 +241,14 @@ class TokenGTEncoder(nn.Module):
     ----------
     channels : int
         Token width.
+    layer : callable, optional
+        ``layer(drop_path=rate)`` builds one layer (default ``TokenGTLayer(channels)``); the
+        model passes ``functools.partial(TokenGTLayer, channels, heads=..., kind=..., ...)``, so
+        that the layer options are listed once, on :class:`TokenGTLayer`.
     n_layers : int
         Number of layers.
-    heads : int, default = 8
-        Attention heads.
-    ffn_channels : int, optional
-        MLP hidden width (default ``channels``).
-    kind : str, default = "dense"
-        Attention kernel of every layer (see :class:`TokenGTLayer`).
-    kernel_options : mapping, optional
-        Options of the kernel.
-    dropout, attention_dropout : float, default = 0.0
-        As in :class:`TokenGTLayer`.
     drop_path : float, default = 0.0
         Stochastic-depth rate of the last layer (the paper uses 0.1).
-    bias : bool, default = True
-        Biases in the attention projections.
     final_norm : bool, default = True
         LayerNorm after the last layer (pre-LN Transformer).
     token_layout : {"auto", "packed", "padded"}, default = "auto"
@@ -268,15 +261,9 @@ class TokenGTEncoder(nn.Module):
         self,
         channels: int,
         *,
+        layer: Callable[..., nn.Module] | None = None,
         n_layers: int,
-        heads: int = 8,
-        ffn_channels: int | None = None,
-        kind: str = "dense",
-        kernel_options: Mapping[str, Any] | None = None,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
         drop_path: float = 0.0,
-        bias: bool = True,
         final_norm: bool = True,
         token_layout: str = "auto",
         padded_min_fill: float = 0.85,
@@ -294,20 +281,8 @@ class TokenGTEncoder(nn.Module):
         rates = [
             drop_path * i / (n_layers - 1) if n_layers > 1 else drop_path for i in range(n_layers)
         ]
-        self.layers = nn.ModuleList(
-            TokenGTLayer(
-                channels,
-                heads=heads,
-                ffn_channels=ffn_channels,
-                kind=kind,
-                kernel_options=kernel_options,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                drop_path=rate,
-                bias=bias,
-            )
-            for rate in rates
-        )
+        layer = partial(TokenGTLayer, channels) if layer is None else layer
+        self.layers = nn.ModuleList(layer(drop_path=rate) for rate in rates)
         self.norm = nn.LayerNorm(channels) if final_norm else None
 
     def use_padded(self, layout: PaddedLayout) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import FeatureEncoder, segment_pool
-from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, all_pairs_kind
+from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTLayer, all_pairs_kind
 
 __all__ = [
     "EDGE_TOKENS",
@@ -446,19 +447,19 @@ class TokenModel(nn.Module):
         self.graph_token = nn.Parameter(torch.empty(1, hidden_channels))
         nn.init.normal_(self.graph_token, std=0.02)
         self.embedding_dropout = nn.Dropout(check_dropout(embedding_dropout, "embedding_dropout"))
-        self.encoder = TokenGTEncoder(
+        layer = partial(
+            TokenGTLayer,
             hidden_channels,
-            n_layers=n_layers,
             heads=heads,
             ffn_channels=ffn_channels,
             kind=kind,
             kernel_options=kernel_options,
             dropout=dropout,
             attention_dropout=attention_dropout,
-            drop_path=drop_path,
             bias=bias,
-            final_norm=True,
-            token_layout=token_layout,
+        )
+        self.encoder = TokenGTEncoder(
+            hidden_channels, layer=layer, n_layers=n_layers, drop_path=drop_path, token_layout=token_layout
         )
         self.outputs = outputs
         self.out_channels = out_channels
@@ -544,6 +545,16 @@ class TokenModel(nn.Module):
                 padded=tokens.padded,
             )
         )
+
+    def _cell_ranks(self) -> list[int]:
+        """Ranks of the cell-level outputs (``cell_outputs``); raise when ``outputs`` has none."""
+        ranks = [o for o in self.outputs if o != "complex"]
+        if not ranks:
+            raise ValueError(
+                f"the model has no cell-level output; build it with outputs including ranks "
+                f"(it has {self.outputs})"
+            )
+        return ranks
 
     def _readout(self, name: object) -> nn.Module:
         if str(name) not in self.readouts:
