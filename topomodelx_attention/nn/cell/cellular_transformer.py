@@ -23,6 +23,7 @@ __all__ = [
     "CELL_EMBEDDINGS",
     "PE_COMBINATIONS",
     "PE_PROJECTIONS",
+    "READOUT_INITS",
     "CellEncoder",
     "CellularInputs",
     "CellularTransformer",
@@ -31,6 +32,7 @@ __all__ = [
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
+READOUT_INITS = ("default", "zero")
 
 
 @dataclass(frozen=True)
@@ -349,6 +351,16 @@ class CellularTransformer(nn.Module):
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs (``x_r``, ``pe_r``) once per forward
         (:func:`topomodelx_attention.nn.common.check_inputs`).
+    readout_init : {"default", "zero"}, default="default"
+        Initialisation of the last linear map of every readout MLP. ``"default"``: PyTorch's
+        (the paper's). ``"zero"``: zero weights and bias, so that every complex starts at
+        the same output (chance-level loss) however many cells the pooling sums; with sum
+        pooling over per-cell outputs the default initialisation starts at logits that grow
+        with the number of cells (issue 23: a first-epoch loss ~7x ln C on 30-vertex graphs).
+    embedding_norm : bool, default=False
+        A per-rank LayerNorm on the embedded inputs ``X_k^1`` (after Eq. 4, before the first
+        layer; not in the paper): the stack then sees inputs of unit scale whatever the scale
+        of ``x_r`` (e.g. features x1000), instead of a residual stream dominated by them.
     """
 
     def __init__(
@@ -382,6 +394,8 @@ class CellularTransformer(nn.Module):
         bias: bool = False,
         output_projection: bool = True,
         check_inputs: bool = True,
+        readout_init: str = "default",
+        embedding_norm: bool = False,
     ) -> None:
         super().__init__()
         in_channels = [int(c) for c in in_channels]
@@ -419,6 +433,10 @@ class CellularTransformer(nn.Module):
             raise ValueError(
                 f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}"
             )
+        if readout_init not in READOUT_INITS:
+            raise ValueError(f"readout_init must be one of {READOUT_INITS}, got {readout_init!r}")
+        if not isinstance(embedding_norm, bool):
+            raise TypeError(f"embedding_norm must be a bool, got {embedding_norm!r}")
         if categorical is None:
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
@@ -461,6 +479,11 @@ class CellularTransformer(nn.Module):
             for r, (d, cards) in enumerate(zip(in_channels, categorical))
         )
         self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.embedding_norms = (
+            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
+            if embedding_norm
+            else None
+        )
         self.layers = nn.ModuleList(
             CellularTransformerLayer(
                 hidden_channels,
@@ -494,6 +517,10 @@ class CellularTransformer(nn.Module):
                     for r in self.readout_ranks
                 }
             )
+            if readout_init == "zero":
+                for readout in self.readouts.values():
+                    nn.init.zeros_(readout[-1].weight)
+                    nn.init.zeros_(readout[-1].bias)
 
     @property
     def neighborhood_keys(self) -> list[str]:
@@ -602,7 +629,10 @@ class CellularTransformer(nn.Module):
             ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
         """
         inputs = data if isinstance(data, CellularInputs) else self.prepare(data)
-        h = [self.embedding_dropout(hr) for hr in self._embed(inputs)]
+        h = self._embed(inputs)
+        if self.embedding_norms is not None:
+            h = [norm(hr) for norm, hr in zip(self.embedding_norms, h)]
+        h = [self.embedding_dropout(hr) for hr in h]
         for layer in self.layers:
             h = layer(h, inputs.structure)
         if self.final_norms is None:
