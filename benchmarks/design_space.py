@@ -70,16 +70,16 @@ DATASETS: dict[str, dict[str, Any]] = {
 CT_VARIANTS: dict[str, list[str]] = {
     "old_default": [
         "model.params.readout_ranks=[0]", "model.params.readout_init=default",
+        "model.params.embedding_norm=false",
     ],
     "fit": [],  # the packaged default (issue 23)
+    "fit_r0": ["model.params.readout_ranks=[0]"],
     "fit_mixed": ["model.params.kind=mixed"],
-    "fit_general": ["model.params.attention=general"],
     "fit_mean": ["model.params.pooling=mean"],
     "fit_rwbspe16": [
         "model.pe._target_=topomodelx_attention.transforms.BarycentricRandomWalkPE", "model.pe.dim=16",
     ],
     "fit_deep4x24": ["model.params.n_layers=4", "model.params.hidden_channels=24", "model.params.heads=4"],
-    "fit_lr3e-3": ["optimizer.lr=0.003", "optimizer.warmup_epochs=0"],
 }
 
 #: Search space of the baselines (their equal-budget configurations).
