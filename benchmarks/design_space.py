@@ -369,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
                 tasks.append({"key": key, "dataset": dataset, "model": model, "config": config,
                               "seed": seed, "overrides": overrides, "epochs": args.epochs,
                               "work": str(work), "root": str(root)})
+    # the CT's variants on every data set first (the selection needs them all), then the baselines
+    tasks.sort(key=lambda t: t["model"] != "cellular_transformer")
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
