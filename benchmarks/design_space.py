@@ -72,7 +72,14 @@ CT_VARIANTS: dict[str, list[str]] = {
         "model.params.readout_ranks=[0]", "model.params.readout_init=default",
         "model.params.embedding_norm=false",
     ],
+    # the ZINC-chosen variant of the issue-13 comparison (old default + these three)
+    "zinc_variant": [
+        "model.params.readout_ranks=[0,1,2]", "model.params.readout_before_pooling=false",
+        "model.params.attention_dropout=0.0", "model.params.readout_init=default",
+        "model.params.embedding_norm=false",
+    ],
     "fit": [],  # the packaged default (issue 23)
+    "fit_pool_mlp": ["model.params.readout_before_pooling=false"],
     "fit_r0": ["model.params.readout_ranks=[0]"],
     "fit_mixed": ["model.params.kind=mixed"],
     "fit_mean": ["model.params.pooling=mean"],
@@ -238,6 +245,7 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[st
             "final_loss": statistics.fmean(r["train_loss"][-1] for r in group),
             "final_acc": statistics.fmean(r["train_acc"][-1] for r in group),
             "below": [r["epoch_below_chance"] for r in group], "chance": group[0]["chance"],
+            "curves": [list(zip(r["wall"], r["val_curve"])) for r in group],
         }
     return out
 
@@ -247,13 +255,17 @@ def _better(metric: str) -> int:
 
 
 def _ranks(agg: dict, dataset: str, model: str) -> dict[str, float]:
-    """Rank (1 = best validation) of every configuration of ``model`` on ``dataset``."""
+    """Rank (1 = best validation; ties: their mean rank) of every configuration of ``model`` on ``dataset``."""
     entries = [(cfg, a) for (d, m, cfg), a in agg.items() if d == dataset and m == model and math.isfinite(a["val"])]
     if not entries:
         return {}
     sign = _better(entries[0][1]["metric"])
-    ordered = sorted(entries, key=lambda e: -sign * e[1]["val"])
-    return {cfg: i + 1.0 for i, (cfg, _) in enumerate(ordered)}
+    # ties share their mean rank (a tie at the majority class says nothing about the variants)
+    return {
+        cfg: 1.0 + sum(sign * b["val"] > sign * a["val"] for _, b in entries)
+        + 0.5 * (sum(b["val"] == a["val"] for _, b in entries) - 1)
+        for cfg, a in entries
+    }
 
 
 def select_lodo(agg: dict, datasets: list[str]) -> tuple[dict[str, str], str | None, dict[str, float]]:
@@ -310,26 +322,50 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
     lines += ["", "Mean validation rank over all data sets (1 = best): " + ", ".join(
         f"{c} {r:.2f}" for c, r in sorted(all_ranks.items(), key=lambda kv: kv[1])) + f"; winner: **{overall}**.", ""]
     lines += ["### Comparison: LODO-chosen CT and the packaged CT (`fit`) vs the baselines' best-validation configuration", ""]
+    lines += [
+        "Each cell: test at the best validation epoch (validation; parameters, epochs, s/epoch; "
+        "best validation reached within the wall time T of the fastest of the row, `@T`). "
+        f"Trials per baseline: {_trial_counts(agg)}.", "",
+    ]
     models = ["cellular_transformer (LODO)", "cellular_transformer (fit)", *BASELINES]
-    lines.append("| data set | " + " | ".join(models) + " |")
-    lines.append("|---|" + "---:|" * len(models))
+    lines.append("| data set | T (s) | " + " | ".join(models) + " |")
+    lines.append("|---|---:|" + "---:|" * len(models))
     for d in datasets:
-        cells = []
+        entries = []
         for m in models:
             if m.startswith("cellular_transformer"):
                 config = choices.get(d) if "LODO" in m else "fit"
-                a = agg.get((d, "cellular_transformer", config)) if config else None
+                entries.append(agg.get((d, "cellular_transformer", config)) if config else None)
             else:
                 ranks = _ranks(agg, d, m)
                 best = min(ranks, key=ranks.get) if ranks else None
-                a = agg.get((d, m, best)) if best else None
+                entries.append(agg.get((d, m, best)) if best else None)
+        walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
+        horizon = min(walls) if walls else float("nan")
+        cells = []
+        for a in entries:
+            if a is None:
+                cells.append("–")
+                continue
+            sign = _better(a["metric"])
+            at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
+            at = [v for v in at if math.isfinite(v)]
+            at_t = statistics.fmean(at) if at else float("nan")
             cells.append(
-                "–" if a is None else
                 f"{_fmt(a['test'], a['metric'])} (val {_fmt(a['val'], a['metric'])}; {a['params'] / 1000:.0f}k p, "
-                f"{a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep)"
+                f"{a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
             )
-        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+        lines.append(f"| {d} | {horizon:.0f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _trial_counts(agg: dict) -> str:
+    counts: dict[str, set] = {}
+    for d, m, c in agg:
+        if m != "cellular_transformer":
+            counts.setdefault(m, set()).add((d, c))
+    per = {m: len({c for _, c in v}) for m, v in counts.items()}
+    return ", ".join(f"{m} {n}" for m, n in sorted(per.items())) + f"; CT variants {len(CT_VARIANTS)}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -369,8 +405,13 @@ def main(argv: list[str] | None = None) -> None:
                 tasks.append({"key": key, "dataset": dataset, "model": model, "config": config,
                               "seed": seed, "overrides": overrides, "epochs": args.epochs,
                               "work": str(work), "root": str(root)})
-    # the CT's variants on every data set first (the selection needs them all), then the baselines
-    tasks.sort(key=lambda t: t["model"] != "cellular_transformer")
+    # the CT's variants on every data set first (the selection needs them all), then the
+    # baselines trial by trial (a partial run leaves every baseline the same number of trials)
+    def order(task: dict[str, Any]) -> tuple:
+        trial = int(task["config"].split("_")[1]) if task["config"].startswith("trial_") else -1
+        return (task["model"] != "cellular_transformer", trial, task["seed"])
+
+    tasks.sort(key=order)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:

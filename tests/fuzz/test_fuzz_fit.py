@@ -1,8 +1,9 @@
 """Fuzz (issue 23): the CT's readout scale and input scale on random / degenerate complexes.
 
-* ``readout_init="zero"``: every complex of any size starts at the same output (zeros, so the
-  cross-entropy of the first step is exactly ``ln C``), whatever the pooling, the readout ranks
-  and the scale of the inputs; gradients stay finite and reach the last readout layer;
+* ``readout_init="zero"`` / ``"small"``: every complex of any size starts at (zero) or near
+  (small) the same output, so the cross-entropy of the first step is ``ln C`` (within 2 % for
+  ``"small"``), whatever the pooling, the readout ranks and the scale of the inputs; gradients
+  stay finite and reach the last readout layer (``"small"``: also the input features);
 * ``embedding_norm=True``: inputs scaled by 1e-3..1e6 give finite, unit-scale embedded signals
   (per-row LayerNorm) and finite outputs and gradients;
 * a wrong ``readout_init`` / ``embedding_norm`` is rejected with a message naming the option.
@@ -40,20 +41,26 @@ def test_fuzz_zero_readout_starts_at_chance(fuzz_seeds):
         ranks = sorted({int(r) for r in rng.integers(0, dim + 1, size=int(rng.integers(1, dim + 2)))})
         pooling = str(rng.choice(["sum", "mean"]))
         before = bool(rng.integers(2))
+        init = str(rng.choice(["zero", "small"]))
 
         def run():
             torch.manual_seed(seed)
             model = CellularTransformer(
                 [2] * (dim + 1), WIDTH, OUT, n_layers=1, heads=2, readout_ranks=ranks, pooling=pooling,
-                readout_before_pooling=before, readout_init="zero", embedding_norm=True,
+                readout_before_pooling=before, readout_init=init, embedding_norm=True,
             )
+            batch.x_0 = batch.x_0.detach().requires_grad_()
             out = model(batch)
             assert out.shape == (size, OUT), f"output {tuple(out.shape)}, expected {(size, OUT)}"
-            assert torch.equal(out, torch.zeros_like(out)), f"initial outputs not zero: {out.abs().max():.3g}"
+            if init == "zero":
+                assert torch.equal(out, torch.zeros_like(out)), f"initial outputs not zero: {out.abs().max():.3g}"
             y = torch.arange(size) % OUT
             loss = torch.nn.functional.cross_entropy(out, y)
-            assert math.isclose(float(loss.detach()), math.log(OUT), rel_tol=1e-6), f"initial loss {float(loss.detach())}"
+            tolerance = 1e-6 if init == "zero" else 0.02
+            assert math.isclose(float(loss.detach()), math.log(OUT), rel_tol=tolerance), f"initial loss {float(loss.detach())}"
             loss.backward()
+            if init == "small" and batch.x_0.shape[0] and 0 in ranks:
+                assert batch.x_0.grad is not None and batch.x_0.grad.abs().sum() > 0, "no gradient reaches x_0"
             for name, p in model.named_parameters():
                 if p.grad is not None:
                     assert torch.isfinite(p.grad).all(), f"gradient of {name} is not finite"
@@ -62,7 +69,7 @@ def test_fuzz_zero_readout_starts_at_chance(fuzz_seeds):
             if cells:
                 assert any(g is not None and g.abs().sum() > 0 for g in last), "no gradient reaches the readout"
 
-        return f"zero readout dim={dim} ranks={ranks} {pooling} before={before} x{scale:.3g}", ACCEPT, run
+        return f"{init} readout dim={dim} ranks={ranks} {pooling} before={before} x{scale:.3g}", ACCEPT, run
 
     run_cases(fuzz_seeds, "zero readout", make, offset=2300)
 
@@ -95,7 +102,7 @@ def test_fuzz_embedding_norm_input_scale(fuzz_seeds):
 
 
 def test_fuzz_fit_options_rejected(fuzz_seeds):
-    bad = [("readout_init", "xavier"), ("readout_init", None), ("embedding_norm", 1), ("embedding_norm", "yes")]
+    bad = [("readout_init", "xavier"), ("readout_init", None), ("readout_init", "Small"), ("embedding_norm", 1), ("embedding_norm", "yes")]
 
     def make(seed, rng):
         key, value = bad[int(rng.integers(len(bad)))]

@@ -230,11 +230,29 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     return keys | {arrow.neighborhood for arrow in _unwrap(model).arrows}
 
 
+def _packaged_ct_readout() -> dict[str, Any]:
+    """``readout_ranks`` / ``readout_before_pooling`` of the packaged CT config (graph-level readout)."""
+    from omegaconf import OmegaConf
+
+    from topomodelx_attention.harness.config import CONFIG_DIR
+
+    params = OmegaConf.load(CONFIG_DIR / "model" / "cell" / "cellular_transformer.yaml").get("params") or {}
+    out: dict[str, Any] = {}
+    if "readout_ranks" in params and tuple(params["readout_ranks"]) != (0,):
+        out["readout_ranks"] = tuple(params["readout_ranks"])
+    if params.get("readout_before_pooling", True) is not True:
+        out["readout_before_pooling"] = params["readout_before_pooling"]
+    return out
+
+
 @register_model("cellular_transformer", "cell", _ct_keys)
 def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """Cellular Transformer sized for the data set (``params``: its keyword arguments).
 
-    Node-level tasks: the per-vertex readout (``outputs=(0,)``).
+    Node-level tasks: the per-vertex readout (``outputs=(0,)``). The packaged config's
+    graph-level readout (``readout_ranks``, ``readout_before_pooling``: its values in
+    ``configs/model/cell/cellular_transformer.yaml``) then gives way to it; any other value of
+    those options raises.
     """
     from topomodelx_attention.nn.cell import CellularTransformer
 
@@ -243,6 +261,10 @@ def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> 
     if "readout_ranks" in params and not isinstance(params["readout_ranks"], str):
         params["readout_ranks"] = tuple(params["readout_ranks"])
     if outputs == "node":
+        packaged = _packaged_ct_readout()
+        for key, value in packaged.items():
+            if key in params and params[key] == value:
+                params.pop(key)  # the packaged graph-level readout: the vertex readout replaces it
         if tuple(params.get("readout_ranks", (0,))) != (0,):
             raise ValueError(
                 f"node-level outputs read the vertices: model.params.readout_ranks must be [0], "

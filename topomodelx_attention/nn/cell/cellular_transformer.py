@@ -24,6 +24,7 @@ __all__ = [
     "PE_COMBINATIONS",
     "PE_PROJECTIONS",
     "READOUT_INITS",
+    "SMALL_READOUT_GAIN",
     "CellEncoder",
     "CellularInputs",
     "CellularTransformer",
@@ -32,7 +33,9 @@ __all__ = [
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
-READOUT_INITS = ("default", "zero")
+READOUT_INITS = ("default", "small", "zero")
+#: Factor on PyTorch's initial weights of the last readout layer for ``readout_init="small"``.
+SMALL_READOUT_GAIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -351,12 +354,15 @@ class CellularTransformer(nn.Module):
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs (``x_r``, ``pe_r``) once per forward
         (:func:`topomodelx_attention.nn.common.check_inputs`).
-    readout_init : {"default", "zero"}, default="default"
+    readout_init : {"default", "small", "zero"}, default="default"
         Initialisation of the last linear map of every readout MLP. ``"default"``: PyTorch's
-        (the paper's). ``"zero"``: zero weights and bias, so that every complex starts at
-        the same output (chance-level loss) however many cells the pooling sums; with sum
-        pooling over per-cell outputs the default initialisation starts at logits that grow
-        with the number of cells (issue 23: a first-epoch loss ~7x ln C on 30-vertex graphs).
+        (the paper's). ``"small"``: PyTorch's weights times ``SMALL_READOUT_GAIN`` (0.01) and a
+        zero bias, so that every complex starts near the same output (a loss near ``ln C``)
+        however many cells the pooling sums, while gradients still reach every parameter from
+        the first step; with sum pooling over per-cell outputs the default initialisation
+        starts at logits that grow with the number of cells (issue 23: a first-epoch loss
+        ~8x ln C on 30-vertex graphs). ``"zero"``: zero weights and bias (exactly ``ln C``
+        at the start, but no gradient reaches the layers below on the first step).
     embedding_norm : bool, default=False
         A per-rank LayerNorm on the embedded inputs ``X_k^1`` (after Eq. 4, before the first
         layer; not in the paper): the stack then sees inputs of unit scale whatever the scale
@@ -517,10 +523,12 @@ class CellularTransformer(nn.Module):
                     for r in self.readout_ranks
                 }
             )
-            if readout_init == "zero":
-                for readout in self.readouts.values():
-                    nn.init.zeros_(readout[-1].weight)
-                    nn.init.zeros_(readout[-1].bias)
+            if readout_init != "default":
+                gain = SMALL_READOUT_GAIN if readout_init == "small" else 0.0
+                with torch.no_grad():
+                    for readout in self.readouts.values():
+                        readout[-1].weight.mul_(gain)
+                        readout[-1].bias.zero_()
 
     @property
     def neighborhood_keys(self) -> list[str]:
