@@ -304,10 +304,24 @@ def _fmt(value: float, metric: str) -> str:
     return f"{100 * value:.1f}" if metric == "accuracy" else f"{value:.3f}"
 
 
+def complete_trials(rows: list[dict[str, Any]], datasets: list[str]) -> list[dict[str, Any]]:
+    """The rows without the baseline trials that not every (data set, baseline) finished.
+
+    A run stopped in the middle of a trial round would otherwise give some baselines one more
+    trial than others on some data sets (an unequal budget).
+    """
+    done = {(r["dataset"], r["model"], r["config"]) for r in rows}
+    baselines = [m for m in BASELINES if any(r["model"] == m for r in rows)]
+    trials = {r["config"] for r in rows if r["model"] != "cellular_transformer"}
+    full = {t for t in trials if all((d, m, t) in done for d in datasets for m in baselines)}
+    return [r for r in rows if r["model"] == "cellular_transformer" or r["config"] in full]
+
+
 def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
     """Markdown: every run (mean over seeds), the selection and the comparison."""
+    datasets = [d for d in datasets if any(r["dataset"] == d for r in rows)]
+    rows = complete_trials(rows, datasets)
     agg = _aggregate(rows)
-    datasets = [d for d in datasets if any(k[0] == d for k in agg)]
     lines = ["### Every configuration (validation / test; accuracy % or MAE; mean over seeds)", ""]
     lines.append("| data set | model | configuration | seeds | val | test | params | epochs | s/epoch | "
                  "first-epoch loss | final train loss | final train acc | epoch < chance |")
