@@ -24,7 +24,7 @@ configuration, seed); a second call skips the finished runs and only runs the mi
 
 Usage::
 
-    python benchmarks/design_space.py --workers 2 --epochs 10 --seeds 1
+    python benchmarks/design_space.py --workers 2 --epochs 10 --seeds 1 --data-root DATA
     python benchmarks/design_space.py --table           # selection + comparison tables
     python benchmarks/design_space.py --datasets RINGS6 MUTAG --models cellular_transformer gps
 
@@ -42,6 +42,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -404,8 +405,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--data-root", default=os.environ.get("TMA_DATA_ROOT", "/work/shared/data"))
-    parser.add_argument("--work-dir", default=os.environ.get("TMA_DESIGN_WORK", "/tmp/tma_design_space"))
+    parser.add_argument("--data-root", default=os.environ.get("TMA_DATA_ROOT"),
+                        help="folder with tudataset/, gcb/, zinc12k/ (default $TMA_DATA_ROOT)")
+    parser.add_argument("--work-dir", default=os.environ.get("TMA_DESIGN_WORK", str(Path(tempfile.gettempdir()) / "tma_design_space")),
+                        help="derived data, cache and run folders (default $TMA_DESIGN_WORK or <tmp>/tma_design_space)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the tables of the finished runs only")
     args = parser.parse_args(argv)
@@ -417,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
         (out / "tables.md").write_text(text + "\n")
         print(text)
         return
+    if not args.data_root:
+        parser.error("--data-root (or $TMA_DATA_ROOT) is needed: the folder holding tudataset/, gcb/ and zinc12k/")
     root, work = Path(args.data_root), Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     prepare_data(root, work)
