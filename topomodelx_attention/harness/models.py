@@ -230,11 +230,30 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     return keys | {arrow.neighborhood for arrow in _unwrap(model).arrows}
 
 
+def _packaged_ct_readout() -> dict[str, Any]:
+    """``readout_options`` ranks / before_pooling of the packaged CT config (graph-level readout)."""
+    from omegaconf import OmegaConf
+
+    from topomodelx_attention.harness.config import CONFIG_DIR
+
+    params = OmegaConf.load(CONFIG_DIR / "model" / "cell" / "cellular_transformer.yaml").get("params") or {}
+    readout = params.get("readout_options") or {}
+    out: dict[str, Any] = {}
+    if readout.get("ranks") is not None and tuple(readout["ranks"]) != (0,):
+        out["ranks"] = tuple(readout["ranks"])
+    if readout.get("before_pooling", True) is not True:
+        out["before_pooling"] = readout["before_pooling"]
+    return out
+
+
 @register_model("cellular_transformer", "cell", _ct_keys)
 def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """Cellular Transformer sized for the data set (``params``: its keyword arguments).
 
-    Node-level tasks: the per-vertex readout (``outputs=(0,)``).
+    Node-level tasks: the per-vertex readout (``outputs=(0,)``). The packaged config's
+    graph-level readout (``readout_options`` ranks and before_pooling: its values in
+    ``configs/model/cell/cellular_transformer.yaml``) then gives way to it; any other value of
+    those options raises.
     """
     from topomodelx_attention.nn.cell import CellularTransformer
 
@@ -248,6 +267,9 @@ def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> 
         params["readout_options"] = readout
     if outputs == "node":
         given = readout if isinstance(readout, Mapping) else {}
+        for key, value in _packaged_ct_readout().items():
+            if key in given and given[key] == value:
+                given.pop(key)  # the packaged graph-level readout: the vertex readout replaces it
         if given.get("ranks") not in (None, (0,)):
             raise ValueError(
                 "node-level outputs read the vertices: model.params.readout_options.ranks must be "

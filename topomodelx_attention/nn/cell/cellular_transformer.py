@@ -32,7 +32,9 @@ __all__ = [
     "PE_COMBINATIONS",
     "PE_OPTIONS",
     "PE_PROJECTIONS",
+    "READOUT_INITS",
     "READOUT_OPTIONS",
+    "SMALL_READOUT_GAIN",
     "CellEncoder",
     "CellularInputs",
     "CellularTransformer",
@@ -41,13 +43,16 @@ __all__ = [
 PE_COMBINATIONS = ("concat", "sum")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
+READOUT_INITS = ("default", "small", "zero")
+#: Factor on PyTorch's initial weights of the last readout layer for ``readout_options["init"]="small"``.
+SMALL_READOUT_GAIN = 0.01
 
 #: Keys of ``pe_options`` and their defaults (how ``pe_r`` enters the embedding, Eq. 4).
 PE_OPTIONS: Mapping[str, Any] = MappingProxyType({"combination": "concat", "projection": "per_rank"})
 
 #: Keys of ``readout_options`` and their defaults (the readout MLP, Appendix A).
 READOUT_OPTIONS: Mapping[str, Any] = MappingProxyType(
-    {"layers": 1, "dropout": 0.0, "ranks": None, "before_pooling": True}
+    {"layers": 1, "dropout": 0.0, "ranks": None, "before_pooling": True, "init": "default"}
 )
 
 
@@ -347,7 +352,16 @@ class CellularTransformer(nn.Module):
         paper): the MLP runs on every cell and the cell outputs are pooled, ``Σ_c MLP(h_c)``;
         ``False``: the cells are pooled first and the MLP reads the pooled vector,
         ``MLP(Σ_c h_c)`` (the usual GNN readout, as GIN or GPS; nonlinear in the pooled
-        counts). Another key raises ``ValueError``.
+        counts); ``"init"`` (``"default"``, ``"small"`` or ``"zero"``): the initialisation of
+        the last linear map of every readout MLP. ``"default"``: PyTorch's (the paper's).
+        ``"small"``: PyTorch's weights times ``SMALL_READOUT_GAIN`` (0.01) and a zero bias, so
+        that every complex starts near the same output (a loss near ``ln C``) however many
+        cells the pooling sums, while gradients still reach every parameter from the first
+        step; with sum pooling over per-cell outputs the default initialisation starts at
+        logits that grow with the number of cells (issue 23: a first-epoch loss ~8x ln C on
+        30-vertex graphs). ``"zero"``: zero weights and bias (exactly ``ln C`` at the start,
+        but no gradient reaches the layers below on the first step). Another key raises
+        ``ValueError``.
     pooling : {"sum", "mean"}, default="sum"
         Global pooling (the paper: add pool).
     outputs : "complex" or sequence of int, default="complex"
@@ -366,6 +380,10 @@ class CellularTransformer(nn.Module):
     check_inputs : bool, default=True
         Reject NaN/Inf/huge float inputs (``x_r``, ``pe_r``) once per forward
         (:func:`topomodelx_attention.nn.common.check_inputs`).
+    embedding_norm : bool, default=False
+        A per-rank LayerNorm on the embedded inputs ``X_k^1`` (after Eq. 4, before the first
+        layer; not in the paper): the stack then sees inputs of unit scale whatever the scale
+        of ``x_r`` (e.g. features x1000), instead of a residual stream dominated by them.
     """
 
     def __init__(
@@ -395,6 +413,7 @@ class CellularTransformer(nn.Module):
         bias: bool = False,
         output_projection: bool = True,
         check_inputs: bool = True,
+        embedding_norm: bool = False,
     ) -> None:
         super().__init__()
         in_channels = [int(c) for c in in_channels]
@@ -438,6 +457,13 @@ class CellularTransformer(nn.Module):
             raise ValueError(
                 f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}"
             )
+        readout_init = readout["init"]
+        if readout_init not in READOUT_INITS:
+            raise ValueError(
+                f"readout_options['init'] must be one of {READOUT_INITS}, got {readout_init!r}"
+            )
+        if not isinstance(embedding_norm, bool):
+            raise TypeError(f"embedding_norm must be a bool, got {embedding_norm!r}")
         if categorical is None:
             categorical = [None] * len(in_channels)
         if len(categorical) != len(in_channels):
@@ -481,6 +507,11 @@ class CellularTransformer(nn.Module):
             for r, (d, cards) in enumerate(zip(in_channels, categorical))
         )
         self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.embedding_norms = (
+            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
+            if embedding_norm
+            else None
+        )
         self.layers = nn.ModuleList(
             CellularTransformerLayer(
                 hidden_channels,
@@ -514,6 +545,12 @@ class CellularTransformer(nn.Module):
                     for r in self.readout_ranks
                 }
             )
+            if readout_init != "default":
+                gain = SMALL_READOUT_GAIN if readout_init == "small" else 0.0
+                with torch.no_grad():
+                    for readout in self.readouts.values():
+                        readout[-1].weight.mul_(gain)
+                        readout[-1].bias.zero_()
 
     @property
     def neighborhood_keys(self) -> list[str]:
@@ -653,7 +690,10 @@ class CellularTransformer(nn.Module):
             ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
         """
         inputs = self._prepared(data)
-        h = [self.embedding_dropout(hr) for hr in self._embed(inputs)]
+        h = self._embed(inputs)
+        if self.embedding_norms is not None:
+            h = [norm(hr) for norm, hr in zip(self.embedding_norms, h)]
+        h = [self.embedding_dropout(hr) for hr in h]
         for layer in self.layers:
             h = layer(h, inputs.structure)
         if self.final_norms is None:

@@ -1,0 +1,478 @@
+"""Leave-one-data-set-out selection over the Cellular Transformer's design space (issue 23).
+
+Every *configuration* of every model is trained on every data set of the protocol (same epochs,
+same seeds, one thread per process); a run is one
+:func:`~topomodelx_attention.harness.training.run_experiment` with one seed. The Cellular
+Transformer's configurations are the design variants of :data:`CT_VARIANTS` (attention kind,
+pairwise / general, PE type and width, readout ranks and pooling, depth / width at about equal
+parameters, dropouts, lr / warmup); each baseline (GPS, GINE, GIN, graph transformer, CWN) gets
+the same number of configurations, drawn by :func:`~topomodelx_attention.harness.budget.search_trials`
+from :data:`BASELINE_SPACE` (the equal-budget search of ``harness/budget.py``, widened by width and
+depth), so every model has the same tuning budget.
+
+Selection uses validation only:
+
+* **leave one data set out**: for every data set D, the CT variant with the best mean rank of its
+  validation metric on the *other* data sets is chosen, and its test metric on D reported (the
+  honest held-out number); the baselines get their best-validation configuration on D itself
+  (a selection that favours them).
+* **the packaged default** is the variant with the best mean validation rank over all data sets.
+
+Resumable: every finished run is one line of ``<out>/runs.jsonl`` (key: data set, model,
+configuration, seed); a second call skips the finished runs and only runs the missing ones.
+``--table`` prints the tables from the file without running anything.
+
+Usage::
+
+    python benchmarks/design_space.py --workers 2 --epochs 10 --seeds 1 --data-root DATA
+    python benchmarks/design_space.py --table           # selection + comparison tables
+    python benchmarks/design_space.py --datasets RINGS6 MUTAG --models cellular_transformer gps
+
+``--data-root`` holds ``tudataset/``, ``gcb/`` and ``zinc12k/`` (the project's shared data
+folder); the protocol's derived data (RINGS6, the PROTEINS subset, the converted GCB file) are
+written once into ``--work-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+OUT = HERE / "results" / "design_space"
+
+#: Data sets of the protocol: harness name, overrides, number of classes (None: regression).
+DATASETS: dict[str, dict[str, Any]] = {
+    # ENZYMES-like: 300 ring graphs, 6 classes (benchmarks/ring_tu.py)
+    "RINGS6": {"dataset": "RINGS6", "data_dir": "{work}", "classes": 6,
+               "overrides": ["dataset.max_graphs=300"]},
+    "MUTAG": {"dataset": "MUTAG", "data_dir": None, "classes": 2, "overrides": []},
+    # a random 300-graph subset (PROTEINS' files are sorted by class)
+    "PROTEINS300": {"dataset": "PROTEINS300", "data_dir": "{work}", "classes": 2, "overrides": []},
+    "GCB": {"dataset": "GCB", "data_dir": "{work}/gcb", "classes": 3, "overrides": []},
+    "ZINC": {"dataset": "ZINC", "data_dir": "{root}/zinc12k", "classes": None,
+             "overrides": ["dataset.subset={train:400,val:200,test:200}"]},
+}
+
+#: The CT's design variants, as overrides of the packaged config (explicit, so that they do not
+#: move with the packaged default). "fit" is the readout fix of issue 23 on the former
+#: 2 x 32 model (``readout_options.init=zero``, readout of ranks 0-2, ``embedding_norm``); every
+#: ``fit_*`` variant changes one thing of it. "old_default" is the packaged default before
+#: issue 23, "zinc_variant" the ZINC-chosen variant of the issue-13 comparison.
+_FIT = {
+    "model.params.n_layers": 2, "model.params.hidden_channels": 32, "model.params.heads": 4,
+    "model.params.readout_options.ranks": "[0,1,2]", "model.params.readout_options.init": "zero",
+    "model.params.embedding_norm": "true", "model.params.readout_options.before_pooling": "true",
+}
+
+#: Short names of the readout group's keys in :data:`CT_VARIANTS`.
+_READOUT = {"readout_ranks": "ranks", "readout_init": "init", "readout_before_pooling": "before_pooling"}
+
+
+def _variant(**changes: Any) -> list[str]:
+    values = dict(_FIT)
+    for key, value in changes.items():
+        if key in _READOUT:
+            key = f"model.params.readout_options.{_READOUT[key]}"
+        elif "." not in key:
+            key = f"model.params.{key}"
+        values[key] = value
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+CT_VARIANTS: dict[str, list[str]] = {
+    "old_default": _variant(readout_ranks="[0]", readout_init="default", embedding_norm="false"),
+    "zinc_variant": _variant(
+        readout_before_pooling="false", attention_dropout=0.0, readout_init="default", embedding_norm="false",
+    ),
+    "fit": _variant(),
+    "fit_pool_mlp": _variant(readout_before_pooling="false"),
+    "fit_r0": _variant(readout_ranks="[0]"),
+    "fit_mixed": _variant(kind="mixed"),
+    "fit_mean": _variant(pooling="mean"),
+    "fit_rwbspe16": _variant(**{
+        "model.pe._target_": "topomodelx_attention.transforms.BarycentricRandomWalkPE", "model.pe.dim": 16,
+    }),
+    "fit_deep4x24": _variant(n_layers=4, hidden_channels=24),  # the protocol's winner
+    # the packaged default as shipped (= fit_deep4x24 with readout_options.init=small); a check, not a
+    # candidate of the selection
+    "packaged": [],
+}
+
+#: Search space of the baselines (their equal-budget configurations).
+BASELINE_SPACE: dict[str, list[Any]] = {
+    "optimizer.lr": [0.001, 0.0003, 0.003],
+    "optimizer.weight_decay": [0.0, 0.01],
+    "model.params.dropout": [0.0, 0.1],
+    "model.params.hidden_channels": [32, 64],
+}
+BASELINES = ("gps", "gine", "gin", "graph_transformer", "cwn")
+SEARCH_SEED = 0
+
+
+def prepare_data(root: Path, work: Path) -> None:
+    """Write the derived data sets once (RINGS6, PROTEINS300, converted GCB) into ``work``."""
+    from ring_tu import write_ring_tu
+
+    if not (work / "RINGS6" / "raw" / "RINGS6_A.txt").is_file():
+        write_ring_tu(work, "RINGS6", 600, seed=0)
+    if not (work / "PROTEINS300" / "raw" / "PROTEINS300_A.txt").is_file():
+        subset_tu(root / "tudataset" / "PROTEINS" / "raw", "PROTEINS", work, "PROTEINS300", 300, seed=0)
+    plain = work / "gcb" / "hard_small.plain.npz"
+    if not plain.is_file():
+        from topomodelx_attention.data.benchmark_graphs import convert_gcb
+
+        plain.parent.mkdir(parents=True, exist_ok=True)
+        convert_gcb(root / "gcb" / "hard_small.npz", plain)
+
+
+def subset_tu(raw: Path, name: str, out: Path, new: str, graphs: int, seed: int = 0) -> None:
+    """Write a random ``graphs``-graph subset of a TU data set (labels and node labels kept)."""
+    import numpy as np
+
+    def lines(part: str) -> list[str]:
+        return (raw / f"{name}_{part}.txt").read_text().split("\n")
+
+    indicator = np.array([int(v) for v in lines("graph_indicator") if v.strip()])
+    labels = [v for v in lines("graph_labels") if v.strip()]
+    node_labels = [v for v in lines("node_labels") if v.strip()]
+    keep = np.sort(np.random.default_rng(seed).choice(len(labels), size=graphs, replace=False)) + 1
+    new_graph = {int(g): i + 1 for i, g in enumerate(keep)}
+    node_mask = np.isin(indicator, keep)
+    new_node = np.cumsum(node_mask)  # 1-based new ids of the kept vertices
+    edges = []
+    for line in lines("A"):
+        if not line.strip():
+            continue
+        u, v = (int(t) for t in line.split(","))
+        if node_mask[u - 1] and node_mask[v - 1]:
+            edges.append(f"{new_node[u - 1]}, {new_node[v - 1]}")
+    folder = out / new / "raw"
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "A": edges,
+        "graph_indicator": [str(new_graph[int(g)]) for g in indicator[node_mask]],
+        "graph_labels": [labels[g - 1] for g in keep],
+        "node_labels": [node_labels[i] for i in np.flatnonzero(node_mask)],
+    }
+    for part, rows in files.items():
+        (folder / f"{new}_{part}.txt").write_text("\n".join(rows) + "\n")
+
+
+def configurations(models: list[str]) -> list[tuple[str, str, list[str]]]:
+    """``(model, configuration name, overrides)`` of every model: the same count for each."""
+    from topomodelx_attention.harness.budget import search_trials
+
+    out = [("cellular_transformer", name, list(ov)) for name, ov in CT_VARIANTS.items()]
+    trials = search_trials(BASELINE_SPACE, len(CT_VARIANTS), SEARCH_SEED)
+    for model in BASELINES:
+        for index, values in enumerate(trials):
+            out.append((model, f"trial_{index}", [f"{k}={v}" for k, v in values.items()]))
+    return [c for c in out if c[0] in models]
+
+
+def run_key(dataset: str, model: str, config: str, seed: int) -> str:
+    """Key of one run in ``runs.jsonl``."""
+    return f"{dataset}|{model}|{config}|{seed}"
+
+
+def run_one(task: dict[str, Any]) -> dict[str, Any]:
+    """Train one (data set, model, configuration, seed); return its row (in a worker process)."""
+    import torch
+
+    torch.set_num_threads(1)
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from topomodelx_attention.harness.config import compose_config
+    from topomodelx_attention.harness.training import run_experiment
+
+    spec = DATASETS[task["dataset"]]
+    overrides = [
+        f"trainer.max_epochs={task['epochs']}", "trainer.num_threads=1", f"seeds=[{task['seed']}]",
+        "plot=false", "trainer.enable_progress_bar=false", "trainer.early_stopping_patience=null",
+        f"paths.cache_dir={task['work']}/cache", *spec["overrides"], *task["overrides"],
+    ]
+    if spec["data_dir"]:
+        overrides.append("dataset.data_dir=" + spec["data_dir"].format(work=task["work"], root=task["root"]))
+    cfg = compose_config(overrides, dataset=spec["dataset"], model=task["model"])
+    out_dir = Path(task["work"]) / "runs" / task["key"].replace("|", "/")
+    start = time.perf_counter()
+    result = run_experiment(cfg, output_dir=out_dir, verbose=False)
+    seed = result.seeds[0]
+    history = seed.history
+    train_loss = [float(r["train/loss"]) for r in history if "train/loss" in r]
+    metric = result.metric
+    chance = math.log(spec["classes"]) if spec["classes"] else None
+    below = next((i for i, v in enumerate(train_loss) if chance is not None and v < chance), None)
+    epoch_seconds = [float(r["epoch_seconds"]) for r in history if "epoch_seconds" in r]
+    return {
+        "key": task["key"], "dataset": task["dataset"], "model": task["model"],
+        "config": task["config"], "seed": task["seed"], "overrides": task["overrides"],
+        "metric": metric, "val": seed.val, "test": seed.test, "best_epoch": seed.best_epoch,
+        "epochs": seed.epochs, "params": result.num_parameters,
+        "s_per_epoch": statistics.fmean(epoch_seconds) if epoch_seconds else seed.seconds / max(seed.epochs, 1),
+        "seconds": time.perf_counter() - start,
+        "train_loss": train_loss,
+        "train_acc": [float(r.get("train/accuracy", float("nan"))) for r in history if "train/loss" in r],
+        "val_curve": [float(r[f"val/{metric}"]) for r in history if f"val/{metric}" in r],
+        "wall": [float(r.get("wall_seconds", float("nan"))) for r in history if f"val/{metric}" in r],
+        "chance": chance, "first_epoch_loss": train_loss[0] if train_loss else None,
+        "epoch_below_chance": below,
+    }
+
+
+def load_rows(path: Path) -> list[dict[str, Any]]:
+    """Every finished run of ``runs.jsonl`` (the last row of a key wins)."""
+    if not path.is_file():
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[row["key"]] = row
+    return list(rows.values())
+
+
+# ------------------------------------------------------------------------------------- tables
+def _aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Mean over seeds per (data set, model, configuration)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["dataset"], row["model"], row["config"]), []).append(row)
+    out = {}
+    for key, group in groups.items():
+        vals = [r["val"] for r in group if math.isfinite(r["val"])]
+        tests = [r["test"] for r in group if math.isfinite(r["test"])]
+        out[key] = {
+            "metric": group[0]["metric"], "seeds": len(group),
+            "val": statistics.fmean(vals) if vals else float("nan"),
+            "test": statistics.fmean(tests) if tests else float("nan"),
+            "test_std": statistics.pstdev(tests) if len(tests) > 1 else 0.0,
+            "params": group[0]["params"], "epochs": statistics.fmean(r["epochs"] for r in group),
+            "s_per_epoch": statistics.fmean(r["s_per_epoch"] for r in group),
+            "first_loss": statistics.fmean(r["first_epoch_loss"] for r in group),
+            "final_loss": statistics.fmean(r["train_loss"][-1] for r in group),
+            "final_acc": statistics.fmean(r["train_acc"][-1] for r in group),
+            "below": [r["epoch_below_chance"] for r in group], "chance": group[0]["chance"],
+            "curves": [list(zip(r["wall"], r["val_curve"])) for r in group],
+        }
+    return out
+
+
+def _better(metric: str) -> int:
+    return 1 if metric == "accuracy" else -1
+
+
+def _ranks(agg: dict, dataset: str, model: str) -> dict[str, float]:
+    """Rank (1 = best validation; ties: their mean rank) of every configuration of ``model`` on ``dataset``."""
+    entries = [(cfg, a) for (d, m, cfg), a in agg.items() if d == dataset and m == model and math.isfinite(a["val"])]
+    if not entries:
+        return {}
+    sign = _better(entries[0][1]["metric"])
+    # ties share their mean rank (a tie at the majority class says nothing about the variants)
+    return {
+        cfg: 1.0 + sum(sign * b["val"] > sign * a["val"] for _, b in entries)
+        + 0.5 * (sum(b["val"] == a["val"] for _, b in entries) - 1)
+        for cfg, a in entries
+    }
+
+
+def select_lodo(agg: dict, datasets: list[str]) -> tuple[dict[str, str], str | None, dict[str, float]]:
+    """Leave-one-out choices per held-out data set, the all-data choice and mean ranks (validation only)."""
+    candidates = {k: v for k, v in agg.items() if k[2] != "packaged"}  # the shipped check is no candidate
+    ranks = {d: _ranks(candidates, d, "cellular_transformer") for d in datasets}
+    configs = sorted({c for r in ranks.values() for c in r}, key=list(CT_VARIANTS).index)
+    complete = [c for c in configs if all(c in ranks[d] for d in datasets if ranks[d])]
+
+    def mean_rank(config: str, pool: list[str]) -> float:
+        values = [ranks[d][config] for d in pool if config in ranks[d]]
+        return statistics.fmean(values) if values else float("inf")
+
+    choices = {}
+    for held in datasets:
+        pool = [d for d in datasets if d != held and ranks[d]]
+        if pool and complete:
+            choices[held] = min(complete, key=lambda c: mean_rank(c, pool))
+    all_ranks = {c: mean_rank(c, [d for d in datasets if ranks[d]]) for c in complete}
+    overall = min(complete, key=lambda c: all_ranks[c]) if complete else None
+    return choices, overall, all_ranks
+
+
+def _fmt(value: float, metric: str) -> str:
+    if not math.isfinite(value):
+        return "–"
+    return f"{100 * value:.1f}" if metric == "accuracy" else f"{value:.3f}"
+
+
+def complete_trials(rows: list[dict[str, Any]], datasets: list[str]) -> list[dict[str, Any]]:
+    """The rows without the baseline trials that not every (data set, baseline) finished.
+
+    A run stopped in the middle of a trial round would otherwise give some baselines one more
+    trial than others on some data sets (an unequal budget).
+    """
+    done = {(r["dataset"], r["model"], r["config"]) for r in rows}
+    baselines = [m for m in BASELINES if any(r["model"] == m for r in rows)]
+    trials = {r["config"] for r in rows if r["model"] != "cellular_transformer"}
+    full = {t for t in trials if all((d, m, t) in done for d in datasets for m in baselines)}
+    return [r for r in rows if r["model"] == "cellular_transformer" or r["config"] in full]
+
+
+def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
+    """Markdown: every run (mean over seeds), the selection and the comparison."""
+    datasets = [d for d in datasets if any(r["dataset"] == d for r in rows)]
+    rows = complete_trials(rows, datasets)
+    agg = _aggregate(rows)
+    lines = ["### Every configuration (validation / test; accuracy % or MAE; mean over seeds)", ""]
+    lines.append("| data set | model | configuration | seeds | val | test | params | epochs | s/epoch | "
+                 "first-epoch loss | final train loss | final train acc | epoch < chance |")
+    lines.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for (d, m, c), a in sorted(agg.items(), key=lambda kv: (datasets.index(kv[0][0]) if kv[0][0] in datasets else 99, kv[0][1] != "cellular_transformer", kv[0][1], kv[0][2])):
+        chance = "" if a["chance"] is None else f" (ln C = {a['chance']:.2f})"
+        below = "n/a" if a["chance"] is None else ",".join("never" if b is None else str(b) for b in a["below"])
+        lines.append(
+            f"| {d} | {m} | {c} | {a['seeds']} | {_fmt(a['val'], a['metric'])} | {_fmt(a['test'], a['metric'])} | "
+            f"{a['params']} | {a['epochs']:.0f} | {a['s_per_epoch']:.2f} | {a['first_loss']:.2f}{chance} | "
+            f"{a['final_loss']:.3f} | {100 * a['final_acc']:.1f} | {below} |"
+        )
+    choices, overall, all_ranks = select_lodo(agg, datasets)
+    lines += ["", "### Leave-one-data-set-out selection of the CT variant (validation ranks only)", ""]
+    lines.append("| held-out data set | chosen on the others | its val | its test |")
+    lines.append("|---|---|---:|---:|")
+    for d in datasets:
+        if d in choices:
+            a = agg.get((d, "cellular_transformer", choices[d]))
+            if a:
+                lines.append(f"| {d} | {choices[d]} | {_fmt(a['val'], a['metric'])} | {_fmt(a['test'], a['metric'])} |")
+    lines += ["", "Mean validation rank over all data sets (1 = best): " + ", ".join(
+        f"{c} {r:.2f}" for c, r in sorted(all_ranks.items(), key=lambda kv: kv[1])) + f"; winner: **{overall}**.", ""]
+    lines += ["### Comparison: LODO-chosen CT and the former packaged CT vs the baselines' best-validation configuration", ""]
+    lines += [
+        "Each cell: test at the best validation epoch (validation; parameters, epochs, s/epoch; "
+        "best validation reached within the wall time T of the fastest of the row, `@T`). "
+        f"Trials per baseline: {_trial_counts(agg)}.", "",
+    ]
+    models = ["cellular_transformer (LODO)", "cellular_transformer (old_default)", *BASELINES]
+    lines.append("| data set | T (s) | " + " | ".join(models) + " |")
+    lines.append("|---|---:|" + "---:|" * len(models))
+    for d in datasets:
+        entries = []
+        for m in models:
+            if m.startswith("cellular_transformer"):
+                config = choices.get(d) if "LODO" in m else "old_default"
+                entries.append(agg.get((d, "cellular_transformer", config)) if config else None)
+            else:
+                ranks = _ranks(agg, d, m)
+                best = min(ranks, key=ranks.get) if ranks else None
+                entries.append(agg.get((d, m, best)) if best else None)
+        walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
+        horizon = min(walls) if walls else float("nan")
+        cells = []
+        for a in entries:
+            if a is None:
+                cells.append("–")
+                continue
+            sign = _better(a["metric"])
+            at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
+            at = [v for v in at if math.isfinite(v)]
+            at_t = statistics.fmean(at) if at else float("nan")
+            cells.append(
+                f"{_fmt(a['test'], a['metric'])} (val {_fmt(a['val'], a['metric'])}; {a['params'] / 1000:.0f}k p, "
+                f"{a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
+            )
+        lines.append(f"| {d} | {horizon:.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _trial_counts(agg: dict) -> str:
+    counts: dict[str, set] = {}
+    for d, m, c in agg:
+        if m != "cellular_transformer":
+            counts.setdefault(m, set()).add((d, c))
+    per = {m: len({c for _, c in v}) for m, v in counts.items()}
+    return ", ".join(f"{m} {n}" for m, n in sorted(per.items())) + f"; CT variants {len(CT_VARIANTS)}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--models", nargs="+", default=["cellular_transformer", *BASELINES])
+    parser.add_argument("--configs", nargs="+", default=None, help="only these configuration names")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--data-root", default=os.environ.get("TMA_DATA_ROOT"),
+                        help="folder with tudataset/, gcb/, zinc12k/ (default $TMA_DATA_ROOT)")
+    parser.add_argument("--work-dir", default=os.environ.get("TMA_DESIGN_WORK", str(Path(tempfile.gettempdir()) / "tma_design_space")),
+                        help="derived data, cache and run folders (default $TMA_DESIGN_WORK or <tmp>/tma_design_space)")
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--table", action="store_true", help="print the tables of the finished runs only")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = out / "runs.jsonl"
+    if args.table:
+        text = tables(load_rows(runs), args.datasets)
+        (out / "tables.md").write_text(text + "\n")
+        print(text)
+        return
+    if not args.data_root:
+        parser.error("--data-root (or $TMA_DATA_ROOT) is needed: the folder holding tudataset/, gcb/ and zinc12k/")
+    root, work = Path(args.data_root), Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    prepare_data(root, work)
+    done = {row["key"] for row in load_rows(runs)}
+    tasks = []
+    for seed in args.seeds:
+        for dataset in args.datasets:
+            for model, config, overrides in configurations(args.models):
+                if args.configs and config not in args.configs:
+                    continue
+                key = run_key(dataset, model, config, seed)
+                if key in done:
+                    continue
+                tasks.append({"key": key, "dataset": dataset, "model": model, "config": config,
+                              "seed": seed, "overrides": overrides, "epochs": args.epochs,
+                              "work": str(work), "root": str(root)})
+    # the CT's variants on every data set first (the selection needs them all), then the
+    # baselines trial by trial (a partial run leaves every baseline the same number of trials)
+    def order(task: dict[str, Any]) -> tuple:
+        trial = int(task["config"].split("_")[1]) if task["config"].startswith("trial_") else -1
+        return (task["model"] != "cellular_transformer", trial, task["seed"])
+
+    tasks.sort(key=order)
+    print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
+        futures = {pool.submit(run_one, task): task for task in tasks}
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                row = future.result()
+            except Exception as error:  # a failing run is reported and skipped, the others go on
+                print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
+                continue
+            with open(runs, "a") as handle:
+                handle.write(json.dumps(row) + "\n")
+            print(f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} first loss "
+                  f"{row['first_epoch_loss']:.2f} ({row['epochs']} ep, {row['s_per_epoch']:.2f} s/ep, "
+                  f"{row['params']} params)", flush=True)
+    text = tables(load_rows(runs), args.datasets)
+    (out / "tables.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
