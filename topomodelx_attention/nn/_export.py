@@ -30,6 +30,7 @@ __all__ = [
     "REFUSED",
     "SUPPORTED",
     "mark_dynamic_sizes",
+    "prepared_inputs",
     "refuse_torchscript",
     "register_prepared_inputs",
 ]
@@ -127,3 +128,37 @@ def mark_dynamic_sizes(prepared: Any) -> Any:
         elif dataclasses.is_dataclass(item) and not isinstance(item, type):
             stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
     return prepared
+
+
+def prepared_inputs(model: nn.Module, data: Any, inputs_type: type) -> Any:
+    """Return ``data`` when it is already prepared, else ``model.prepare(data)`` (eager).
+
+    The one entry point of the models' ``forward`` / ``encode``: a compiled model called on a
+    raw batch breaks its graph once, here; while ``torch.compile`` traces, the eager
+    preparation also gives every size of the prepared tensors its own symbol
+    (:func:`mark_dynamic_sizes`), so that no later batch size recompiles.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model with a ``prepare(data)`` method returning ``inputs_type``.
+    data : object
+        A raw batch (``ComplexData`` / PyG batch) or its prepared inputs.
+    inputs_type : type
+        The model's prepared-inputs dataclass (e.g. ``CellularInputs``).
+
+    Returns
+    -------
+    object
+        An ``inputs_type`` instance.
+    """
+    if isinstance(data, inputs_type):
+        return data
+    if torch.compiler.is_compiling():
+        return _prepare_while_compiling(model, data)
+    return model.prepare(data)
+
+
+@torch.compiler.disable
+def _prepare_while_compiling(model: nn.Module, data: Any) -> Any:
+    return mark_dynamic_sizes(model.prepare(data))

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData, sparsity_pattern
-from topomodelx_attention.nn._export import mark_dynamic_sizes
+from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellStructure,
@@ -574,12 +574,7 @@ class CellularTransformer(nn.Module):
 
     def _embed(self, data: ComplexData | CellularInputs) -> list[Tensor]:
         """``X_k^1 = P_k(X_k, E_k)`` of every rank (Eq. 4), before the embedding dropout."""
-        if isinstance(data, CellularInputs):
-            inputs = data
-        elif torch.compiler.is_compiling():  # the compiled model's one graph break
-            inputs = self._prepare_for_compile(data)
-        else:
-            inputs = self.prepare(data)
+        inputs = self._prepared(data)  # the compiled model's one graph break
         ranks = range(self.max_rank + 1)
         signals = {
             r: self.encoders[r].features(xr) for r, xr in enumerate(inputs.x) if xr is not None
@@ -592,22 +587,9 @@ class CellularTransformer(nn.Module):
             )
         return [self.encoders[r].combine(signals[r], inputs.pe[r]) for r in ranks]
 
-    def _prepared(self, data: ComplexData) -> CellularInputs:
-        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
-
-        While ``torch.compile`` traces, the eager preparation also gives every size of the
-        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
-        so that no later batch size recompiles.
-        """
-        if isinstance(data, CellularInputs):
-            return data
-        if torch.compiler.is_compiling():
-            return self._prepare_for_compile(data)
-        return self.prepare(data)
-
-    @torch.compiler.disable
-    def _prepare_for_compile(self, data: ComplexData) -> CellularInputs:
-        return mark_dynamic_sizes(self.prepare(data))
+    def _prepared(self, data: object) -> CellularInputs:
+        """Return ``data`` when prepared, else :meth:`prepare` it (``nn._export.prepared_inputs``)."""
+        return prepared_inputs(self, data, CellularInputs)
 
     @torch.compiler.disable
     def prepare(self, data: ComplexData) -> CellularInputs:

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.nn._export import mark_dynamic_sizes
+from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderings, ordering_counts
@@ -357,22 +357,9 @@ class OrderKTokenGT(TokenModel):
         gathered = projected.index_select(0, flat.reshape(-1)).view(*slots.shape, self.hidden_channels)
         return (gathered * valid.unsqueeze(-1).to(gathered.dtype)).sum(1)
 
-    def _prepared(self, data: ComplexData) -> OrderKTokenGTInputs:
-        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
-
-        While ``torch.compile`` traces, the eager preparation also gives every size of the
-        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
-        so that no later batch size recompiles.
-        """
-        if isinstance(data, OrderKTokenGTInputs):
-            return data
-        if torch.compiler.is_compiling():
-            return self._prepare_for_compile(data)
-        return self.prepare(data)
-
-    @torch.compiler.disable
-    def _prepare_for_compile(self, data: ComplexData) -> OrderKTokenGTInputs:
-        return mark_dynamic_sizes(self.prepare(data))
+    def _prepared(self, data: object) -> OrderKTokenGTInputs:
+        """Return ``data`` when prepared, else :meth:`prepare` it (``nn._export.prepared_inputs``)."""
+        return prepared_inputs(self, data, OrderKTokenGTInputs)
 
     @torch.compiler.disable
     def prepare(self, data: ComplexData) -> OrderKTokenGTInputs:
@@ -550,12 +537,7 @@ class OrderKTokenGT(TokenModel):
         """
         readout = self._readout("complex")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        if isinstance(data, OrderKTokenGTInputs):
-            inputs = data
-        elif torch.compiler.is_compiling():  # the compiled model's one graph break
-            inputs = self._prepare_for_compile(data)
-        else:
-            inputs = self.prepare(data)
+        inputs = self._prepared(data)  # the compiled model's one graph break
         tokens = self.encode(inputs)
         return readout(tokens.x[: tokens.num_complexes])
 

@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.nn._export import mark_dynamic_sizes
+from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import check_inputs
 from topomodelx_attention.nn.graph.tokens import (
@@ -287,21 +287,8 @@ class TokenGT(TokenModel):
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
 
     def _prepared(self, data: object) -> TokenGTInputs:
-        """Return ``data`` when prepared, else :meth:`prepare` it (a compiled model breaks there).
-
-        While ``torch.compile`` traces, the eager preparation also gives every size of the
-        prepared tensors its own symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`),
-        so that no later batch size recompiles.
-        """
-        if isinstance(data, TokenGTInputs):
-            return data
-        if torch.compiler.is_compiling():
-            return self._prepare_for_compile(data)
-        return self.prepare(data)
-
-    @torch.compiler.disable
-    def _prepare_for_compile(self, data: object) -> TokenGTInputs:
-        return mark_dynamic_sizes(self.prepare(data))
+        """Return ``data`` when prepared, else :meth:`prepare` it (``nn._export.prepared_inputs``)."""
+        return prepared_inputs(self, data, TokenGTInputs)
 
     @torch.compiler.disable
     def prepare(self, data: object) -> TokenGTInputs:
@@ -445,12 +432,7 @@ class TokenGT(TokenModel):
         """
         readout = self._readout("complex")
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        if isinstance(data, TokenGTInputs):
-            inputs = data
-        elif torch.compiler.is_compiling():  # the compiled model's one graph break
-            inputs = self._prepare_for_compile(data)
-        else:
-            inputs = self.prepare(data)
+        inputs = self._prepared(data)  # the compiled model's one graph break
         tokens = self.encode(inputs)
         return readout(tokens.x[: tokens.num_complexes])
 
