@@ -180,8 +180,8 @@ def add_row(path: Path, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> 
 # ----------------------------------------------------------------------------------------------
 # one run
 # ----------------------------------------------------------------------------------------------
-def compose(model: str, task: str, slug: str, seed: int, args: argparse.Namespace):
-    """The harness configuration of one run (``experiment=graphuniverse_challenge`` + levels)."""
+def compose(model: str, task: str, slug: str, seed: int, args: argparse.Namespace, extra: Sequence[str] = ()):
+    """The harness configuration of one run (``experiment=graphuniverse_challenge`` + levels, then ``extra``)."""
     from topomodelx_attention.harness import compose_config
 
     levels = parse_setting(slug)
@@ -197,6 +197,7 @@ def compose(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
         "plot=false",
         *(args.set or []),
         *(args.set_task.get(task, []) if isinstance(args.set_task, dict) else []),
+        *extra,
     ]
     if args.cache_dir:
         overrides.append(f"paths.cache_dir={args.cache_dir}")
@@ -272,7 +273,9 @@ def execute(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
                 continue
             key = (model, task, other)
             if key not in ood_cache:
-                other_cfg = compose(model, task, other, seed, args)
+                # only the test split is needed: one training and one validation graph are lifted
+                # besides it (dataset.subset cuts the splits from their start; the test split is whole)
+                other_cfg = compose(model, task, other, seed, args, ["dataset.subset={train:1,val:1}"])
                 ood_cache[key] = held_out_test(other_cfg, model)[1]
             complexes = ood_cache[key]
             ood_values = evaluate_checkpoint(cfg, prepared.info, checkpoint, complexes)

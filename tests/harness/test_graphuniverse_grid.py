@@ -150,6 +150,11 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
     assert row["test_mse_by_total_triangles"] == pytest.approx(row["test_best_rerun_mse"] / total, rel=1e-5)
     assert row["test_best_rerun_accuracy"] is None
     assert sorted(row["ood_test"]) == sorted(s for s in grid.SETTINGS if s != "h_hi_d_hi_pl_hi")
+    # the OOD test of a setting is its whole test split, normalised by that split's own triangle total
+    other = gu.load_family(gu.generation_parameters("lo", "hi", "lo", n_graphs=10, family={"n_nodes_range": [10, 30]}), tmp_path / "cache")
+    other_total = gu.triangle_total([other[int(i)] for i in gu.challenge_split(10)[2]])
+    assert row["ood_test"]["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"] == other_total
+    assert other_total == rows["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"]
     for metrics in row["ood_test"].values():
         assert set(metrics) == set(grid.METRIC_KEYS)
         if metrics["test_triangles_total_structural"]:
