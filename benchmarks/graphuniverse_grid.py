@@ -170,7 +170,9 @@ def add_row(path: Path, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> 
         rows = [r for r in data["results"] if row_id(r) != row_id(row)] + [dict(row)]
         order = {rid: i for i, rid in enumerate(run_id(t, s, sd) for sd in SEEDS for s in SETTINGS for t in TASKS)}
         rows.sort(key=lambda r: order.get(row_id(r), len(order)))
-        meta = {**data.get("metadata", {}), **metadata}
+        old = data.get("metadata", {})
+        meta = {**old, **metadata}
+        meta["task_overrides"] = {**old.get("task_overrides", {}), **metadata.get("task_overrides", {})}  # per task
         meta["generated_at_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         meta["n_runs"] = len(rows)
         meta["train_seeds"] = sorted({int(r["train_seed"]) for r in rows})
@@ -268,7 +270,7 @@ def execute(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
     }
     ood: dict[str, Any] = {}
     if not args.no_ood:
-        for other in SETTINGS:
+        for other in reversed(SETTINGS):  # reversed: a generator filling the cache in grid order meets it halfway
             if other == slug:
                 continue
             key = (model, task, other)
@@ -280,7 +282,7 @@ def execute(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
             complexes = ood_cache[key]
             ood_values = evaluate_checkpoint(cfg, prepared.info, checkpoint, complexes)
             ood[other] = metrics_row(task, ood_values, triangle_total(complexes) if task == "triangle_counting" else None)
-    row["ood_test"] = ood
+    row["ood_test"] = {other: ood[other] for other in SETTINGS if other in ood}  # the challenge's order
     row["output_dir"] = str(out.relative_to(REPO)) if out.is_relative_to(REPO) else str(out)
     epoch_seconds = [float(r["epoch_seconds"]) for r in seed_result.history if "epoch_seconds" in r]
     params = build_model(model, cfg.model.get("params"), prepared.info)
@@ -322,7 +324,7 @@ def metadata(model: str, args: argparse.Namespace) -> dict[str, Any]:
         "protocol": {**PROTOCOL, "n_graphs": args.n_graphs, "max_epochs": args.max_epochs, "ood": not args.no_ood},
         "variant": args.variant,
         "overrides": list(args.set or []),
-        "task_overrides": args.set_task if isinstance(args.set_task, dict) else {},
+        "task_overrides": {t: list(args.set_task.get(t, [])) for t in args.tasks} if isinstance(args.set_task, dict) else {},
     }
 
 
@@ -358,6 +360,29 @@ def claim(model: str, rid: str, args: argparse.Namespace) -> bool:
                 pass
         path.write_text(f"{socket.gethostname()} {os.getpid()}\n")
     return True
+
+
+def check_configuration(args: argparse.Namespace) -> None:
+    """Refuse to add runs of another configuration to an existing results file (one configuration per file)."""
+    for model in args.models:
+        path = results_file(model, args.n_graphs, args.max_epochs, args.variant)
+        with locked(path):
+            old = read_results(path).get("metadata", {})
+        if not old:
+            continue
+        new = metadata(model, args)
+        pairs = [(key, old.get(key), new[key]) for key in ("overrides", "protocol") if key in old]
+        pairs += [
+            (f"task_overrides[{task}]", old["task_overrides"][task], new["task_overrides"][task])
+            for task in args.tasks
+            if task in old.get("task_overrides", {})
+        ]
+        for key, before, now in pairs:
+            if before != now:
+                raise ValueError(
+                    f"{path} holds runs with {key}={before!r}, these runs would have {now!r}: "
+                    "pass the same options to continue it, or --variant NAME for a file of their own"
+                )
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -457,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.max_epochs = min(args.max_epochs, 2)
         measure(args)
         return 0
+    check_configuration(args)
     pending = [
         (m, t, s, sd)
         for m, t, s, sd in planned(args)

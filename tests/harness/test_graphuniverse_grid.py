@@ -149,7 +149,7 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
     assert row["test_triangles_total_structural"] == total
     assert row["test_mse_by_total_triangles"] == pytest.approx(row["test_best_rerun_mse"] / total, rel=1e-5)
     assert row["test_best_rerun_accuracy"] is None
-    assert sorted(row["ood_test"]) == sorted(s for s in grid.SETTINGS if s != "h_hi_d_hi_pl_hi")
+    assert list(row["ood_test"]) == [s for s in grid.SETTINGS if s != "h_hi_d_hi_pl_hi"]
     # the OOD test of a setting is its whole test split, normalised by that split's own triangle total
     other = gu.load_family(gu.generation_parameters("lo", "hi", "lo", n_graphs=10, family={"n_nodes_range": [10, 30]}), tmp_path / "cache")
     other_total = gu.triangle_total([other[int(i)] for i in gu.challenge_split(10)[2]])
@@ -164,6 +164,12 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
     config = row["wandb_config"]
     assert config["model/params/total"] == config["model/params/trainable"] > 0
     assert config["AvgTime/train_epoch_mean"] > 0 and row["harness"]["epochs"] == 1
+
+    # another configuration never joins the file
+    with pytest.raises(ValueError, match=r"results_n10_e1\.json holds runs with overrides=.*--variant NAME"):
+        grid.main([*_grid_args(tmp_path), "--set", "optimizer.lr=0.1"])
+    with pytest.raises(ValueError, match=r"task_overrides\[triangle_counting\]=\[\]"):
+        grid.main([*_grid_args(tmp_path), "--set-tc", "optimizer.lr=0.1"])
 
     # restart: finished runs are skipped (nothing is trained again)
     monkeypatch.setattr(grid, "execute", lambda *a, **k: pytest.fail("a finished run ran again"))
