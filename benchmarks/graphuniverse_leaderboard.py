@@ -100,6 +100,7 @@ def load_ours(root: Path, file: str) -> list[dict[str, Any]]:
         out.append({
             "name": f"ours: {model}", "pr": None, "track": TRACK.get(model, "track-1-gnn"), "state": "ours",
             "rows": rows, "ood": ood, "epoch": epoch, "params": params, "file": path,
+            "protocol": (data.get("metadata") or {}).get("protocol") or {},
         })
     return out
 
@@ -148,8 +149,9 @@ def table(leaderboard: list[dict[str, Any]], ours: list[dict[str, Any]], task: s
     matched_sets = {id(o): {k for k in o["rows"] if k[0] == task} for o in ranked_ours}
     shown = list(ranked_ours)
     track_leaders = {}
+    board_only = ranks(leaderboard, task)
     for e in leaderboard:
-        r = full.get(id(e))
+        r = board_only.get(id(e))
         if r and r[1] == 1:
             track_leaders[e["track"]] = e
     shown += [e for e in leaderboard if e["pr"] in PEERS] + [e for e in track_leaders.values() if e["pr"] not in PEERS]
@@ -173,6 +175,13 @@ def table(leaderboard: list[dict[str, Any]], ours: list[dict[str, Any]], task: s
             f"{_f(s['h_mid'])} | {_f(s['h_hi'])} | {matched} | {matched_rank} | {ood} | {epoch} | {params} |"
         )
     lines.append("")
+    for o in ranked_ours:
+        protocol = o.get("protocol") or {}
+        if protocol.get("n_graphs", 1000) != 1000 or protocol.get("max_epochs", 500) != 500:
+            lines.append(
+                f"**Not the challenge protocol** ({o['name']}: {protocol.get('n_graphs')} graphs per family, at most "
+                f"{protocol.get('max_epochs')} epochs; a smaller test set also divides the MSE by fewer triangles): not comparable.\n"
+            )
     lines.append(
         f"Ranks among the {len(leaderboard)} leaderboard submissions plus our entries, by the mean over the rows each has "
         "(36 per task for a full grid). *Matched*: means over exactly the (setting, seed) rows of our entries "
