@@ -241,3 +241,19 @@ def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_pa
     assert cells[9] == "0.4000" and cells[10] == "1 / 1"
     assert cells[11] == "0.1000" and cells[12] == "2.0" and cells[13] == "123"
     assert any(r.startswith("| CT (cell/ct) #371") for r in text.splitlines())
+
+
+def test_node_level_checkpoint_of_the_ct_is_retested_exactly(tmp_path):
+    cfg = compose_config(
+        [*TINY, "dataset.n_graphs=10", "seeds=[0]", "trainer.max_epochs=2", "plot=false", "trainer.enable_progress_bar=false",
+         f"paths.cache_dir={tmp_path / 'cache'}", "dataset.homophily=hi", "model.params.hidden_channels=8"],
+        dataset="graphuniverse", model="cellular_transformer",
+    )
+    result = run_experiment(cfg, output_dir=tmp_path / "run", verbose=False)
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cfg.paths.cache_dir)
+    test = list(prepared.split(0)[2].complexes)
+    model = build_model("cellular_transformer", cfg.model.params, prepared.info)
+    prune_keys(test, get_spec("cellular_transformer").keys(model, prepared.info))
+    values = evaluate_checkpoint(cfg, prepared.info, best_checkpoint(tmp_path / "run", 0), test)
+    assert set(values) == {"loss", "accuracy"}
+    assert values["accuracy"] == pytest.approx(result.seeds[0].test, abs=1e-6)  # accuracy over the test vertices
