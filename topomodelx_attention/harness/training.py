@@ -15,7 +15,9 @@ The equal-budget comparison of models is in :mod:`~topomodelx_attention.harness.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import math
 import os
 import time
@@ -33,6 +35,7 @@ from torch.nn import functional as F
 
 from topomodelx_attention.harness.config import check_targets
 from topomodelx_attention.harness.datasets import (
+    ComplexDataset,
     DatasetInfo,
     PreparedDataset,
     instantiate_transform,
@@ -53,8 +56,10 @@ __all__ = [
     "ResampleNodeIds",
     "SeedResult",
     "adam_update_mode",
+    "best_checkpoint",
     "cosine_warmup_lambda",
     "default_output_dir",
+    "evaluate_checkpoint",
     "is_rank_zero",
     "max_time_seconds",
     "run_experiment",
@@ -802,6 +807,116 @@ def run_experiment(
     if is_rank_zero():
         write_results(experiment, plot=bool(cfg.get("plot", True)))
     return experiment
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Any:
+    """Lightning's info lines (devices, checkpoint restored) and its callback hint off for a test call."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*when using `ckpt_path`.*")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def best_checkpoint(output_dir: str | os.PathLike, seed: int) -> Path:
+    """Return the best-validation checkpoint that :func:`run_experiment` kept for one seed.
+
+    Parameters
+    ----------
+    output_dir : path-like
+        ``ExperimentResult.output_dir`` of the run.
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    pathlib.Path
+        ``<output_dir>/seed_<seed>/checkpoints/best-<epoch>.ckpt``.
+
+    Raises
+    ------
+    ValueError
+        When the folder holds no checkpoint or more than one (the message names the folder).
+    """
+    folder = Path(output_dir) / f"seed_{int(seed)}" / "checkpoints"
+    found = sorted(folder.glob("best-*.ckpt"))
+    if len(found) != 1:
+        raise ValueError(
+            f"{folder}: expected exactly one best-validation checkpoint (best-<epoch>.ckpt), "
+            f"found {len(found)}; was the seed trained to the end with run_experiment?"
+        )
+    return found[0]
+
+
+def evaluate_checkpoint(
+    cfg: DictConfig,
+    info: DatasetInfo,
+    checkpoint: str | os.PathLike,
+    complexes: Sequence[Any],
+) -> dict[str, float]:
+    """Test a checkpoint of :func:`run_experiment` on other complexes (e.g. another data set's test split).
+
+    The model is built from ``cfg.model`` for ``info`` (the task of the training data), the
+    checkpoint's weights are loaded by Lightning as for the in-distribution test, and the test
+    loop of :class:`GraphTaskModule` runs over ``complexes`` (batch size of
+    ``cfg.dataset.dataloader``): the same metrics as the training run's test.
+
+    Parameters
+    ----------
+    cfg : omegaconf.DictConfig
+        The configuration the checkpoint was trained with.
+    info : DatasetInfo
+        Task and shapes of the training data set; ``complexes`` must match them (same
+        lifting, PE and task).
+    checkpoint : path-like
+        A checkpoint written by the run (:func:`best_checkpoint`).
+    complexes : sequence of ComplexData
+        The complexes to test on, already holding the keys the model reads.
+
+    Returns
+    -------
+    dict of str to float
+        ``{"loss": ..., info.metric: ..., <dataset.metrics>: ...}`` (the logged ``test/*`` values).
+
+    Raises
+    ------
+    ValueError
+        When ``complexes`` is empty or the checkpoint file does not exist.
+    """
+    from topomodelx_attention.data import ComplexDataLoader
+
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise ValueError(f"checkpoint {checkpoint} does not exist")
+    complexes = list(complexes)
+    if not complexes:
+        raise ValueError("evaluate_checkpoint needs at least one complex to test on")
+    _quiet_warnings()
+    loader_cfg = dict(cfg.dataset.get("dataloader") or {})
+    loader = ComplexDataLoader(
+        ComplexDataset(complexes), batch_size=int(loader_cfg.get("batch_size", 32)), shuffle=False
+    )
+    model = build_model(cfg.model.name, cfg.model.get("params"), info)
+    module = GraphTaskModule(model, info, cfg.optimizer)
+    with _quiet_lightning():
+        trainer = L.Trainer(
+        logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            accelerator=cfg.trainer.get("accelerator", "cpu"),
+            devices=1,
+            precision=cfg.trainer.get("precision", "32-true"),
+        )
+        outcome = trainer.test(module, loader, ckpt_path=str(checkpoint), verbose=False)
+    return {key.split("/", 1)[1]: float(value) for key, value in (outcome[0] if outcome else {}).items() if key.startswith("test/")}
 
 
 def is_rank_zero() -> bool:

@@ -1,0 +1,259 @@
+"""The GraphUniverse challenge grid: best-checkpoint (re-)tests on other data, the resumable runner, the ranking.
+
+Tiny families (≤ 30 nodes) generated offline; the shared leaderboard is never read (a synthetic one is).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from topomodelx_attention.data import graphuniverse as gu
+from topomodelx_attention.harness import compose_config, run_experiment
+from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
+from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.training import best_checkpoint, evaluate_checkpoint
+
+pytest.importorskip("graph_universe")
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["dataset.family.n_nodes_range=[10,30]"]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cfg(cache, *overrides):
+    return compose_config(
+        [*TINY, "dataset.n_graphs=10", "seeds=[0]", "trainer.max_epochs=2", "plot=false",
+         "trainer.enable_progress_bar=false", f"paths.cache_dir={cache}", *overrides],
+        dataset="graphuniverse", model="gin",
+    )
+
+
+def _test_split(cfg):
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cfg.paths.cache_dir)
+    test = list(prepared.split(0)[2].complexes)
+    prune_keys(test, get_spec("gin").keys(build_model("gin", cfg.model.params, prepared.info), prepared.info))
+    return prepared, test
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny triangle-counting run: its config, output folder and result."""
+    root = tmp_path_factory.mktemp("grid")
+    cfg = _cfg(root / "cache", "dataset.task=triangle_counting", "dataset.avg_degree=hi")
+    result = run_experiment(cfg, output_dir=root / "run", verbose=False)
+    return cfg, root / "run", result
+
+
+def test_best_checkpoint_is_retested_exactly(trained):
+    cfg, out, result = trained
+    checkpoint = best_checkpoint(out, 0)
+    assert checkpoint.name == f"best-{result.seeds[0].best_epoch}.ckpt"
+    prepared, test = _test_split(cfg)
+    values = evaluate_checkpoint(cfg, prepared.info, checkpoint, test)
+    # the re-test of the best checkpoint reproduces the run's own test (TopoBench's test_best_rerun_*)
+    assert values["mse"] == pytest.approx(result.seeds[0].test, rel=1e-5)
+    assert values["mse_per_triangle"] == pytest.approx(result.seeds[0].test_metrics["mse_per_triangle"], rel=1e-5)
+    assert values["mse_per_triangle"] == pytest.approx(values["mse"] / sum(float(c.y) for c in test), rel=1e-5)
+
+
+def test_the_weights_come_from_the_checkpoint(trained, tmp_path):
+    cfg, out, _ = trained
+    checkpoint = best_checkpoint(out, 0)
+    prepared, test = _test_split(cfg)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    for key, value in state["state_dict"].items():
+        if value.is_floating_point():
+            state["state_dict"][key] = torch.zeros_like(value)
+    zeroed = tmp_path / "zeroed.ckpt"
+    torch.save(state, zeroed)
+    # a zero model predicts 0 triangles everywhere: MSE = mean of y², unlike the trained model
+    values = evaluate_checkpoint(cfg, prepared.info, zeroed, test)
+    expected = float(np.mean([float(c.y) ** 2 for c in test]))
+    assert values["mse"] == pytest.approx(expected, rel=1e-5)
+    assert values["mse"] != pytest.approx(evaluate_checkpoint(cfg, prepared.info, checkpoint, test)["mse"], rel=1e-3)
+
+
+def test_ood_test_on_another_setting_uses_its_own_triangle_total(trained):
+    cfg, out, _ = trained
+    other = _cfg(cfg.paths.cache_dir, "dataset.task=triangle_counting", "dataset.avg_degree=hi", "dataset.homophily=hi")
+    prepared, test = _test_split(other)
+    values = evaluate_checkpoint(cfg, prepared.info, best_checkpoint(out, 0), test)
+    params = gu.generation_parameters("hi", "hi", n_graphs=10, family={"n_nodes_range": [10, 30]})
+    family = gu.load_family(params, cfg.paths.cache_dir)
+    raw_test = [family[int(i)] for i in gu.challenge_split(10)[2]]
+    total = gu.triangle_total(raw_test)  # networkx count on the generated graphs
+    assert total > 0
+    assert values["mse_per_triangle"] == pytest.approx(values["mse"] / total, rel=1e-5)
+
+
+def test_missing_checkpoints_and_empty_data_are_refused(trained, tmp_path):
+    cfg, out, _ = trained
+    with pytest.raises(ValueError, match=r"seed_7.checkpoints.*found 0"):
+        best_checkpoint(out, 7)
+    prepared, test = _test_split(cfg)
+    with pytest.raises(ValueError, match="does not exist"):
+        evaluate_checkpoint(cfg, prepared.info, tmp_path / "none.ckpt", test)
+    with pytest.raises(ValueError, match="at least one complex"):
+        evaluate_checkpoint(cfg, prepared.info, best_checkpoint(out, 0), [])
+
+
+# ----------------------------------------------------------------------------------------------
+# benchmarks/graphuniverse_grid.py
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def grid(tmp_path, monkeypatch):
+    module = _load("graphuniverse_grid")
+    monkeypatch.setattr(module, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(module, "WORK", tmp_path / "work")
+    return module
+
+
+def _grid_args(tmp_path, *extra):
+    return [
+        "--models", "gin", "--tasks", "triangle_counting", "--settings", "h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi",
+        "--seeds", "42", "--n-graphs", "10", "--max-epochs", "1", "--cache-dir", str(tmp_path / "cache"),
+        "--set", "dataset.family.n_nodes_range=[10,30]", *extra,
+    ]
+
+
+def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeypatch, capsys):
+    assert grid.SETTINGS[:3] == ["h_lo_d_lo_pl_lo", "h_lo_d_lo_pl_hi", "h_lo_d_hi_pl_lo"] and len(grid.SETTINGS) == 12
+    assert grid.main(_grid_args(tmp_path)) == 0
+    path = tmp_path / "results" / "gin" / "results_n10_e1.json"  # not the protocol: never results.json
+    data = json.loads(path.read_text())
+    assert data["metadata"]["n_runs"] == 2 and data["metadata"]["train_seeds"] == [42]
+    assert data["metadata"]["protocol"]["n_graphs"] == 10
+    rows = {r["run_slug"]: r for r in data["results"]}
+    assert list(rows) == ["h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi"]  # the challenge's order
+    row = rows["h_hi_d_hi_pl_hi"]
+    assert (row["experiment"], row["train_seed"], row["homophily"], row["avg_degree"], row["power_law"]) == (
+        "triangle_counting", 42, "h_hi", "d_hi", "pl_hi",
+    )
+    params = gu.generation_parameters("hi", "hi", "hi", n_graphs=10, family={"n_nodes_range": [10, 30]})
+    family = gu.load_family(params, tmp_path / "cache")
+    total = gu.triangle_total([family[int(i)] for i in gu.challenge_split(10)[2]])
+    assert row["test_triangles_total_structural"] == total
+    assert row["test_mse_by_total_triangles"] == pytest.approx(row["test_best_rerun_mse"] / total, rel=1e-5)
+    assert row["test_best_rerun_accuracy"] is None
+    assert list(row["ood_test"]) == [s for s in grid.SETTINGS if s != "h_hi_d_hi_pl_hi"]
+    # the OOD test of a setting is its whole test split, normalised by that split's own triangle total
+    other = gu.load_family(gu.generation_parameters("lo", "hi", "lo", n_graphs=10, family={"n_nodes_range": [10, 30]}), tmp_path / "cache")
+    other_total = gu.triangle_total([other[int(i)] for i in gu.challenge_split(10)[2]])
+    assert row["ood_test"]["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"] == other_total
+    assert other_total == rows["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"]
+    for metrics in row["ood_test"].values():
+        assert set(metrics) == set(grid.METRIC_KEYS)
+        if metrics["test_triangles_total_structural"]:
+            assert metrics["test_mse_by_total_triangles"] == pytest.approx(
+                metrics["test_best_rerun_mse"] / metrics["test_triangles_total_structural"], rel=1e-5
+            )
+    config = row["wandb_config"]
+    assert config["model/params/total"] == config["model/params/trainable"] > 0
+    assert config["AvgTime/train_epoch_mean"] > 0 and row["harness"]["epochs"] == 1
+
+    # another configuration never joins the file
+    with pytest.raises(ValueError, match=r"results_n10_e1\.json holds runs with overrides=.*--variant NAME"):
+        grid.main([*_grid_args(tmp_path), "--set", "optimizer.lr=0.1"])
+    with pytest.raises(ValueError, match=r"task_overrides\[triangle_counting\]=\[\]"):
+        grid.main([*_grid_args(tmp_path), "--set-tc", "optimizer.lr=0.1"])
+
+    # restart: finished runs are skipped (nothing is trained again)
+    monkeypatch.setattr(grid, "execute", lambda *a, **k: pytest.fail("a finished run ran again"))
+    capsys.readouterr()
+    assert grid.main(_grid_args(tmp_path)) == 0
+    assert "0 of 2 runs pending" in capsys.readouterr().out
+
+
+def test_a_failed_run_writes_no_row_and_stays_pending(grid, tmp_path, monkeypatch, capsys):
+    def crash(model, task, slug, seed, args, cache):
+        raise RuntimeError(f"killed during {slug}")
+
+    monkeypatch.setattr(grid, "execute", crash)
+    assert grid.main(_grid_args(tmp_path, "--no-ood")) == 1
+    path = tmp_path / "results" / "gin" / "results_n10_e1.json"
+    assert not path.exists()  # no partial row, no empty file
+    assert "FAILED RuntimeError: killed during h_lo_d_hi_pl_lo" in capsys.readouterr().out
+    assert grid.main([*_grid_args(tmp_path, "--no-ood"), "--list"]) == 0
+    assert "2 of 2 runs pending" in capsys.readouterr().out
+
+
+def test_bad_grid_options_are_refused(grid):
+    with pytest.raises(ValueError, match=r"unknown setting 'h_low_d_lo_pl_lo' \(--settings\)"):
+        grid.parse(["--settings", "h_low_d_lo_pl_lo"])
+    with pytest.raises(SystemExit):
+        grid.parse(["--n-graphs", "5"])
+
+
+def test_results_file_refuses_a_foreign_file(grid, tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"results\.json is not a challenge results file"):
+        grid.read_results(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# benchmarks/graphuniverse_leaderboard.py
+# ----------------------------------------------------------------------------------------------
+def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_path):
+    board = _load("graphuniverse_leaderboard")
+    slugs = ["h_lo_d_lo_pl_lo", "h_hi_d_lo_pl_lo"]
+
+    def rows(scores):
+        return [
+            {"task": "community_detection", "homophily": s[:4], "avg_degree": s[5:9], "power_law": s[10:], "train_seed": 42, "score": v}
+            for s, v in zip(slugs, scores)
+        ]
+
+    leaderboard = {"submissions": [
+        {"pr_number": 1, "pr_title": "Track: Track1; Team name: a; Model: A", "track": "track-1-gnn", "model_config": "graph/a", "pr_state": "open", "rows": rows([0.3, 0.9])},
+        {"pr_number": 371, "pr_title": "Track: Track2; Team name: b; Model: CT", "track": "track-2-tnn", "model_config": "cell/ct", "pr_state": "open", "rows": rows([0.2, 0.5])},
+    ]}
+    (tmp_path / "lb.json").write_text(json.dumps(leaderboard))
+    ours = tmp_path / "results" / "cellular_transformer"
+    ours.mkdir(parents=True)
+    result_rows = [
+        {"experiment": "community_detection", "run_slug": slugs[0], "train_seed": 42, "test_best_rerun_accuracy": 0.4,
+         "ood_test": {slugs[1]: {"test_best_rerun_accuracy": 0.1}}, "wandb_config": {"AvgTime/train_epoch_mean": 2.0, "model/params/total": 123}},
+    ]
+    (ours / "results.json").write_text(json.dumps({"metadata": {}, "results": result_rows}))
+    entries = board.load_leaderboard(tmp_path / "lb.json")
+    mine = board.load_ours(tmp_path / "results", "results.json")
+    text = board.table(entries, mine, "community_detection")
+    line = next(r for r in text.splitlines() if r.startswith("| ours: cellular_transformer"))
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    # full means: A 0.6, ours 0.4 (1 row), CT 0.35 -> ours 2nd overall, 1st in the TNN track;
+    # matched on our one row: ours 0.4 > A 0.3 > CT 0.2 -> 1st of all
+    assert cells[1:5] == ["track-2-tnn", "2", "1", "1"]
+    assert cells[9] == "0.4000" and cells[10] == "1 / 1"
+    assert cells[11] == "0.1000" and cells[12] == "2.0" and cells[13] == "123"
+    assert any(r.startswith("| CT (cell/ct) #371") for r in text.splitlines())
+
+
+def test_node_level_checkpoint_of_the_ct_is_retested_exactly(tmp_path):
+    cfg = compose_config(
+        [*TINY, "dataset.n_graphs=10", "seeds=[0]", "trainer.max_epochs=2", "plot=false", "trainer.enable_progress_bar=false",
+         f"paths.cache_dir={tmp_path / 'cache'}", "dataset.homophily=hi", "model.params.hidden_channels=8"],
+        dataset="graphuniverse", model="cellular_transformer",
+    )
+    result = run_experiment(cfg, output_dir=tmp_path / "run", verbose=False)
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cfg.paths.cache_dir)
+    test = list(prepared.split(0)[2].complexes)
+    model = build_model("cellular_transformer", cfg.model.params, prepared.info)
+    prune_keys(test, get_spec("cellular_transformer").keys(model, prepared.info))
+    values = evaluate_checkpoint(cfg, prepared.info, best_checkpoint(tmp_path / "run", 0), test)
+    assert set(values) == {"loss", "accuracy"}
+    assert values["accuracy"] == pytest.approx(result.seeds[0].test, abs=1e-6)  # accuracy over the test vertices
