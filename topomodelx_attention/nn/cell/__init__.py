@@ -1,17 +1,14 @@
 """Cellular Transformer (Ballester et al.): pairwise and general cellular attention.
 
 * :mod:`~.tensor_diagram`: the arrows of a tensor diagram (§4.3) and their neighbourhoods;
+* :mod:`~.cell_encoder`: the embedding of every rank's features and PE (Eq. 4);
 * :mod:`~.cellular_transformer_layer`: one pre-norm layer (pairwise / general attention);
-* :mod:`~.cellular_transformer`: embeddings + PEs (Eq. 4), the layer stack, the readout.
+* :mod:`~.cellular_transformer`: the model: embedding, the layer stack, the readout.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
-from topomodelx_attention.nn.cell.cellular_transformer import (
-    CellEncoder,
-    CellularInputs,
-    CellularTransformer,
-    vertex_membership,
-)
+from topomodelx_attention.nn.cell.cell_encoder import CellEncoder, vertex_membership
+from topomodelx_attention.nn.cell.cellular_transformer import CellularInputs, CellularTransformer
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellStructure,
     CellularTransformerLayer,
