@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_LEADERBOARD = REPO.parent.parent / "shared" / "data" / "graphuniverse" / "leaderboard_2026-07-25.json"
+#: The project's shared reference data next to the checkout (``../shared``).
+DEFAULT_LEADERBOARD = REPO.parent / "shared" / "data" / "graphuniverse" / "leaderboard_2026-07-25.json"
 TASKS = {
     "community_detection": ("test_best_rerun_accuracy", "max"),
     "triangle_counting": ("test_mse_by_total_triangles", "min"),
@@ -49,9 +50,8 @@ PEERS = (371, 370)
 def _find_leaderboard(path: str | None) -> Path:
     if path:
         return Path(path)
-    for candidate in (DEFAULT_LEADERBOARD, Path("/work/shared/data/graphuniverse/leaderboard_2026-07-25.json")):
-        if candidate.is_file():
-            return candidate
+    if DEFAULT_LEADERBOARD.is_file():
+        return DEFAULT_LEADERBOARD
     raise ValueError(f"leaderboard file not found at {DEFAULT_LEADERBOARD}: pass --leaderboard PATH")
 
 
