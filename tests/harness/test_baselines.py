@@ -55,3 +55,17 @@ def test_edge_graph_baseline_refuses_an_attention_option_its_conv_does_not_take(
         EdgeGraphBaseline(info, 8, conv="gat")
     with pytest.raises(ValueError, match="heads must divide hidden_channels=8, got 3"):
         EdgeGraphBaseline(info, 8, conv="gps", heads=3)
+
+
+def test_linear_gps_refuses_an_attention_dropout_it_would_ignore():
+    """PyG's Performer has no attention-weight dropout: a rate for it raises instead of vanishing."""
+    from topomodelx_attention.harness.baselines import EdgeGraphBaseline
+    from topomodelx_attention.harness.datasets import DatasetInfo
+
+    info = DatasetInfo("g", "classification", 2, [3, 2], [None, None], None, "accuracy")
+    EdgeGraphBaseline(info, 8, conv="gps", kind="linear")  # the dense default rate does not apply
+    EdgeGraphBaseline(info, 8, conv="gps", kind="linear", attention_dropout=0.0)
+    with pytest.raises(ValueError, match=r"attention_dropout=0.2 has no effect with kind='linear'"):
+        EdgeGraphBaseline(info, 8, conv="gps", kind="linear", attention_dropout=0.2)
+    dense = EdgeGraphBaseline(info, 8, conv="gps", attention_dropout=0.2)
+    assert dense.blocks[0].conv.attn.dropout == 0.2

@@ -320,7 +320,7 @@ class _GPSBlock(nn.Module):
         attn_types = {"dense": "multihead", "linear": "performer"}
         if kind not in attn_types:
             raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
-        kwargs = {"dropout": attention_dropout} if kind == "dense" else {}
+        kwargs = {"dropout": attention_dropout} if kind == "dense" else {}  # linear: 0, checked
         self.conv = GPSConv(
             width, GINEConv(_gin_mlp(width)), heads=heads, dropout=dropout, attn_type=attn_types[kind], attn_kwargs=kwargs
         )
@@ -456,6 +456,15 @@ class EdgeGraphBaseline(Baseline):
             if options["heads"] < 1 or h % options["heads"]:
                 raise ValueError(f"heads must divide hidden_channels={h}, got {options['heads']}")
             options["attention_dropout"] = float(options["attention_dropout"])
+        if options.get("kind") == "linear":
+            # PyG's Performer attention has no dropout on attention weights: refuse a rate that
+            # would be ignored; the dense default rate does not apply to it
+            if given["attention_dropout"] not in (None, 0.0):
+                raise ValueError(
+                    f"attention_dropout={given['attention_dropout']} has no effect with kind='linear' "
+                    "(Performer attention has no attention weights to drop): set it to 0"
+                )
+            options["attention_dropout"] = 0.0
         pe = info.pe_channels
         pe_width = int(pe_hidden_channels) if pe is not None else 0
         if pe is not None and not 0 < pe_width < h:
