@@ -680,7 +680,8 @@ def run_seed(
     test_metrics: dict[str, float] = {}
     if cfg.get("test", True):
         ckpt = checkpoint.best_model_path or None
-        outcome = trainer.test(module, loaders[2], ckpt_path=ckpt, verbose=False)
+        # the checkpoint is read as tensors only, whatever torch's default or environment says
+        outcome = trainer.test(module, loaders[2], ckpt_path=ckpt, verbose=False, weights_only=True)
         if outcome:
             test_value = float(outcome[0].get(f"test/{info.metric}", float("nan")))
             test_metrics = {
@@ -915,7 +916,9 @@ def evaluate_checkpoint(
             devices=1,
             precision=cfg.trainer.get("precision", "32-true"),
         )
-        outcome = trainer.test(module, loader, ckpt_path=str(checkpoint), verbose=False)
+        outcome = trainer.test(
+            module, loader, ckpt_path=str(checkpoint), verbose=False, weights_only=True
+        )
     return {key.split("/", 1)[1]: float(value) for key, value in (outcome[0] if outcome else {}).items() if key.startswith("test/")}
 
 
