@@ -164,7 +164,7 @@ def load_reference_cell(ref: str) -> types.ModuleType:
 def ct_kwargs(args: argparse.Namespace, num_classes: int) -> dict:
     return dict(
         hidden_channels=args.hidden, out_channels=num_classes, n_layers=args.layers, heads=args.heads,
-        attention="pairwise", kind="sparse", pe_channels=args.pe_dim,
+        attention="pairwise", kind="sparse", pe_options={"channels": args.pe_dim},
     )
 
 

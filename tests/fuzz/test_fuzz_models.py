@@ -104,7 +104,7 @@ def test_fuzz_cellular_transformer(fuzz_seeds):
         expect = corrupt(batch, key, how, rng)
         model = CellularTransformer(
             [2] * (dim + 1), WIDTH, OUT, n_layers=1, heads=2, attention=attention, kind=kind,
-            attention_dropout=0.0, pe_channels=PE if use_pe else None,
+            attention_dropout=0.0, pe_options={"channels": PE if use_pe else None},
             kernel_options={"num_random_features": 8} if kind == "linear" else None,
         )
         shapes = batch.shape.tolist()

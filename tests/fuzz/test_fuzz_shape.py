@@ -33,7 +33,7 @@ BAD_VALUES = {
     "readout_options": {"ranks": [(3,), ()], "before_pooling": ["no", 1]},
     "pe_options": {"combination": ["product", None], "projection": ["both", "shared "]},
 }
-BAD_KEYS = ("readout_layers", "layer", "pooling", "channels", "Ranks", 0)
+BAD_KEYS = ("readout_layers", "layer", "pooling", "width", "Ranks", 0)
 
 
 def _complex():
@@ -55,6 +55,7 @@ def test_fuzz_option_groups(fuzz_seeds):
         for group, values in GOOD_VALUES.items():
             keys = [k for k in values if rng.random() < 0.5]
             groups[group] = {k: values[k][int(rng.integers(len(values[k])))] for k in keys}
+        groups["pe_options"]["channels"] = PE  # the width of the data's pe_r
         fault = ("none", "bad_key", "bad_value", "not_mapping")[int(rng.integers(4))]
         group = ("readout_options", "pe_options")[int(rng.integers(2))]
         if fault == "bad_key":
@@ -68,7 +69,7 @@ def test_fuzz_option_groups(fuzz_seeds):
         def run():
             torch.manual_seed(seed)
             model = CellularTransformer(
-                [3, 3, 3], 8, 2, n_layers=1, heads=2, pe_channels=PE, **groups
+                [3, 3, 3], 8, 2, n_layers=1, heads=2, **groups
             ).double()
             out = model(data)
             assert out.shape == (1, 2) and torch.isfinite(out).all(), out

@@ -282,11 +282,18 @@ def build_cellular_transformer(params: Mapping[str, Any], info: DatasetInfo) -> 
             )
         given.pop("ranks", None)  # outputs=(0,) names the readout rank
         params.update(outputs=(0,))
+    pe = params.get("pe_options")
+    if isinstance(pe, Mapping) or pe is None:  # anything else: CT's own error
+        if pe is not None and "channels" in pe:
+            raise ValueError(
+                "model.params.pe_options.channels comes from the data set's positional encoding "
+                "(dataset pe.dim): leave it out of the model config"
+            )
+        params["pe_options"] = {**(pe or {}), "channels": info.pe_channels}
     model = CellularTransformer(
         in_channels=info.in_channels,
         out_channels=info.out_channels,
         categorical=info.categorical,
-        pe_channels=info.pe_channels,
         **params,
     )
     return NodeOutputs(model) if outputs == "node" else model

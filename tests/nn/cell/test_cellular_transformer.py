@@ -148,14 +148,25 @@ def test_categorical_features_and_positional_encodings():
         data[f"pe_{r}"] = torch.randn(data.num_cells(r), 5)
     for combination in ("concat", "sum"):
         model = CellularTransformer(
-            [1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None], pe_channels=5, pe_options={"combination": combination}
+            [1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None], pe_options={"channels": 5, "combination": combination}
         )
         assert model(data).shape == (1, 3)
     no_pe = CellularTransformer([1, 1, 4], 8, 3, heads=2, categorical=[[4], [2], None])
-    with pytest.raises(ValueError, match="pe_channels=None"):
+    with pytest.raises(ValueError, match=r"pe_options\['channels'\]"):
         no_pe(data)
+    with pytest.raises(TypeError, match="pe_channels"):  # the width is pe_options["channels"]
+        CellularTransformer([1, 1, 4], 8, 3, pe_channels=5)
     with pytest.raises(TypeError, match="cardinalities"):
         CellularTransformer([1, 1, 4], 8, 3, heads=2)(data)
+
+
+def test_constructor_options_stay_grouped():
+    """Issue 20: at most 24 constructor options; the PE width lives in pe_options."""
+    import inspect
+
+    options = [p for p in inspect.signature(CellularTransformer).parameters]
+    assert len(options) <= 24, options
+    assert "pe_channels" not in options and "pe_options" in options
 
 
 def test_bad_configuration_and_data():

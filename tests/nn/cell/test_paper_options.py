@@ -182,8 +182,8 @@ def test_option_groups_name_the_bad_key():
     """readout_options / pe_options: a key they do not take, or a non-mapping, raises naming it."""
     with pytest.raises(ValueError, match=r"readout_options \['layer'\] are not options; it takes"):
         CellularTransformer([3, 3, 3], 8, 2, readout_options={"layer": 2})
-    with pytest.raises(ValueError, match=r"pe_options \['channels'\] are not options; it takes"):
-        CellularTransformer([3, 3, 3], 8, 2, pe_options={"channels": 4})
+    with pytest.raises(ValueError, match=r"pe_options \['width'\] are not options; it takes"):
+        CellularTransformer([3, 3, 3], 8, 2, pe_options={"width": 4})
     with pytest.raises(TypeError, match="readout_options must be a mapping"):
         CellularTransformer([3, 3, 3], 8, 2, readout_options=2)
     with pytest.raises(TypeError, match=r"readout_options\['before_pooling'\] must be a bool"):
@@ -241,9 +241,9 @@ def test_shared_pe_projection_reproduces_eq4(combination):
     for r in range(3):
         data[f"pe_{r}"] = torch.randn(data.num_cells(r), 5, generator=generator, dtype=torch.float64)
     shared = make_model(
-        "pairwise", "sparse", pe_channels=5, pe_options={"combination": combination, "projection": "shared"}
+        "pairwise", "sparse", pe_options={"channels": 5, "combination": combination, "projection": "shared"}
     )
-    per_rank = make_model("pairwise", "sparse", pe_channels=5, pe_options={"combination": combination})
+    per_rank = make_model("pairwise", "sparse", pe_options={"channels": 5, "combination": combination})
     theta = shared.shared_pe
     assert all(enc.pe_linear is theta for enc in shared.encoders)
     width = theta.weight.numel() + theta.bias.numel()
@@ -283,7 +283,7 @@ def test_vertex_sum_cell_embedding_on_a_hand_example():
     # x_2 is not read; the rank-2 PE is still combined (Eq. 4)
     del data["x_2"]
     assert torch.isfinite(model(data)).all()
-    with_pe = make_model("pairwise", "sparse", cell_embedding="vertex_sum", pe_channels=2)
+    with_pe = make_model("pairwise", "sparse", cell_embedding="vertex_sum", pe_options={"channels": 2})
     for r in range(3):
         data[f"pe_{r}"] = torch.ones(data.num_cells(r), 2, dtype=torch.float64)
     h2 = with_pe.encoders[0].features(data.x_0)[[0, 1, 2]].sum(0)
@@ -346,8 +346,9 @@ def test_paper_configs_hold_table_3(name):
     if name != "molhiv":  # molhiv (width 768) is too big for a unit test
         params = OmegaConf.to_container(p)
         params["readout_options"]["ranks"] = tuple(params["readout_options"]["ranks"])
+        params["pe_options"]["channels"] = cfg.pe.dim
         torch.manual_seed(0)
-        model = CellularTransformer([3, 3, 3], out_channels=2, pe_channels=cfg.pe.dim, **params).double().eval()
+        model = CellularTransformer([3, 3, 3], out_channels=2, **params).double().eval()
         data = to_double(complexes()[0])
         for r in range(3):
             data[f"pe_{r}"] = torch.zeros(data.num_cells(r), cfg.pe.dim, dtype=torch.float64)
@@ -472,10 +473,10 @@ def test_check_inputs_names_the_key_and_the_row(key, value, row):
         data[f"pe_{r}"] = torch.zeros(data.num_cells(r), 3, dtype=torch.float64)
     data[key] = data[key].clone()
     data[key][row, 0] = value
-    model = make_model("pairwise", "sparse", pe_channels=3)
+    model = make_model("pairwise", "sparse", pe_options={"channels": 3})
     with pytest.raises(ValueError, match=rf"{key}: row {row}"):
         model(data)
-    unchecked = make_model("pairwise", "sparse", pe_channels=3, check_inputs=False)
+    unchecked = make_model("pairwise", "sparse", pe_options={"channels": 3}, check_inputs=False)
     unchecked(data)  # no check: whatever comes out, no ValueError
 
 

@@ -258,6 +258,19 @@ class TensorBackbone(nn.Module):
         return self.encode_cells(complex_from_tensors(x, neighborhoods, batch, pe), x)
 
 
+def _pe_options(pe_channels: int | None, kwargs: dict[str, Any]) -> Any:
+    """``pe_options`` of the transformer: ``kwargs``' (popped) with ``"channels"`` = the backbone's ``pe_channels``."""
+    pe = kwargs.pop("pe_options", None)
+    if pe is not None and not isinstance(pe, Mapping):
+        return pe  # the transformer's own error names it
+    if pe is not None and "channels" in pe:
+        raise ValueError(
+            "give the width of pe_r once, as the backbone's pe_channels "
+            "(model.backbone.pe_channels), not as pe_options['channels']"
+        )
+    return {**(pe or {}), "channels": pe_channels}
+
+
 class CellularTransformerBackbone(TensorBackbone):
     """Cellular Transformer layers on encoded cell features (TopoBench backbone contract).
 
@@ -277,7 +290,8 @@ class CellularTransformerBackbone(TensorBackbone):
     num_cell_dimensions : int, optional
         TopoBench's count of cell dimensions (ranks ``0..num_cell_dimensions - 1``).
     pe_channels : int, optional
-        Width of the positional encodings ``pe_r`` (then :meth:`forward` needs ``pe``).
+        Width of the positional encodings ``pe_r`` (then :meth:`forward` needs ``pe``): the
+        transformer's ``pe_options["channels"]``.
     **kwargs
         Other :class:`~topomodelx_attention.nn.cell.CellularTransformer` options (``attention``,
         ``kind``, ``tensor_diagram``, ``dropout``, ``attention_dropout``, ...). The transformer
@@ -306,7 +320,7 @@ class CellularTransformerBackbone(TensorBackbone):
         self.pe_channels = None if pe_channels is None else int(pe_channels)
         self.transformer = CellularTransformer(
             _widths(in_channels, self.max_rank), hidden_channels, None,
-            n_layers=n_layers, heads=heads, pe_channels=self.pe_channels, **kwargs,
+            n_layers=n_layers, heads=heads, pe_options=_pe_options(self.pe_channels, kwargs), **kwargs,
         )
 
     @property

@@ -130,7 +130,8 @@ class CellEncoder(nn.Module):
         if self.pe_linear is None:
             if pe is not None:
                 raise ValueError(
-                    "the data carries a positional encoding but the model has pe_channels=None"
+                    "the data carries a positional encoding but the model has pe_channels=None "
+                    "(CellularTransformer: give its width as pe_options['channels'])"
                 )
             return h
         if pe is None:

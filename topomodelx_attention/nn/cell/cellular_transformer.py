@@ -51,8 +51,11 @@ READOUT_INITS = ("default", "small", "zero")
 #: Factor on PyTorch's initial weights of the last readout layer for ``readout_options["init"]="small"``.
 SMALL_READOUT_GAIN = 0.01
 
-#: Keys of ``pe_options`` and their defaults (how ``pe_r`` enters the embedding, Eq. 4).
-PE_OPTIONS: Mapping[str, Any] = MappingProxyType({"combination": "concat", "projection": "per_rank"})
+#: Keys of ``pe_options`` and their defaults (the width of ``pe_r``, ``None``: no PE, and how
+#: it enters the embedding, Eq. 4).
+PE_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {"channels": None, "combination": "concat", "projection": "per_rank"}
+)
 
 #: Keys of ``readout_options`` and their defaults (the readout MLP, Appendix A).
 READOUT_OPTIONS: Mapping[str, Any] = MappingProxyType(
@@ -72,7 +75,7 @@ class CellularInputs:
     x : tuple of (torch.Tensor or None)
         ``x_r`` of shape ``(n_r, d_r)`` per rank (``None`` for ranks embedded as vertex sums).
     pe : tuple of (torch.Tensor or None)
-        ``pe_r`` of shape ``(n_r, pe_channels)`` per rank, ``None`` without PE.
+        ``pe_r`` of shape ``(n_r, pe_options["channels"])`` per rank, ``None`` without PE.
     batch : tuple of torch.Tensor
         ``batch_r`` of shape ``(n_r,)``: complex of every r-cell.
     membership : tuple of (tuple of torch.Tensor or None)
@@ -157,11 +160,10 @@ class CellularTransformer(nn.Module):
     categorical : sequence of (sequence of int or None), optional
         Per rank: category counts of its categorical columns, or ``None`` for continuous
         features (e.g. ZINC: ``[[28], [4], None]``).
-    pe_channels : int, optional
-        Width of the positional encodings ``pe_r`` the data carries (``None``: no PE).
     pe_options : mapping, optional
-        How the positional encodings enter (Eq. 4; :data:`PE_OPTIONS` are the defaults):
-        ``"combination"`` ``"concat"`` (ConcatPE, the paper) or ``"sum"`` (SumPE);
+        The positional encodings ``pe_r`` the data carries and how they enter (Eq. 4;
+        :data:`PE_OPTIONS` are the defaults): ``"channels"`` their width (``None``, the
+        default: no PE, the other keys are then unused); ``"combination"`` ``"concat"`` (ConcatPE, the paper) or ``"sum"`` (SumPE);
         ``"projection"`` ``"per_rank"`` (one PE projection ``θ_pe, b_pe`` per rank) or
         ``"shared"`` (one for every rank, as Eq. 4 writes ``θ_in,pe`` without a rank index).
         Another key raises ``ValueError``.
@@ -234,7 +236,6 @@ class CellularTransformer(nn.Module):
         kernel_options: Mapping[str, Any] | None = None,
         tensor_diagram: Sequence[Arrow | tuple | str] | None = None,
         categorical: Sequence[Sequence[int] | None] | None = None,
-        pe_channels: int | None = None,
         pe_options: Mapping[str, Any] | None = None,
         cell_embedding: str = "own",
         ffn_channels: int | None = None,
@@ -278,7 +279,7 @@ class CellularTransformer(nn.Module):
                 )
             readout_ranks = outputs
         pe = check_options("pe_options", pe_options, PE_OPTIONS)
-        pe_combination, pe_projection = pe["combination"], pe["projection"]
+        pe_channels, pe_combination, pe_projection = pe["channels"], pe["combination"], pe["projection"]
         if pe_projection not in PE_PROJECTIONS:
             raise ValueError(
                 f"pe_options['projection'] must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
