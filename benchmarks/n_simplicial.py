@@ -286,7 +286,7 @@ def table_routers(args: argparse.Namespace, device: torch.device) -> None:
             ("bilinear", {"router_k": k, "router": "bilinear"}),
         ):
             torch.manual_seed(seed + 1)
-            student = NSimplicialTransformer(8, width, 4, **common, **extra).to(device)
+            student = NSimplicialTransformer(8, width, 4, **common, kernel_options=extra).to(device)
             opt = torch.optim.Adam(student.parameters(), lr=3e-3)
             start = time.perf_counter()
             for _ in range(steps):
@@ -355,7 +355,13 @@ def table_compile(args: argparse.Namespace) -> None:
     for mode in args.compile_modes:
         torch.manual_seed(0)
         model = NSimplicialTransformer(
-            feats, width, 4, n_layers=args.compile_layers, heads=2, order=2, causal=mode == "causal"
+            feats,
+            width,
+            4,
+            n_layers=args.compile_layers,
+            heads=2,
+            order=2,
+            kernel_options={"causal": mode == "causal"},
         )
         if mode == "complex":
             x, tuples, index, count = complex_batch(complexes, 0)

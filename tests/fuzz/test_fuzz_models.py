@@ -162,8 +162,15 @@ def test_fuzz_n_simplicial_transformer(fuzz_seeds):
         how = CORRUPTIONS[int(rng.integers(len(CORRUPTIONS)))]
         expect = corrupt(batch, "x_0", how, rng)
         kv_bias = bool(rng.integers(2))
-        model = NSimplicialTransformer(2, WIDTH, OUT, n_layers=1, heads=2, kv_bias=kv_bias,
-                                       pooling=str(rng.choice(["sum", "mean"])))
+        model = NSimplicialTransformer(
+            2,
+            WIDTH,
+            OUT,
+            n_layers=1,
+            heads=2,
+            pooling=str(rng.choice(["sum", "mean"])),
+            kernel_options={"kv_bias": kv_bias},
+        )
         return f"NSimplicial dim={dim} kv_bias={kv_bias} x_0:{how} shapes={batch.shape.tolist()}", model, batch, len(items), expect
 
     run_model_cases(fuzz_seeds, "NSimplicialTransformer", make)

@@ -79,7 +79,9 @@ def _compiled_matches_eager(fn, batches, make_args, params=None):
 
 def _sequence_case(causal, gen):
     torch.manual_seed(0)
-    layer = NSimplicialTransformerLayer(CHANNELS, HEADS, 2, causal=causal).double()
+    layer = NSimplicialTransformerLayer(
+        CHANNELS, HEADS, 2, kernel_options={"causal": causal}
+    ).double()
 
     def fn(x):
         return layer(x)
@@ -109,7 +111,9 @@ def test_sequence_layer_compiled_backward_matches_eager(gen):
 def test_tuple_layer_compiles_without_break_or_recompile(gen):
     """Complexes (sparse tuple path on the core), with bias slots and the causal filter."""
     torch.manual_seed(0)
-    layer = NSimplicialTransformerLayer(CHANNELS, HEADS, 2, kv_bias=True, causal=True).double()
+    layer = NSimplicialTransformerLayer(
+        CHANNELS, HEADS, 2, kernel_options={"kv_bias": True, "causal": True}
+    ).double()
 
     def fn(x, tuples):
         return layer(x, tuples=tuples)
@@ -140,7 +144,9 @@ def test_prepared_tuples_equal_raw_tuples_and_gradients(gen):
     """Eager: a TupleIndex gives the output and gradients of the raw tuple list it came from."""
     x, tuples, batch = _complexes([5, 4], gen)
     x.requires_grad_()
-    layer = NSimplicialTransformerLayer(CHANNELS, HEADS, 2, kv_bias=True, causal=True).double()
+    layer = NSimplicialTransformerLayer(
+        CHANNELS, HEADS, 2, kernel_options={"kv_bias": True, "causal": True}
+    ).double()
     index = layer.prepare_tuples(tuples, x.shape[0])
     assert isinstance(index, TupleIndex)
     out_raw, out_prep = layer(x, tuples=tuples), layer(x, tuples=index)
@@ -166,6 +172,6 @@ def test_prepared_tuples_must_match_the_inputs(ref):
         n_simplicial_attention(q, keys, values, mask=prepare_tuples(tuples[[0, 2]], 6, 6))
     with pytest.raises(ValueError, match="query indices"):
         prepare_tuples(tuples[[0, 2]], 4, 5)
-    layer = NSimplicialTransformerLayer(6, 2, 2, gating="token", router_k=2)
+    layer = NSimplicialTransformerLayer(6, 2, 2, gating="token", kernel_options={"router_k": 2})
     with pytest.raises(ValueError, match="no tuples"):
         layer.prepare_tuples(tuples, 5)

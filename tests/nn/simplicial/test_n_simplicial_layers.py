@@ -58,10 +58,10 @@ def _all_grads_nonzero(module: torch.nn.Module) -> list[str]:
 # ---------------------------------------------------------------------------------- attention
 def _attention(name: str) -> NSimplicialAttention:
     """The attention module of configuration ``name`` (width 12, 2 heads), seeded."""
-    kwargs = dict(CONFIGS[name])
-    order = kwargs.pop("order", 2)
+    options = dict(CONFIGS[name])
+    order = options.pop("order", 2)
     _seed_modules()
-    return NSimplicialAttention(12, heads=2, order=order, **kwargs)
+    return NSimplicialAttention(12, heads=2, order=order, kernel_options=options)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -94,7 +94,9 @@ def test_attention_permutation_equivariance_on_sequences(name):
 
 def test_rope_module_is_shift_invariant():
     _seed_modules()
-    attn = NSimplicialAttention(12, heads=2, order=2, rope=True, causal=True).double()
+    attn = NSimplicialAttention(
+        12, heads=2, order=2, kernel_options={"rope": True, "causal": True}
+    ).double()
     x = torch.randn(2, 6, 12, dtype=torch.float64)
     pos = torch.arange(6)
     torch.testing.assert_close(attn(x, positions=pos), attn(x, positions=pos + 100))
@@ -102,7 +104,7 @@ def test_rope_module_is_shift_invariant():
 
 def test_router_k_n_equals_dense_module():
     _seed_modules()
-    routed = NSimplicialAttention(12, heads=2, order=2, router_k=7).double()
+    routed = NSimplicialAttention(12, heads=2, order=2, kernel_options={"router_k": 7}).double()
     dense = NSimplicialAttention(12, heads=2, order=2).double()
     dense.load_state_dict(routed.state_dict(), strict=False)
     x = torch.randn(2, 7, 12, dtype=torch.float64)
@@ -113,12 +115,14 @@ def test_attention_construction_errors():
     with pytest.raises(ValueError, match="multiple of heads"):
         NSimplicialAttention(10, heads=3)
     with pytest.raises(ValueError, match="determinant"):
-        NSimplicialAttention(12, heads=2, order=2, rope=True, logit_form="product")
+        NSimplicialAttention(
+            12, heads=2, order=2, kernel_options={"rope": True, "logit_form": "product"}
+        )
     with pytest.raises(ValueError, match="divisible"):
-        NSimplicialAttention(8, heads=1, order=2, rope=True)
+        NSimplicialAttention(8, heads=1, order=2, kernel_options={"rope": True})
     with pytest.raises(ValueError, match="either"):
-        NSimplicialAttention(12, window=2, router_k=2)
-    attn = NSimplicialAttention(12, router_k=2)
+        NSimplicialAttention(12, kernel_options={"window": 2, "router_k": 2})
+    attn = NSimplicialAttention(12, kernel_options={"router_k": 2})
     with pytest.raises(ValueError, match="router"):
         attn(torch.randn(4, 12), tuples=torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="channels"):
@@ -129,7 +133,9 @@ def test_attention_construction_errors():
 @pytest.mark.parametrize("kv_bias", [False, True])
 def test_layer_on_complex_permutation_equivariance(kv_bias):
     _seed_modules()
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kv_bias=kv_bias).double()
+    layer = NSimplicialTransformerLayer(
+        12, heads=2, order=2, kernel_options={"kv_bias": kv_bias}
+    ).double()
     sc = _complex_with_isolated_vertex()
     x = torch.randn(8, 12, dtype=torch.float64)
     out = layer(x, tuples=sc)
@@ -143,7 +149,7 @@ def test_layer_on_complex_permutation_equivariance(kv_bias):
 
 def test_layer_isolated_vertex_no_nan_and_all_gradients():
     _seed_modules()
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kv_bias=True)
+    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options={"kv_bias": True})
     sc = _complex_with_isolated_vertex()
     x = torch.randn(8, 12, requires_grad=True)
     out = layer(x, tuples=sc)
@@ -159,7 +165,9 @@ def test_layer_isolated_vertex_no_nan_and_all_gradients():
 
 def test_layer_complex_batched_equals_unbatched():
     _seed_modules()
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kv_bias=True).double()
+    layer = NSimplicialTransformerLayer(
+        12, heads=2, order=2, kernel_options={"kv_bias": True}
+    ).double()
     complexes = [random_simplicial_complex(s, n=6, p=0.6) for s in range(3)]
     sizes = [len(list(c.skeleton(0))) for c in complexes]
     xs = [torch.randn(n, 12, dtype=torch.float64) for n in sizes]
@@ -173,19 +181,23 @@ def test_layer_complex_batched_equals_unbatched():
 # ---------------------------------------------------------------------------------- model
 def test_model_on_sequences_and_gradients():
     _seed_modules()
-    model = NSimplicialTransformer(5, 12, 3, n_layers=2, heads=2, order=2, causal=True, router_k=4)
+    model = NSimplicialTransformer(
+        5, 12, 3, n_layers=2, heads=2, order=2, kernel_options={"causal": True, "router_k": 4}
+    )
     out = model(torch.randn(4, 9, 5))
     assert out.shape == (4, 3)
     out.square().sum().backward()
     assert _all_grads_nonzero(model) == []
-    token_model = NSimplicialTransformer(5, 12, 3, n_layers=1, outputs="tokens", window=2)
+    token_model = NSimplicialTransformer(
+        5, 12, 3, n_layers=1, outputs="tokens", kernel_options={"window": 2}
+    )
     assert token_model(torch.randn(2, 9, 5)).shape == (2, 9, 3)
 
 
 def test_model_complex_data_batched_equals_unbatched():
     _seed_modules()
     model = NSimplicialTransformer(
-        4, 12, 2, n_layers=2, heads=2, order=2, kv_bias=True, self_loops=True
+        4, 12, 2, n_layers=2, heads=2, order=2, kernel_options={"kv_bias": True, "self_loops": True}
     ).double()
     complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
     datas = [

@@ -24,8 +24,10 @@ def _x(*shape, seed=0):
 @pytest.mark.parametrize("causal", [False, True])
 def test_router_k_equal_n_is_full_attention(router, causal):
     torch.manual_seed(0)
-    routed = NSimplicialAttention(12, 2, 2, router_k=7, router=router, causal=causal).double()
-    dense = NSimplicialAttention(12, 2, 2, causal=causal).double()
+    routed = NSimplicialAttention(
+        12, 2, 2, kernel_options={"router_k": 7, "router": router, "causal": causal}
+    ).double()
+    dense = NSimplicialAttention(12, 2, 2, kernel_options={"causal": causal}).double()
     dense.load_state_dict(routed.state_dict(), strict=False)
     x = _x(2, 7, 12)
     context = NSimplicialAttention(12, 2, 2).double()(x, return_context=True)[1]
@@ -35,7 +37,7 @@ def test_router_k_equal_n_is_full_attention(router, causal):
 def test_paper_router_scores_are_the_papers():
     """s_ij = Σ_h w_ih ReLU(<Q_ih, K_jh>/sqrt(d_h)) from the previous layer; top-K of it."""
     torch.manual_seed(0)
-    attn = NSimplicialAttention(8, 2, 1, router_k=3).double()
+    attn = NSimplicialAttention(8, 2, 1, kernel_options={"router_k": 3}).double()
     prev = NSimplicialAttention(8, 2, 1).double()
     x = _x(1, 6, 8, seed=1)
     _, context = prev(_x(1, 6, 8, seed=2), return_context=True)
@@ -54,7 +56,13 @@ def test_router_is_causal(router):
     """With causal=True the selection (and output) of token i never depends on tokens > i."""
     torch.manual_seed(0)
     model = NSimplicialTransformer(
-        4, 12, 3, n_layers=2, heads=2, outputs="tokens", causal=True, router_k=2, router=router
+        4,
+        12,
+        3,
+        n_layers=2,
+        heads=2,
+        outputs="tokens",
+        kernel_options={"causal": True, "router_k": 2, "router": router},
     ).double()
     x = _x(1, 9, 4)
     changed = x.clone()
@@ -76,7 +84,9 @@ def test_router_is_causal(router):
 @pytest.mark.parametrize("router", ["paper", "bilinear"])
 def test_gradients_reach_the_scorer(router):
     torch.manual_seed(0)
-    model = NSimplicialTransformer(4, 12, 3, n_layers=2, heads=2, router_k=3, router=router)
+    model = NSimplicialTransformer(
+        4, 12, 3, n_layers=2, heads=2, kernel_options={"router_k": 3, "router": router}
+    )
     model(torch.randn(2, 8, 4)).square().sum().backward()
     for layer in model.layers:
         grads = [p.grad for p in layer.attention.router.parameters()]
@@ -94,7 +104,9 @@ def test_router_errors():
 # ---------------------------------------------------------------------------------- token gating
 def test_token_gating_k_equal_n_is_the_gated_block():
     torch.manual_seed(0)
-    gated = NSimplicialTransformerLayer(12, 2, 2, router_k=7, gating="token").double()
+    gated = NSimplicialTransformerLayer(
+        12, 2, 2, gating="token", kernel_options={"router_k": 7}
+    ).double()
     plain = NSimplicialTransformerLayer(12, 2, 2).double()
     plain.load_state_dict(gated.state_dict(), strict=False)
     x = _x(2, 7, 12)
@@ -104,7 +116,9 @@ def test_token_gating_k_equal_n_is_the_gated_block():
 
 def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
     torch.manual_seed(0)
-    layer = NSimplicialTransformerLayer(12, 2, 2, router_k=3, gating="token", rope=True).double()
+    layer = NSimplicialTransformerLayer(
+        12, 2, 2, gating="token", kernel_options={"router_k": 3, "rope": True}
+    ).double()
     x = _x(2, 7, 12, seed=1)
     out = layer(x)
     top = layer.token_scorer(x).squeeze(-1).topk(3, dim=-1).indices
@@ -121,9 +135,11 @@ def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
     out.square().sum().backward()
     assert torch.count_nonzero(layer.token_scorer.weight.grad) > 0
     with pytest.raises(ValueError, match="causal"):
-        NSimplicialTransformerLayer(12, 2, 2, router_k=3, gating="token", causal=True)
+        NSimplicialTransformerLayer(
+            12, 2, 2, gating="token", kernel_options={"router_k": 3, "causal": True}
+        )
     with pytest.raises(ValueError, match="gating"):
-        NSimplicialTransformerLayer(12, 2, 2, router_k=3, gating="tokens")
+        NSimplicialTransformerLayer(12, 2, 2, gating="tokens", kernel_options={"router_k": 3})
     with pytest.raises(ValueError, match="tuples"):
         layer(x[0], tuples=torch.tensor([[0, 1, 2]]))
 
@@ -131,21 +147,23 @@ def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
 # ---------------------------------------------------------------------------------- RoPE + bias
 def test_rope_with_kv_bias_is_shift_invariant():
     torch.manual_seed(0)
-    attn = NSimplicialAttention(12, 2, 2, rope=True, kv_bias=True, causal=True).double()
+    attn = NSimplicialAttention(
+        12, 2, 2, kernel_options={"rope": True, "kv_bias": True, "causal": True}
+    ).double()
     with torch.no_grad():
         attn.key_bias.normal_()  # a generic bias, not the initial ones
     x = _x(2, 6, 12)
     pos = torch.arange(6)
     base = attn(x, positions=pos)
     assert (base - attn(x, positions=pos + 1000)).abs().max() <= 1e-5
-    off = NSimplicialAttention(12, 2, 2, rope=True, causal=True).double()
+    off = NSimplicialAttention(12, 2, 2, kernel_options={"rope": True, "causal": True}).double()
     off.load_state_dict(attn.state_dict(), strict=False)
     assert not torch.allclose(base, off(x, positions=pos))  # the bias slot does contribute
     out = attn(x, positions=pos).square().sum()
     out.backward()
     assert torch.count_nonzero(attn.key_bias.grad) > 0
     with pytest.raises(ValueError, match="even order"):
-        NSimplicialAttention(12, 2, 1, rope=True, kv_bias=True)
+        NSimplicialAttention(12, 2, 1, kernel_options={"rope": True, "kv_bias": True})
 
 
 # ---------------------------------------------------------------------------------- dropout

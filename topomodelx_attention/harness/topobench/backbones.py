@@ -359,14 +359,11 @@ class NSimplicialBackbone(TensorBackbone):
         Highest rank (default ``num_cell_dimensions - 1``, else 2).
     num_cell_dimensions : int, optional
         TopoBench's count of cell dimensions.
-    include_lower : bool, optional
-        Also tuples of cells with fewer faces (null-padded); default: ``kv_bias``.
-    self_loops : bool, default=False
-        Add ``(i, ..., i)`` for every token.
     **layer_kwargs
         Other :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer` options
-        (``dropout``, ``attention_dropout``, ``kv_bias``, ``router_k``, ...), as TopoBench's
-        backbone config names them.
+        (``dropout``, ``attention_dropout``, ``kernel_options`` with ``kv_bias``,
+        ``include_lower``, ``self_loops``, ``router_k``, ...), as TopoBench's backbone config
+        names them.
     """
 
     def __init__(
@@ -380,8 +377,6 @@ class NSimplicialBackbone(TensorBackbone):
         rank: int = 0,
         max_rank: int | None = None,
         num_cell_dimensions: int | None = None,
-        include_lower: bool | None = None,
-        self_loops: bool = False,
         **layer_kwargs: Any,
     ) -> None:
         super().__init__()
@@ -397,8 +392,7 @@ class NSimplicialBackbone(TensorBackbone):
         # its encode() embeds the tokens, runs the layers (router context included) and the norm
         self.transformer = NSimplicialTransformer(
             int(in_channels), hidden_channels, None, n_layers=n_layers, heads=heads,
-            order=order, rank=self.rank, include_lower=include_lower, self_loops=self_loops,
-            **layer_kwargs,
+            order=order, rank=self.rank, **layer_kwargs,
         )
         same = int(in_channels) == int(hidden_channels)
         self.project = nn.Identity() if same else nn.Linear(hidden_channels, in_channels)

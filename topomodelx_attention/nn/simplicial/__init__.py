@@ -36,6 +36,7 @@ from topomodelx_attention.nn.simplicial.masks import (
     window_selection,
 )
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import (
+    KERNEL_OPTIONS,
     NSimplicialAttention,
     resolve_tuples,
 )
@@ -59,6 +60,7 @@ register_prepared_inputs(TupleIndex)
 refuse_torchscript(NSimplicialAttention, NSimplicialTransformer, NSimplicialTransformerLayer, SimplicialRouter)
 
 __all__ = [
+    "KERNEL_OPTIONS",
     "NULL_KEY",
     "CausalMask",
     "KeySelection",

@@ -18,7 +18,7 @@ bound on the paper's quantity, equal up to a factor at most 2 in this norm).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -164,7 +164,13 @@ def oversmoothing_profile(
 
 
 def build_stack(
-    variant: str, channels: int, depth: int, heads: int = 1, order: int = 2, **attention_kwargs: Any
+    variant: str,
+    channels: int,
+    depth: int,
+    heads: int = 1,
+    order: int = 2,
+    *,
+    kernel_options: Mapping[str, Any] | None = None,
 ) -> nn.ModuleList:
     """Build a stack of N-simplicial layers for the over-smoothing experiment of §3.2.
 
@@ -182,8 +188,9 @@ def build_stack(
         Attention heads.
     order : int, default=2
         ``N``.
-    **attention_kwargs
-        Forwarded to :class:`~.NSimplicialTransformerLayer` (e.g. ``causal=True``).
+    kernel_options : mapping, optional
+        The attention's options, passed to every :class:`~.NSimplicialTransformerLayer`
+        unchanged (e.g. ``{"causal": True}``).
 
     Returns
     -------
@@ -199,6 +206,6 @@ def build_stack(
         "transformer": {"residual": True, "norm": True, "mlp": True},
     }[variant]
     return nn.ModuleList(
-        NSimplicialTransformerLayer(channels, heads, order, **flags, **attention_kwargs)
+        NSimplicialTransformerLayer(channels, heads, order, **flags, kernel_options=kernel_options)
         for _ in range(depth)
     )

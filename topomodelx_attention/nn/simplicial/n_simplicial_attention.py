@@ -10,13 +10,15 @@ the top-K router in :mod:`~topomodelx_attention.nn.simplicial.router`; this modu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.heads import check_dropout
+from topomodelx_attention.nn.common import check_options
 from topomodelx_attention.nn.simplicial.functional import (
     MaskLike,
     n_simplicial_attention,
@@ -34,7 +36,28 @@ from topomodelx_attention.nn.simplicial.masks import (
 from topomodelx_attention.nn.simplicial.rope import simplicial_rope
 from topomodelx_attention.nn.simplicial.router import RouterContext, SimplicialRouter
 
-__all__ = ["NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
+__all__ = ["KERNEL_OPTIONS", "NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
+
+#: Keys of ``kernel_options`` of :class:`NSimplicialAttention` and their defaults: the options of
+#: the attention itself (which tuples it attends to, how it scores them), passed down unchanged by
+#: :class:`~.NSimplicialTransformerLayer` and :class:`~.NSimplicialTransformer`.
+KERNEL_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        "kv_bias": False,
+        "causal": False,
+        "window": None,
+        "router_k": None,
+        "router": "paper",
+        "router_dim": 16,
+        "rope": False,
+        "logit_form": None,
+        "rope_base": 10000.0,
+        "scale": None,
+        "chunk_size": None,
+        "include_lower": None,
+        "self_loops": False,
+    }
+)
 
 ROPE_ON_COMPLEX = (
     "rope=True on a complex needs explicit positions: simplicial RoPE (§2.4) rotates every "
@@ -122,6 +145,11 @@ class NSimplicialAttention(nn.Module):
         mask per tile and replays it in the backward pass).
     bias : bool, default=True
         Biases of the input and output projections.
+    kernel_options : mapping, optional
+        The attention's own options as one mapping (:data:`KERNEL_OPTIONS` are the defaults; a
+        key it does not take raises ``ValueError``), its keys listed below, ``kv_bias`` to
+        ``self_loops``:
+
     kv_bias : bool, default=False
         Learnable key/value row appended to every key axis (Appendix F.1), initialised to ones so
         that order ``N`` contains all lower orders: tuples ``(i, j, NULL)`` are 1-simplicial
@@ -174,21 +202,15 @@ class NSimplicialAttention(nn.Module):
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         bias: bool = True,
-        kv_bias: bool = False,
-        causal: bool = False,
-        window: int | Sequence[int] | None = None,
-        router_k: int | Sequence[int] | None = None,
-        router: str = "paper",
-        router_dim: int = 16,
-        rope: bool = False,
-        logit_form: str | None = None,
-        rope_base: float = 10000.0,
-        scale: float | None = None,
-        chunk_size: int | tuple[int, int] | None = None,
-        include_lower: bool | None = None,
-        self_loops: bool = False,
+        kernel_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        options = check_options("kernel_options", kernel_options, KERNEL_OPTIONS)
+        kv_bias, causal, window = options["kv_bias"], options["causal"], options["window"]
+        router_k, router, router_dim = options["router_k"], options["router"], options["router_dim"]
+        rope, logit_form, rope_base = options["rope"], options["logit_form"], options["rope_base"]
+        scale, chunk_size = options["scale"], options["chunk_size"]
+        include_lower, self_loops = options["include_lower"], options["self_loops"]
         if channels < 1 or heads < 1 or channels % heads != 0:
             raise ValueError(
                 f"channels ({channels}) must be a positive multiple of heads ({heads})"

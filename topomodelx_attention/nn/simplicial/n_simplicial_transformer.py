@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -70,16 +70,20 @@ class NSimplicialTransformer(nn.Module):
         per column, summed (:class:`~topomodelx_attention.nn.common.FeatureEncoder`).
     rank : int, default=0
         Token rank when ``x`` is a ``ComplexData``.
-    include_lower : bool, optional
-        Lower-order tuples of a complex (through the key/value bias); default ``kv_bias``.
-    self_loops : bool, default=False
-        Add ``(i, ..., i)`` tuples on complexes.
-    mlp_ratio, dropout, attention_dropout, activation, kv_bias, causal, window, router_k, router, gating, router_dim, rope, logit_form, rope_base, scale, chunk_size
-        Options of every :class:`~.NSimplicialTransformerLayer` (same defaults). With
-        ``router="paper"`` each layer's router scores with the previous layer's queries and
-        keys (§2.3). ``rope=True`` (§2.4) is defined on sequence positions: on complexes
-        :meth:`forward` needs explicit ``positions`` (the cells have no canonical order; the
-        cell index is a labelling) and raises ``ValueError`` without them.
+    mlp_ratio, dropout, attention_dropout, activation, gating
+        Options of every :class:`~.NSimplicialTransformerLayer` (same defaults).
+    kernel_options : mapping, optional
+        Options of the attention of every layer, passed down unchanged
+        (:data:`~.n_simplicial_attention.KERNEL_OPTIONS` are the keys and defaults; see
+        :class:`~.NSimplicialAttention`; a key it does not take raises ``ValueError``):
+        ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``,
+        ``rope``, ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, and for complexes
+        ``include_lower`` (lower-order tuples through the key/value bias; default ``kv_bias``)
+        and ``self_loops`` (add ``(i, ..., i)`` tuples). With ``router="paper"`` each layer's
+        router scores with the previous layer's queries and keys (§2.3). ``rope=True`` (§2.4)
+        is defined on sequence positions: on complexes :meth:`forward` needs explicit
+        ``positions`` (the cells have no canonical order; the cell index is a labelling) and
+        raises ``ValueError`` without them.
     check_inputs : bool, default=True
         Reject NaN / Inf / huge float inputs once per forward
         (:func:`~topomodelx_attention.nn.common.check_inputs`).
@@ -98,24 +102,12 @@ class NSimplicialTransformer(nn.Module):
         outputs: str = "complex",
         categorical: Sequence[int] | None = None,
         rank: int = 0,
-        include_lower: bool | None = None,
-        self_loops: bool = False,
         mlp_ratio: float = 2.0,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         activation: str = "gelu",
-        kv_bias: bool = False,
-        causal: bool = False,
-        window: int | Sequence[int] | None = None,
-        router_k: int | Sequence[int] | None = None,
-        router: str = "paper",
         gating: str = "simplex",
-        router_dim: int = 16,
-        rope: bool = False,
-        logit_form: str | None = None,
-        rope_base: float = 10000.0,
-        scale: float | None = None,
-        chunk_size: int | tuple[int, int] | None = None,
+        kernel_options: Mapping[str, Any] | None = None,
         check_inputs: bool = True,
     ) -> None:
         super().__init__()
@@ -127,9 +119,6 @@ class NSimplicialTransformer(nn.Module):
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.order, self.pooling, self.outputs, self.rank = order, pooling, outputs, rank
         self.check_inputs = bool(check_inputs)
-        self.include_lower = bool(kv_bias) if include_lower is None else include_lower
-        self.self_loops = self_loops
-        self.causal = bool(causal)
         self.embedding = FeatureEncoder(in_channels, hidden_channels, categorical, "x")
         self.layers = nn.ModuleList(
             NSimplicialTransformerLayer(
@@ -140,23 +129,14 @@ class NSimplicialTransformer(nn.Module):
                 dropout=dropout,
                 attention_dropout=attention_dropout,
                 activation=activation,
-                kv_bias=kv_bias,
-                causal=causal,
-                window=window,
-                router_k=router_k,
-                router=router,
                 gating=gating,
-                router_dim=router_dim,
-                rope=rope,
-                logit_form=logit_form,
-                rope_base=rope_base,
-                scale=scale,
-                chunk_size=chunk_size,
-                include_lower=self.include_lower,
-                self_loops=self_loops,
+                kernel_options=kernel_options,
             )
             for _ in range(int(n_layers))
         )
+        attention = self.layers[0].attention  # the options the tuples of a complex follow
+        self.include_lower = bool(attention.include_lower)
+        self.self_loops, self.causal = attention.self_loops, bool(attention.causal)
         self.norm = nn.LayerNorm(hidden_channels)
         self.readout = None if out_channels is None else nn.Linear(hidden_channels, out_channels)
 

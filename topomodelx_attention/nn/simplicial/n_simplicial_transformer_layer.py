@@ -17,15 +17,19 @@ not causal and is rejected with ``causal=True`` (the simplex router, ``gating="s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention.nn.common import check_options
 from topomodelx_attention.nn.simplicial.functional import MaskLike
 from topomodelx_attention.nn.simplicial.masks import TupleIndex, TupleMask
-from topomodelx_attention.nn.simplicial.n_simplicial_attention import NSimplicialAttention
+from topomodelx_attention.nn.simplicial.n_simplicial_attention import (
+    KERNEL_OPTIONS,
+    NSimplicialAttention,
+)
 from topomodelx_attention.nn.simplicial.router import RouterContext
 
 __all__ = ["GATINGS", "NSimplicialTransformerLayer"]
@@ -67,14 +71,16 @@ class NSimplicialTransformerLayer(nn.Module):
         Pre-LayerNorms.
     mlp : bool, default=True
         Feed-forward sub-block.
-    router_k : int or sequence of int, optional
-        ``K`` of the §2.3 top-K: keys per query and key axis (``gating="simplex"``) or tokens per
-        sequence (``gating="token"``).
     gating : {"simplex", "token"}, default="simplex"
-        Route simplices (keys of each query) or tokens (``X_i + s_i f(X)_i`` for the top-K).
-    kv_bias, causal, window, router, router_dim, rope, logit_form, rope_base, scale, chunk_size,
-    include_lower, self_loops
-        Forwarded to :class:`~.NSimplicialAttention`.
+        Route simplices (keys of each query) or tokens (``X_i + s_i f(X)_i`` for the top-K):
+        ``kernel_options["router_k"]`` is ``K`` of the §2.3 top-K, keys per query and key axis
+        (``gating="simplex"``) or tokens per sequence (``gating="token"``, the attention then
+        runs without router on the selected tokens).
+    kernel_options : mapping, optional
+        Options of the attention (:data:`~.n_simplicial_attention.KERNEL_OPTIONS`: ``kv_bias``,
+        ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``, ``rope``,
+        ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, ``include_lower``,
+        ``self_loops``), passed to :class:`~.NSimplicialAttention` unchanged.
     """
 
     def __init__(
@@ -90,20 +96,8 @@ class NSimplicialTransformerLayer(nn.Module):
         residual: bool = True,
         norm: bool = True,
         mlp: bool = True,
-        kv_bias: bool = False,
-        causal: bool = False,
-        window: int | Sequence[int] | None = None,
-        router_k: int | Sequence[int] | None = None,
-        router: str = "paper",
         gating: str = "simplex",
-        router_dim: int = 16,
-        rope: bool = False,
-        logit_form: str | None = None,
-        rope_base: float = 10000.0,
-        scale: float | None = None,
-        chunk_size: int | tuple[int, int] | None = None,
-        include_lower: bool | None = None,
-        self_loops: bool = False,
+        kernel_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
@@ -116,16 +110,20 @@ class NSimplicialTransformerLayer(nn.Module):
             raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
         self.gating, self.token_k, self.token_scorer = gating, None, None
         if gating == "token":
+            kernel_options = check_options("kernel_options", kernel_options, KERNEL_OPTIONS)
+            router_k = kernel_options["router_k"]
             if router_k is None or not isinstance(router_k, int) or router_k < 1:
-                raise ValueError(f"gating='token' needs router_k = tokens kept (int >= 1), got {router_k!r}")
-            if causal:
+                raise ValueError("gating='token' needs kernel_options['router_k'] = tokens kept (int >= 1), "
+                    f"got {router_k!r}")
+            if kernel_options["causal"]:
                 raise ValueError(
                     "gating='token' is not causal (the top-K of a sequence depends on later tokens); "
                     "use gating='simplex' with causal=True"
                 )
             if not residual:
                 raise ValueError("gating='token' updates X + s f(X): it needs residual=True")
-            self.token_k, router_k = router_k, None
+            self.token_k = router_k  # the attention runs on the selected tokens, unrouted
+            kernel_options = {**kernel_options, "router_k": None}
             self.token_scorer = nn.Linear(channels, 1, bias=False)  # s_i = X_i ω
         self.residual, self.use_norm, self.use_mlp = residual, norm, mlp
         self.attention = NSimplicialAttention(
@@ -134,19 +132,7 @@ class NSimplicialTransformerLayer(nn.Module):
             order,
             dropout=dropout,
             attention_dropout=attention_dropout,
-            kv_bias=kv_bias,
-            causal=causal,
-            window=window,
-            router_k=router_k,
-            router=router,
-            router_dim=router_dim,
-            rope=rope,
-            logit_form=logit_form,
-            rope_base=rope_base,
-            scale=scale,
-            chunk_size=chunk_size,
-            include_lower=include_lower,
-            self_loops=self_loops,
+            kernel_options=kernel_options,
         )
         self.norm1 = nn.LayerNorm(channels) if norm else nn.Identity()
         if mlp:
