@@ -504,43 +504,6 @@ class OrderKTokenGT(TokenModel):
             groups.append(h)
         return self._assemble(groups, inputs.layout, inputs.padded, owners=inputs.owners)
 
-    def encode(self, data: ComplexData | OrderKTokenGTInputs) -> TokenBatch:
-        """Tokenize and encode a complex or a batch (final LayerNorm-ed tokens).
-
-        Parameters
-        ----------
-        data : ComplexData or OrderKTokenGTInputs
-            As for :meth:`tokenize`.
-
-        Returns
-        -------
-        TokenBatch
-            Encoded tokens.
-        """
-        return self.encode_tokens(self.tokenize(data))
-
-    def forward(self, data: ComplexData | OrderKTokenGTInputs) -> Tensor:
-        """Complex-level prediction from the ``[graph]`` token.
-
-        ``forward(data)`` is ``forward(prepare(data))``; a ``torch.compile``-d model called on
-        either runs :meth:`prepare` eagerly and the rest as one graph.
-
-        Parameters
-        ----------
-        data : ComplexData or OrderKTokenGTInputs
-            A complex or a batch, or its :meth:`prepare` result.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            One prediction per complex, empty complexes included.
-        """
-        readout = self._readout("complex")
-        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        inputs = self._prepared(data)  # the compiled model's one graph break
-        tokens = self.encode(inputs)
-        return readout(tokens.x[: tokens.num_complexes])
-
     def cell_outputs(self, data: ComplexData | OrderKTokenGTInputs) -> dict[int, Tensor]:
         """Cell-level predictions of the ranks listed in ``outputs``.
 

@@ -402,40 +402,6 @@ class TokenGT(TokenModel):
         nodes = torch.cat([edge_index[0][keep], edge_index[1][keep]])
         return num_complexes + nodes, torch.cat([edge_tokens[keep], edge_tokens[keep]])
 
-    def encode(self, data: object) -> TokenBatch:
-        """Tokenize and encode; the features are the final (LayerNorm-ed) hidden tokens.
-
-        Parameters
-        ----------
-        data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`prepare`, or its result.
-
-        Returns
-        -------
-        TokenBatch
-            Encoded tokens (``x[:num_complexes]`` are the ``[graph]`` tokens).
-        """
-        return self.encode_tokens(self.tokenize(data))
-
-    def forward(self, data: object) -> Tensor:
-        """Complex-level (graph-level) prediction from the ``[graph]`` token.
-
-        Parameters
-        ----------
-        data : torch_geometric.data.Data or Batch
-            Graph(s) as for :meth:`prepare`, or its result.
-
-        Returns
-        -------
-        torch.Tensor, shape = (num_complexes, out_channels)
-            One prediction per graph, empty graphs included.
-        """
-        readout = self._readout("complex")
-        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
-        inputs = self._prepared(data)  # the compiled model's one graph break
-        tokens = self.encode(inputs)
-        return readout(tokens.x[: tokens.num_complexes])
-
     def cell_outputs(self, data: object) -> dict[int, Tensor]:
         """Cell-level predictions of the ranks listed in ``outputs``: nodes (A.4.3) and edges.
 

@@ -414,7 +414,11 @@ def check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tupl
 
 
 class TokenModel(nn.Module):
-    """[graph] token, identifier regularisers, encoder stack and readouts of both models."""
+    """[graph] token, identifier regularisers, encoder stack and readouts of both models.
+
+    A model defines ``prepare`` / ``_prepared`` (its inputs) and ``tokenize``; :meth:`encode`
+    and :meth:`forward` are shared.
+    """
 
     def _build_common(
         self,
@@ -523,6 +527,44 @@ class TokenModel(nn.Module):
             owners,
             padded,
         )
+
+    def encode(self, data: object) -> TokenBatch:
+        """Tokenize and encode (``tokenize``, then :meth:`encode_tokens`): the final tokens.
+
+        Parameters
+        ----------
+        data : object
+            The model's input (TokenGT: a graph or a batch; OrderKTokenGT: a ``ComplexData``),
+            or its ``prepare`` result.
+
+        Returns
+        -------
+        TokenBatch
+            Encoded, LayerNorm-ed tokens (``x[:num_complexes]`` are the ``[graph]`` tokens).
+        """
+        return self.encode_tokens(self.tokenize(data))
+
+    def forward(self, data: object) -> Tensor:
+        """Complex-level prediction from the ``[graph]`` token.
+
+        ``forward(data)`` is ``forward(prepare(data))``; a ``torch.compile``-d model called on
+        either runs ``prepare`` eagerly and the rest as one graph.
+
+        Parameters
+        ----------
+        data : object
+            As for :meth:`encode`.
+
+        Returns
+        -------
+        torch.Tensor, shape = (num_complexes, out_channels)
+            One prediction per graph / complex, empty ones included.
+        """
+        readout = self._readout("complex")
+        # prepared here, in the called method: a compiled model breaks its graph once, at prepare
+        inputs = self._prepared(data)  # the compiled model's one graph break
+        tokens = self.encode(inputs)
+        return readout(tokens.x[: tokens.num_complexes])
 
     def encode_tokens(self, tokens: TokenBatch) -> TokenBatch:
         """Run the encoder stack (with its final LayerNorm) on a token set.
