@@ -14,7 +14,7 @@ import torch
 import torch._dynamo
 import torch._dynamo.testing
 
-from tests.helpers import batch_slice, load_mutag
+from tests.helpers import assert_compiled_gradients_match, batch_slice, load_mutag
 from topomodelx_attention.nn.graph import OrderKTokenGT
 from topomodelx_attention.nn.graph.order_k_tokengt import OrderKTokenGTInputs
 from topomodelx_attention.transforms import LaplacianNodeId, SimplicialCliqueLifting
@@ -75,17 +75,7 @@ def test_compiled_orderk_tokengt_does_not_recompile_across_batch_sizes(skeletons
 def test_compiled_orderk_tokengt_gradients_match_eager(skeletons):
     """Training mode through aot_eager on a raw batch: same loss and parameter gradients."""
     model = _model("sum").train()  # no dropout, no sign flip: deterministic
-    batch = batch_slice(skeletons, SIZES[1])
-    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
-    grads = []
-    for fn in (model, compiled):
-        model.zero_grad()
-        fn(batch).square().sum().backward()
-        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
-    assert len(grads[0]) == len(grads[1]) > 0
-    for got, want in zip(grads[1], grads[0]):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    torch._dynamo.reset()
+    assert_compiled_gradients_match(model, batch_slice(skeletons, SIZES[1]))
 
 
 def test_prepare_equals_raw_batch_and_keeps_the_checks(skeletons):
