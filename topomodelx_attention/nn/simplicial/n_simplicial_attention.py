@@ -64,8 +64,8 @@ ROPE_ON_COMPLEX = (
     "token by its position in a sequence, and the cells of a complex have no canonical order "
     "(rotating by the cell index makes the output depend on how the vertices are labelled). "
     "Pass positions= (one per cell, an order your data defines, permuted together with the "
-    "cells) or build the model with rope=False for complexes (RoPE stays available on "
-    "sequences)"
+    "cells) or build the model with rope=False in its kernel_options for complexes (RoPE "
+    "stays available on sequences)"
 )
 """The error of ``rope=True`` on a complex without ``positions``."""
 
