@@ -162,6 +162,24 @@ def assert_no_recompile(model, batches, out_channels: int) -> list:
     return prepared
 
 
+def small_token_model(cls, kind: str = "dense", **options):
+    """The seeded, double, eval-mode token model (``TokenGT`` / ``OrderKTokenGT``) of the tests.
+
+    Width 16, 2 layers, 4 heads, output width 2; ``kind="linear"`` a 32-feature Performer.
+    ``options`` (the model's own widths and options) are added and override these.
+    """
+    torch.manual_seed(0)
+    defaults = {
+        "hidden_channels": 16,
+        "out_channels": 2,
+        "n_layers": 2,
+        "heads": 4,
+        "kind": kind,
+        "kernel_options": {"num_random_features": 32} if kind == "linear" else None,
+    }
+    return cls(**{**defaults, **options}).double().eval()
+
+
 def assert_compiled_gradients_match(model, inputs) -> None:
     """Through ``aot_eager``: the same parameter gradients of ``sum(model(inputs)²)`` as eager."""
     import torch._dynamo

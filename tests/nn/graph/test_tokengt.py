@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch, Data
 
-from tests.helpers import graph_from_edges
+from tests.helpers import graph_from_edges, small_token_model
 from topomodelx_attention.nn.attention import padded_layout
 from topomodelx_attention.nn.graph import (
     TokenGT,
@@ -60,22 +60,8 @@ def graphs(transform=None) -> list[Data]:
 
 
 def make_model(kind="dense", edge_tokens="directed", **kwargs) -> TokenGT:
-    torch.manual_seed(0)
-    defaults = dict(
-        in_channels=3,
-        edge_channels=2,
-        hidden_channels=16,
-        out_channels=2,
-        n_layers=2,
-        heads=4,
-        node_id_dim=NODE_ID_DIM,
-        kind=kind,
-        edge_tokens=edge_tokens,
-        kernel_options={"num_random_features": 32} if kind == "linear" else None,
-        outputs=("complex", 0, 1),
-    )
-    defaults.update(kwargs)
-    return TokenGT(**defaults).double().eval()
+    own = {"in_channels": 3, "edge_channels": 2, "node_id_dim": NODE_ID_DIM, "outputs": ("complex", 0, 1)}
+    return small_token_model(TokenGT, kind, **{**own, "edge_tokens": edge_tokens, **kwargs})
 
 
 def relabel(graph: Data, generator: torch.Generator) -> tuple[Data, torch.Tensor]:

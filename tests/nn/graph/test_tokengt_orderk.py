@@ -7,7 +7,13 @@ import toponetx as tnx
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import graph_from_edges, permute_complex, random_cell_complex, to_double
+from tests.helpers import (
+    graph_from_edges,
+    permute_complex,
+    random_cell_complex,
+    small_token_model,
+    to_double,
+)
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, boundary_cycles, cell_orderings
 from topomodelx_attention.transforms import (
@@ -35,20 +41,8 @@ def lifted(lifting, num_nodes_extra: int = 0) -> list[ComplexData]:
 
 
 def make_model(max_rank: int = 2, kind: str = "dense", **kwargs) -> OrderKTokenGT:
-    torch.manual_seed(0)
-    defaults = dict(
-        in_channels=[3] * (max_rank + 1),
-        hidden_channels=16,
-        out_channels=2,
-        n_layers=2,
-        heads=4,
-        node_id_dim=DIM,
-        kind=kind,
-        kernel_options={"num_random_features": 32} if kind == "linear" else None,
-        outputs=("complex", *range(max_rank + 1)),
-    )
-    defaults.update(kwargs)
-    return OrderKTokenGT(**defaults).double().eval()
+    own = {"in_channels": [3] * (max_rank + 1), "node_id_dim": DIM, "outputs": ("complex", *range(max_rank + 1))}
+    return small_token_model(OrderKTokenGT, kind, **{**own, **kwargs})
 
 
 @pytest.mark.parametrize(
