@@ -1,10 +1,14 @@
-"""Fuzz: the options of every positional encoding, whose repr is the harness cache key.
+"""Fuzz: the options of the positional encodings and graph liftings, whose repr is the harness
+cache key.
 
 * random valid options: the repr lists ``dim`` and every option of the class's ``shown`` table
   with its value, the transform rebuilt from those options has the same repr, and changing any
   shown option changes the repr (two encodings that differ never share a cache key);
 * a zero ``dim`` or a negative ``dense_threshold`` / ``eigh_threshold``: REJECTED with a
-  ``ValueError`` naming the option.
+  ``ValueError`` naming the option;
+* random lifting options: changing any option the repr shows (the lifting's ``shown`` table,
+  ``feature_lifting``, ``neighborhoods``, ``self_loops``) changes the repr; ``max_cycles`` (it
+  only refuses or not) does not.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from tests.fuzz.cases import ACCEPT, REJECT, run_cases
 from topomodelx_attention.transforms import (
     BarycentricRandomWalkPE,
     BarycentricSubdivisionPE,
+    CellCycleLifting,
     CellularRandomWalkPE,
     HodgeLaplacianPE,
+    SimplicialCliqueLifting,
     TopologicalSlepiansPE,
     ZeroPE,
 )
@@ -91,3 +97,36 @@ def test_fuzz_pe_bad_sizes_are_refused_naming_the_option(fuzz_seeds):
         return f"{cls.__name__} {bad}={value}", REJECT, run
 
     run_cases(fuzz_seeds, "PE sizes", make, offset=94_000)
+
+
+COMMON = {
+    "feature_lifting": ("sum", "mean"),
+    "neighborhoods": (None, ("incidence", "adjacency")),
+    "self_loops": ("raise", "drop"),
+}
+LIFTINGS = {
+    CellCycleLifting: {"max_cell_length": (None, 5), "cycles": ("basis", "chordless")},
+    SimplicialCliqueLifting: {"complex_dim": (2, 3)},
+}
+
+
+def test_fuzz_lifting_repr_changes_with_every_lifting_option(fuzz_seeds):
+    classes = list(LIFTINGS)
+
+    def make(seed, rng):
+        cls = classes[int(rng.integers(len(classes)))]
+        table = {**LIFTINGS[cls], **COMMON}
+        options = {name: values[int(rng.integers(2))] for name, values in table.items()}
+
+        def run():
+            text = repr(cls(**options))
+            assert sorted(cls.shown) == sorted(LIFTINGS[cls]), f"{cls.__name__}.shown = {cls.shown}"
+            for name, values in table.items():
+                other = values[1] if options[name] == values[0] else values[0]
+                assert repr(cls(**{**options, name: other})) != text, f"changing {name} keeps {text}"
+            if cls is CellCycleLifting:
+                assert repr(cls(**options, max_cycles=3)) == text, "max_cycles entered the repr"
+
+        return f"{cls.__name__}({options})", ACCEPT, run
+
+    run_cases(fuzz_seeds, "lifting reprs", make, offset=95_000)
