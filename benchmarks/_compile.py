@@ -8,7 +8,7 @@ import torch
 import torch._dynamo
 import torch._dynamo.testing
 import torch.fx.experimental._config as fx_config
-from _measure import time_cases
+from _measure import print_table, time_cases
 
 
 def compile_rows(
@@ -51,3 +51,14 @@ def compile_rows(
 
 
 COMPILE_HEADER = ["model", "complexes", "eager ms", "compiled ms", "compiled/eager", "graphs"]
+
+
+def print_compile_table(model_name: str, args, rows: list[list[str]]) -> None:
+    """Print the ``--compile`` table of ``model_name`` (``args.compile_channels`` wide,
+    ``args.compile_layers`` layers) from :func:`compile_rows` rows."""
+    print_table(
+        f"{model_name} compiled (inductor, dynamic=True) vs eager, forward+backward, width "
+        f"{args.compile_channels}, {args.compile_layers} layers",
+        COMPILE_HEADER,
+        rows,
+    )

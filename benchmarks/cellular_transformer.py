@@ -37,7 +37,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 import torch
-from _compile import COMPILE_HEADER, compile_rows
+from _compile import compile_rows, print_compile_table
 from _measure import keep_freed_memory, measure_once, padded, page_faults, print_table, time_cases
 from torch import nn
 from torch_geometric.data import Batch
@@ -277,12 +277,7 @@ def compile_table(args, complexes: list[ComplexData]) -> None:
         ).train()
         batches = [Batch.from_data_list(complexes[:size]) for size in args.compile_batches]
         rows += compile_rows(model, batches, f"{attention}-{kind}", args.repeats)
-    print_table(
-        f"CellularTransformer compiled (inductor, dynamic=True) vs eager, forward+backward, "
-        f"width {args.compile_channels}, {args.compile_layers} layers",
-        COMPILE_HEADER,
-        rows,
-    )
+    print_compile_table("CellularTransformer", args, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -38,7 +38,7 @@ from functools import partial
 
 import networkx as nx
 import torch
-from _compile import COMPILE_HEADER, compile_rows
+from _compile import compile_rows, print_compile_table
 from _measure import memory_fwd_bwd, print_table, time_cases
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
@@ -80,19 +80,25 @@ def graph_batch(num_graphs: int, sizes: list[int], args) -> Batch:
 # ----------------------------------------------------------------------------------------------
 # table 1
 # ----------------------------------------------------------------------------------------------
-def encoder_table(args, title: str, batch: Batch) -> None:
+def seeded_tokengt(args, channels: int, layers: int, heads: int, **options) -> TokenGT:
+    """TokenGT on the benchmark graphs (``--in-channels``, ``--edge-channels``, ``--id-dim``),
+    one output, initialised under ``torch.manual_seed(0)``."""
     torch.manual_seed(0)
-    d = args.channels
-    model = TokenGT(
+    return TokenGT(
         args.in_channels,
         args.edge_channels,
-        d,
+        channels,
         1,
-        n_layers=args.layers,
-        heads=args.heads,
+        n_layers=layers,
+        heads=heads,
         node_id_dim=args.id_dim,
-        ffn_channels=args.ffn,
+        **options,
     )
+
+
+def encoder_table(args, title: str, batch: Batch) -> None:
+    d = args.channels
+    model = seeded_tokengt(args, d, args.layers, args.heads, ffn_channels=args.ffn)
     with torch.no_grad():
         tokens = model.tokenize(batch)
     x = tokens.x.detach().clone().requires_grad_(True)
@@ -166,17 +172,8 @@ def scaling_table(args) -> None:
         for kind in ("linear", "dense"):
             if kind == "dense" and num_tokens > args.max_softmax_tokens:
                 continue
-            torch.manual_seed(0)
-            model = TokenGT(
-                args.in_channels,
-                args.edge_channels,
-                d,
-                1,
-                n_layers=args.scaling_layers,
-                heads=args.scaling_heads,
-                node_id_dim=args.id_dim,
-                kind=kind,
-                ffn_channels=2 * d,
+            model = seeded_tokengt(
+                args, d, args.scaling_layers, args.scaling_heads, kind=kind, ffn_channels=2 * d
             )
             repeats = args.repeats if num_tokens <= 20_000 else max(1, args.repeats // 3)
             seconds = time_cases({"m": lambda model=model: model(graph)}, CPU, repeats, warmup=1)["m"]
@@ -224,12 +221,7 @@ def compile_table(args) -> None:
             node_id_dim=8, kind=kind, token_layout="packed", sign_flip=False,
         ).train()
         rows += compile_rows(model, batches, f"TokenGT {kind}", args.repeats)
-    print_table(
-        f"TokenGT compiled (inductor, dynamic=True) vs eager, forward+backward, width "
-        f"{args.compile_channels}, {args.compile_layers} layers",
-        COMPILE_HEADER,
-        rows,
-    )
+    print_compile_table("TokenGT", args, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,6 +54,24 @@ def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.Simp
     return tnx.SimplicialComplex(simplices)
 
 
+def random_coalesced(rows: int, cols: int, nnz: int, seed: int) -> torch.Tensor:
+    """A coalesced float64 ``(rows, cols)`` sparse COO matrix from ``nnz`` random (possibly
+    repeated) entries drawn under ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    index = torch.stack(
+        [torch.randint(0, rows, (nnz,), generator=gen), torch.randint(0, cols, (nnz,), generator=gen)]
+    )
+    values = torch.randn(nnz, generator=gen, dtype=torch.float64)
+    return torch.sparse_coo_tensor(index, values, (rows, cols)).coalesce()
+
+
+def assert_same_sparse(got: torch.Tensor, want: torch.Tensor) -> None:
+    """``got`` is coalesced and equals the coalesced ``want`` exactly (shape, indices, values)."""
+    assert got.is_coalesced() and tuple(got.shape) == tuple(want.shape), "shape/coalesced"
+    assert torch.equal(got.indices(), want.indices()), "indices differ"
+    assert torch.equal(got.values(), want.values()), "values differ"
+
+
 def assert_same_complex(a, b) -> None:
     """Equal keys and values (sparse tensors compared densely, with their shapes)."""
     assert set(a.keys()) == set(b.keys())

@@ -11,6 +11,12 @@ from topomodelx_attention.data import from_toponetx, to_toponetx
 from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
 
 
+def random_features(complex_, seed: int, widths) -> dict:
+    """Gaussian features of every rank of a TopoNetX complex: ``widths[r]`` columns for rank ``r``."""
+    rng = np.random.default_rng(seed)
+    return {r: rng.normal(size=(n, widths[r])) for r, n in enumerate(complex_.shape)}
+
+
 def dense(t):
     return t.to_dense().numpy()
 
@@ -206,9 +212,7 @@ def test_combinatorial_complex_is_unoriented():
 @pytest.mark.parametrize("seed", range(4))
 def test_round_trip_cell_complex(seed):
     cc = random_cell_complex(seed)
-    rng = np.random.default_rng(seed)
-    features = {r: rng.normal(size=(n, 2)) for r, n in enumerate(cc.shape)}
-    data = from_toponetx(cc, features=features)
+    data = from_toponetx(cc, features=random_features(cc, seed, [2] * len(cc.shape)))
     back = to_toponetx(data, "cell")
     assert back.shape == cc.shape
     again = from_toponetx(back, feature_name="x")
@@ -223,8 +227,7 @@ def test_round_trip_cell_complex(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_round_trip_simplicial_and_combinatorial(seed):
     sc = random_simplicial_complex(seed)
-    rng = np.random.default_rng(seed)
-    features = {r: rng.normal(size=(n, 3)) for r, n in enumerate(sc.shape)}
+    features = random_features(sc, seed, [3] * len(sc.shape))
     data = from_toponetx(sc, features=features)
     assert_same_complex(data, from_toponetx(to_toponetx(data, "simplicial"), feature_name="x"))
     unoriented = from_toponetx(sc, features=features, neighborhoods=["incidence", "adjacency", "coadjacency"])
@@ -367,9 +370,7 @@ def test_round_trip_keeps_zero_width_and_mixed_width_features(complex_type):
         source = tnx.SimplicialComplex([[0, 1, 2], [2, 3], [3, 4, 5]])
     names = ["incidence", "adjacency", "coadjacency"] if complex_type == "combinatorial" else None
     widths = {0: 0, 1: 1, 2: 3}
-    rng = np.random.default_rng(0)
-    features = {r: rng.normal(size=(n, widths[r])) for r, n in enumerate(source.shape)}
-    data = from_toponetx(source, features=features, neighborhoods=names)
+    data = from_toponetx(source, features=random_features(source, 0, widths), neighborhoods=names)
     assert data.x_0.shape == (data.num_cells(0), 0)
     back = to_toponetx(data, complex_type)
     again = from_toponetx(back, feature_name="x", neighborhoods=names)

@@ -279,5 +279,11 @@ def combinatorial_complex(seed: int):
     return cc
 
 
-def assert_finite(name: str, tensor: torch.Tensor) -> None:
-    assert torch.isfinite(tensor).all(), f"{name} is not finite: {tensor.flatten()[:6].tolist()}"
+def assert_finite(name: str, value: torch.Tensor | torch.nn.Module) -> None:
+    """``value`` is finite; for a module, every gradient a backward pass left on its parameters."""
+    if isinstance(value, torch.nn.Module):
+        for key, p in value.named_parameters():
+            if p.grad is not None:
+                assert torch.isfinite(p.grad).all(), f"gradient of {key} is not finite"
+        return
+    assert torch.isfinite(value).all(), f"{name} is not finite: {value.flatten()[:6].tolist()}"

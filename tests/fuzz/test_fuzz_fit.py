@@ -61,9 +61,7 @@ def test_fuzz_zero_readout_starts_at_chance(fuzz_seeds):
             loss.backward()
             if init == "small" and batch.x_0.shape[0] and 0 in ranks:
                 assert batch.x_0.grad is not None and batch.x_0.grad.abs().sum() > 0, "no gradient reaches x_0"
-            for name, p in model.named_parameters():
-                if p.grad is not None:
-                    assert torch.isfinite(p.grad).all(), f"gradient of {name} is not finite"
+            assert_finite("gradients", model)
             cells = sum(int(batch.shape[:, r].sum()) for r in ranks)
             last = [model.readouts[str(r)][-1].bias.grad for r in ranks]
             if cells:
@@ -93,9 +91,7 @@ def test_fuzz_embedding_norm_input_scale(fuzz_seeds):
             out = model(batch)
             assert_finite("output", out)
             out.sum().backward()
-            for name, p in model.named_parameters():
-                if p.grad is not None:
-                    assert torch.isfinite(p.grad).all(), f"gradient of {name} is not finite"
+            assert_finite("gradients", model)
 
         return f"embedding_norm dim={dim} x{scale:.3g}", ACCEPT, run
 

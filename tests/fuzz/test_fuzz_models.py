@@ -68,9 +68,7 @@ def forward_backward(model, batch, num_complexes: int):
     assert out.shape == (num_complexes, OUT), f"output {tuple(out.shape)}, expected {(num_complexes, OUT)}"
     assert_finite("output", out)
     out.sum().backward()
-    for name, p in model.named_parameters():
-        if p.grad is not None:
-            assert torch.isfinite(p.grad).all(), f"gradient of {name} is not finite"
+    assert_finite("gradients", model)
     return out
 
 

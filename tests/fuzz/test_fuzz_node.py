@@ -102,9 +102,7 @@ def test_fuzz_node_outputs_of_every_model(fuzz_seeds):
             assert_finite("node outputs", out)
             loss = F.cross_entropy(out, batch.y) if n_0 else out.sum()
             loss.backward()
-            for key, p in model.named_parameters():
-                if p.grad is not None:
-                    assert torch.isfinite(p.grad).all(), f"gradient of {key} is not finite"
+            assert_finite("gradients", model)
 
         return f"{name} x_0:{how} shapes={batch.shape.tolist()}", expect, run
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from tests.fuzz.cases import ACCEPT, run_cases
+from tests.helpers import assert_same_sparse, random_coalesced
 from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
 from topomodelx_attention.nn.cell.cellular_transformer_layer import _transposed
@@ -45,16 +46,8 @@ def test_fuzz_transpose_equals_coalesce(fuzz_seeds):
         nnz = int(rng.choice([0, 1, 40, 2_000]))
 
         def run():
-            gen = torch.Generator().manual_seed(seed)
-            index = torch.stack(
-                [torch.randint(0, rows, (nnz,), generator=gen), torch.randint(0, cols, (nnz,), generator=gen)]
-            )
-            values = torch.randn(nnz, generator=gen, dtype=torch.float64)
-            matrix = torch.sparse_coo_tensor(index, values, (rows, cols)).coalesce()
-            got, want = _transposed(matrix), matrix.t().coalesce()
-            assert got.is_coalesced() and tuple(got.shape) == tuple(want.shape), "shape/coalesced"
-            assert torch.equal(got.indices(), want.indices()), "indices differ"
-            assert torch.equal(got.values(), want.values()), "values differ"
+            matrix = random_coalesced(rows, cols, nnz, seed)
+            assert_same_sparse(_transposed(matrix), matrix.t().coalesce())
 
         return f"rows={rows} cols={cols} nnz={nnz}", ACCEPT, run
 

@@ -267,14 +267,16 @@ class CellPositionalEncoding(BaseTransform):
     one global column is split over the ranks. Written as ``data.pe_per_rank`` (a 0/1 long tensor
     of shape ``(1,)``) for :class:`RandomSignFlip`."""
 
+    shown: ClassVar[tuple[str, ...]] = ()
+    """The options :func:`repr` shows after ``dim`` (the harness hashes the repr into its cache
+    keys: an option that changes the encodings belongs here)."""
+
     def __init__(self, dim: int) -> None:
         self.dim = check_dim(dim)
 
-    def _params(self) -> str:
-        return f"dim={self.dim}"
-
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self._params()})"
+        params = [f"dim={self.dim}"] + [f"{name}={getattr(self, name)!r}" for name in self.shown]
+        return f"{self.__class__.__name__}({', '.join(params)})"
 
     def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:
         """Compute the encodings of every rank.
@@ -326,7 +328,24 @@ class ZeroPE(CellPositionalEncoding):
         return [np.zeros((n, self.dim)) for n in counts]
 
 
-class BarycentricSubdivisionPE(CellPositionalEncoding):
+class _EigenvectorPE(CellPositionalEncoding):
+    """Base of the Laplacian-eigenvector encodings: validates ``dim`` and the two thresholds.
+
+    ``dense_threshold`` (dense arrays up to this many cells, CSR above) and ``eigh_threshold``
+    (dense ``eigh`` up to this many rows, the iterative solvers of
+    :func:`~topomodelx_attention.transforms.pe_utils.smallest_eigenpairs` above) are
+    documented by :class:`BarycentricSubdivisionPE` and :class:`HodgeLaplacianPE`.
+    """
+
+    eigenvector_based = True
+
+    def __init__(self, dim: int, dense_threshold: int, eigh_threshold: int) -> None:
+        super().__init__(dim)
+        self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
+        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
+
+
+class BarycentricSubdivisionPE(_EigenvectorPE):
     """BSPe: Laplacian eigenvectors of the barycentric subdivision (CT paper, §4.4.1).
 
     LapPE of the cells seen as the vertices of :func:`barycentric_graph`: the eigenvectors
@@ -365,7 +384,7 @@ class BarycentricSubdivisionPE(CellPositionalEncoding):
     Missing columns (fewer than ``dim`` non-trivial eigenvectors) are zeros.
     """
 
-    eigenvector_based = True
+    shown = ("keep_kernel",)
 
     def __init__(
         self,
@@ -375,13 +394,8 @@ class BarycentricSubdivisionPE(CellPositionalEncoding):
         *,
         eigh_threshold: int = EIGH_THRESHOLD,
     ) -> None:
-        super().__init__(dim)
+        super().__init__(dim, dense_threshold, eigh_threshold)
         self.keep_kernel = bool(keep_kernel)
-        self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
-        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
-
-    def _params(self) -> str:
-        return f"dim={self.dim}, keep_kernel={self.keep_kernel}"
 
     def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
         adjacency, offsets = _barycentric_of(data, counts, self.dense_threshold)
@@ -508,7 +522,7 @@ def _nonzero_gram_pairs(
     return values, vectors
 
 
-class HodgeLaplacianPE(CellPositionalEncoding):
+class HodgeLaplacianPE(_EigenvectorPE):
     """HodgeLapPE: eigenvectors of the unnormalised Hodge Laplacian of each rank (§4.4.1).
 
     ``pe_r`` holds the eigenvectors of ``L_r = B_rᵀ B_r + B_{r+1} B_{r+1}ᵀ`` (signed
@@ -550,9 +564,9 @@ class HodgeLaplacianPE(CellPositionalEncoding):
     ``include_harmonic=True`` (the kernel is needed), solve ``L_r`` itself.
     """
 
-    eigenvector_based = True
-
     per_rank = True
+
+    shown = ("include_harmonic",)
 
     def __init__(
         self,
@@ -562,13 +576,8 @@ class HodgeLaplacianPE(CellPositionalEncoding):
         *,
         eigh_threshold: int = EIGH_THRESHOLD,
     ) -> None:
-        super().__init__(dim)
+        super().__init__(dim, dense_threshold, eigh_threshold)
         self.include_harmonic = bool(include_harmonic)
-        self.dense_threshold = check_dim(dense_threshold, "dense_threshold", minimum=0)
-        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
-
-    def _params(self) -> str:
-        return f"dim={self.dim}, include_harmonic={self.include_harmonic}"
 
     def encode(self, data: ComplexData, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
         signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)

@@ -394,6 +394,7 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
 
     eigenvector_based = True
     per_rank = True
+    shown = ("selection", "per_set", "max_cosine", "harmonic")
 
     def __init__(
         self,
@@ -413,11 +414,6 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
         self.harmonic = check_dim(harmonic, "harmonic", minimum=0)
         self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
 
-    def _params(self) -> str:
-        return (
-            f"dim={self.dim}, selection={self.selection!r}, per_set={self.per_set}, "
-            f"max_cosine={self.max_cosine}, harmonic={self.harmonic}"
-        )
 
     def encode(self, data: Data, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
         signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers import assert_same_sparse, random_coalesced
 from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
 from topomodelx_attention.nn.attention.fused import fused_slots, prepare_fused
@@ -40,16 +41,8 @@ def test_stable_argsort_beyond_32_bits_uses_torch():
 
 @pytest.mark.parametrize(("rows", "cols", "nnz"), [(5, 4, 0), (3, 1, 1), (40, 90_000, 3_000)])
 def test_transposed_equals_coalesced_transpose(rows, cols, nnz):
-    gen = torch.Generator().manual_seed(rows)
-    index = torch.stack(
-        [torch.randint(0, rows, (nnz,), generator=gen), torch.randint(0, cols, (nnz,), generator=gen)]
-    )
-    values = torch.randn(nnz, generator=gen, dtype=torch.float64)
-    matrix = torch.sparse_coo_tensor(index, values, (rows, cols)).coalesce()
-    got, want = _transposed(matrix), matrix.t().coalesce()
-    assert got.is_coalesced() and got.shape == want.shape
-    assert torch.equal(got.indices(), want.indices())
-    assert torch.equal(got.values(), want.values())
+    matrix = random_coalesced(rows, cols, nnz, seed=rows)
+    assert_same_sparse(_transposed(matrix), matrix.t().coalesce())
 
 
 def _large_edges(gen, n_t, n_s, nnz):
