@@ -25,7 +25,11 @@ from topomodelx_attention.nn.attention.heads import (
     positive_int,
     split_heads,
 )
-from topomodelx_attention.nn.attention.kernels import AttentionKernel, build_kernel
+from topomodelx_attention.nn.attention.kernels import (
+    AttentionKernel,
+    AttentionTokens,
+    build_kernel,
+)
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 
 __all__ = ["MultiGroupAttention", "MultiHeadAttention"]
@@ -379,15 +383,8 @@ class MultiHeadAttention(nn.Module):
                 f"{self.kind!r}"
             )
         x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
-        return self.kernel.weights(
-            self.project_query(x_target),
-            self.project_key(x_source),
-            neighborhood,
-            batch_target,
-            batch_source,
-            num_complexes,
-            layout,
-        )
+        tokens = AttentionTokens(neighborhood, batch_target, batch_source, num_complexes, layout)
+        return self.kernel.weights(self.project_query(x_target), self.project_key(x_source), tokens)
 
     # ------------------------------------------------------------------------------------------
     def _check_features(self, x: Tensor, channels: int, name: str) -> None:

@@ -111,12 +111,9 @@ def csr_attention(
 
     Parameters
     ----------
-    query : torch.Tensor, shape = (n_target, heads, d)
-        Queries.
-    key : torch.Tensor, shape = (n_source, heads, d)
-        Keys.
-    value : torch.Tensor, shape = (n_source, heads, d_v)
-        Values.
+    query, key, value : torch.Tensor
+        Head-split queries ``(n_target, heads, d)``, keys ``(n_source, heads, d)`` and values
+        ``(n_source, heads, d_v)``.
     pattern : CsrPattern or SparsePlan
         The node-major pattern of the neighbourhood for ``heads`` heads.
     scale : float, default = 1.0
