@@ -496,11 +496,11 @@ def sparse_attention(
             "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
         )
     if _use_compiled_op(query, value, edge_bias, plan):
-        return _compiled_sparse_attention(query, key, value, scale, dropout_p, plan)
+        return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     if _use_fused(query, value, nnz):
-        return _fused_sparse_attention(
-            query, key, value, index_t, index_s, scale, edge_bias, dropout_p, plan
-        )
+        if plan is None:
+            plan = _build_plan(index_t, index_s, n_t, key.shape[0], heads, transposed=False)
+        return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     return _sparse_attention_composable(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p
     )
@@ -586,45 +586,32 @@ def _use_compiled_op(
     )
 
 
-def _compiled_sparse_attention(
-    query: Tensor, key: Tensor, value: Tensor, scale: float, dropout_p: float, plan: SparsePlan
-) -> Tensor:
-    """Run the fused kernel through its custom op (traced by ``torch.compile`` as one node)."""
-    dropout_scale = None
-    if dropout_p > 0.0:  # the mask the eager fused kernel draws, as a factor in storage order
-        ones = query.new_ones((plan.nnz, query.shape[1]))
-        dropout_scale = F.dropout(ones, p=dropout_p, training=True)
-        if plan.order is not None:
-            dropout_scale = dropout_scale[plan.order]
-        dropout_scale = _to_storage(dropout_scale, plan)
-    return sparse_attention_csr(query, key, value, plan, scale, dropout_scale)
-
-
 def _fused_sparse_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    index_t: Tensor,
-    index_s: Tensor,
+    plan: SparsePlan,
     scale: float,
     edge_bias: Tensor | None,
     dropout_p: float,
-    plan: SparsePlan | None = None,
 ) -> Tensor:
-    """Build the plan if none is given, draw the dropout mask, run the fused kernel."""
-    if plan is None:
-        plan = _build_plan(
-            index_t, index_s, query.shape[0], key.shape[0], query.shape[1], transposed=False
-        )
+    """Draw the dropout mask, run the fused kernel: eager, or through its custom op when compiling.
+
+    The mask is the one ``F.dropout(alpha)`` would draw (same shape, same generator calls), as
+    factors in the plan's CSR storage order. While ``torch.compile`` traces (no edge bias
+    there, :func:`_use_compiled_op`) the kernel is the custom op of :mod:`.sparse_op`, else
+    the autograd Function :class:`_FusedSparseAttention`.
+    """
     dropout_scale = None
     if dropout_p > 0.0:
-        # the mask F.dropout(alpha) would draw (same shape, same generator calls), as a factor
-        ones = query.new_ones((index_t.shape[0], query.shape[1]))
+        ones = query.new_ones((plan.nnz, query.shape[1]))
         dropout_scale = F.dropout(ones, p=dropout_p, training=True)
     if plan.order is not None:
         edge_bias = None if edge_bias is None else edge_bias[plan.order]
         dropout_scale = None if dropout_scale is None else dropout_scale[plan.order]
     if dropout_scale is not None:
         dropout_scale = _to_storage(dropout_scale, plan)
+    if torch.compiler.is_compiling():
+        return sparse_attention_csr(query, key, value, plan, scale, dropout_scale)
     query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
     return _FusedSparseAttention.apply(query, key, value, edge_bias, plan, scale, dropout_scale)
