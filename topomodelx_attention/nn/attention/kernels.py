@@ -241,17 +241,22 @@ class AttentionKernel(nn.Module):
         key : torch.Tensor, shape = (n_source, heads, d)
             Keys.
         value : torch.Tensor, shape = (n_source, heads, d_v)
-            Values.
+            Values (any ``d_v``).
         neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
-            ``(n_target, n_source)`` neighbourhood (mask of the sparse kind, θ·N bias of the
-            dense kind, forbidden for the linear kind).
-        batch_target, batch_source : torch.Tensor, optional
+            ``(n_target, n_source)`` neighbourhood: the mask of the sparse kind (required),
+            the :math:`\theta N` bias of the dense kind (optional); must be ``None`` for the
+            linear kind. Under ``torch.compile`` pass a
+            :func:`~topomodelx_attention.nn.attention.prepare_neighborhood` result (sparse
+            tensors cannot be traced).
+        batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
             Sorted complex index of every target / source token.
         num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
-            Precomputed padding (dense and linear kinds; the sparse kind's block structure
-            is ``N``).
+            Precomputed padding (dense and linear kinds; see
+            :func:`~topomodelx_attention.nn.attention.padded_layout`): one layout for
+            self-attention, ``(target_layout, source_layout)`` for cross-attention; replaces
+            the batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
         plan : SparsePlan, optional
             The fused CPU kernel's :class:`~.sparse.SparsePlan` of ``neighborhood``, built once
             per batch (:func:`~.sparse.sparse_plan`); only for kernels that attend on a

@@ -17,8 +17,8 @@ are the one implementation of that kernel; two callers run it:
   generate and compile (compile time), the MKL CSR products at run time, and results identical
   to eager.
 
-Only the plan's index tensors, the head-split inputs and an optional dropout factor cross the
-op boundary: the logit scale is applied to the queries outside it (autograd differentiates the
+Only the plan's index tensors (one ``Tensor[]`` argument, the fields of :class:`CsrPattern` in
+order), the head-split inputs and an optional dropout factor cross the op boundary: the logit scale is applied to the queries outside it (autograd differentiates the
 product), so the op has no float argument (under ``dynamic=True`` the module's floats are
 symbolic). No edge bias (the sparse kernel of the models passes none; a call with one takes the
 composable path). Double backward through the op is not supported (the eager kernel's
@@ -223,22 +223,15 @@ def _define_ops() -> tuple[object, object]:
         query: Tensor,
         key: Tensor,
         value: Tensor,
-        crow: Tensor,
-        col: Tensor,
-        row: Tensor,
-        lengths: Tensor,
-        crow_t: Tensor,
-        col_t: Tensor,
-        to_transposed: Tensor,
+        pattern: list[Tensor],
         dropout_scale: Tensor | None,
     ) -> tuple[Tensor, Tensor]:
-        pattern = CsrPattern(crow, col, row, lengths, crow_t, col_t, to_transposed)
-        return csr_attention(query, key, value, pattern, dropout_scale=dropout_scale)
+        return csr_attention(query, key, value, CsrPattern(*pattern), dropout_scale=dropout_scale)
 
     @forward_op.register_fake
-    def _(query, key, value, crow, col, row, lengths, crow_t, col_t, to_transposed, dropout_scale):
+    def _(query, key, value, pattern, dropout_scale):
         out = query.new_empty((query.shape[0], query.shape[1], value.shape[2]))
-        return out, query.new_empty((col.shape[0],))
+        return out, query.new_empty((pattern[1].shape[0],))  # one weight per stored col
 
     @torch.library.custom_op(f"{_NAMESPACE}::sparse_attention_csr_backward", mutates_args=())
     def backward_op(
@@ -248,37 +241,27 @@ def _define_ops() -> tuple[object, object]:
         value: Tensor,
         alpha: Tensor,
         dropout_scale: Tensor | None,
-        crow: Tensor,
-        col: Tensor,
-        row: Tensor,
-        lengths: Tensor,
-        crow_t: Tensor,
-        col_t: Tensor,
-        to_transposed: Tensor,
+        pattern: list[Tensor],
     ) -> tuple[Tensor, Tensor, Tensor]:
-        pattern = CsrPattern(crow, col, row, lengths, crow_t, col_t, to_transposed)
         grads = csr_attention_backward(
-            grad, query, key, value, alpha, pattern, dropout_scale=dropout_scale
+            grad, query, key, value, alpha, CsrPattern(*pattern), dropout_scale=dropout_scale
         )
         return grads[:3]
 
     @backward_op.register_fake
-    def _(grad, query, key, value, *rest):
+    def _(grad, query, key, value, alpha, dropout_scale, pattern):
         return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
     def setup_context(ctx, inputs, output) -> None:
-        query, key, value, crow, col, row, lengths, crow_t, col_t, to_transposed, scale = inputs
-        ctx.save_for_backward(
-            query, key, value, output[1], scale, crow, col, row, lengths, crow_t, col_t, to_transposed
-        )
+        query, key, value, pattern, scale = inputs
+        ctx.save_for_backward(query, key, value, output[1], scale, *pattern)
         ctx.has_dropout = scale is not None
 
     def backward(ctx, grad: Tensor, grad_alpha: Tensor | None):
-        query, key, value, alpha, scale, *plan = ctx.saved_tensors
-        grads = backward_op(
-            grad.contiguous(), query, key, value, alpha, scale if ctx.has_dropout else None, *plan
-        )
-        return (*grads, None, None, None, None, None, None, None, None)
+        query, key, value, alpha, scale, *pattern = ctx.saved_tensors
+        scale = scale if ctx.has_dropout else None
+        grads = backward_op(grad.contiguous(), query, key, value, alpha, scale, pattern)
+        return (*grads, [None] * len(pattern), None)  # no gradient for the index tensors
 
     forward_op.register_autograd(backward, setup_context=setup_context)
     return forward_op, backward_op
@@ -318,10 +301,7 @@ def sparse_attention_csr(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output.
     """
-    out, _ = _FORWARD(
-        (query * scale).contiguous(),
-        key.contiguous(),
-        value.contiguous(),
+    pattern = [
         plan.crow,
         plan.col,
         plan.row,
@@ -330,6 +310,8 @@ def sparse_attention_csr(
         plan.crow if plan.crow_t is None else plan.crow_t,
         plan.col if plan.col_t is None else plan.col_t,
         plan.row if plan.to_transposed is None else plan.to_transposed,
-        dropout_scale,
+    ]
+    out, _ = _FORWARD(
+        (query * scale).contiguous(), key.contiguous(), value.contiguous(), pattern, dropout_scale
     )
     return out
