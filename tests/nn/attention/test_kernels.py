@@ -14,10 +14,12 @@ from topomodelx_attention.nn.attention import (
     DenseKernel,
     MultiHeadAttention,
     build_kernel,
+    dense_attention,
     kernel_class,
     register_kernel,
+    sparse_plan,
 )
-from topomodelx_attention.nn.attention.kernels import COMMON_OPTIONS
+from topomodelx_attention.nn.attention.kernels import COMMON_OPTIONS, AttentionTokens
 from topomodelx_attention.nn.cell import CellularTransformer, CellularTransformerLayer
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, TokenGTLayer
 from topomodelx_attention.transforms import CellCycleLifting, OrthogonalRandomNodeId
@@ -109,9 +111,9 @@ def test_a_new_registered_kernel_is_usable_by_name_in_every_model():
 
         kind = "counting_dense"
 
-        def forward(self, *args, **kwargs):
+        def attend(self, query, key, value, tokens):
             calls.append(self.kind)
-            return super().forward(*args, **kwargs)
+            return super().attend(query, key, value, tokens)
 
     try:
         assert KERNELS["counting_dense"] is CountingDense
@@ -130,3 +132,34 @@ def test_a_new_registered_kernel_is_usable_by_name_in_every_model():
         assert layer.attention.kernel.bias_scale is None  # TokenGT: no θ·N bias
     finally:
         KERNELS.pop("counting_dense", None)
+
+
+def test_forward_is_the_one_call_signature_and_hands_the_tokens_to_attend():
+    """Every kind is called through AttentionKernel.forward; it collects the token structure."""
+    seen = []
+
+    class Recording(DenseKernel):
+        kind = "recording"
+
+        def attend(self, query, key, value, tokens):
+            seen.append(tokens)
+            return super().attend(query, key, value, tokens)
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(5, 2, 4, generator=gen) for _ in range(3))
+    batch = torch.tensor([0, 0, 0, 1, 1])
+    kernel = Recording(2, 4, neighborhood_bias=False)
+    out = kernel(q, k, v, None, batch, batch, 2)
+    assert seen == [AttentionTokens(None, batch, batch, 2, None, None)]
+    torch.testing.assert_close(out, dense_attention(q, k, v, batch, batch, num_complexes=2))
+    # a plan is the sparse kernel's: another kind refuses it instead of ignoring it
+    plan = sparse_plan((torch.arange(5), torch.arange(5)), 2, n_target=5, n_source=5)
+    with pytest.raises(ValueError, match=r"plan= is the sparse kernel's.*kind='dense' takes none"):
+        build_kernel("dense", 2, 4)(q, k, v, plan=plan)
+    with pytest.raises(ValueError, match=r"plan= .*kind='linear' takes none"):
+        build_kernel("linear", 2, 4)(q, k, v, plan=plan)
+    sparse = build_kernel("sparse", 2, 4)
+    edges = (torch.arange(5), torch.arange(5))
+    assert torch.equal(sparse(q, k, v, edges, plan=plan), sparse(q, k, v, edges))
+    with pytest.raises(NotImplementedError, match="kind='linear' forms no explicit"):
+        build_kernel("linear", 2, 4).weights(q, k, AttentionTokens())

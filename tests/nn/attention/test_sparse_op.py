@@ -38,10 +38,8 @@ def _output_and_grads(fn, q, k, v):
 def test_op_passes_torch_library_opcheck(gen):
     """Schema, fake (meta) implementation and autograd registration agree with the kernel."""
     q, k, v, _, plan = _problem(gen)
-    args = (
-        q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), plan.crow, plan.col,
-        plan.row, plan.lengths, plan.crow_t, plan.col_t, plan.to_transposed, None,
-    )  # fmt: skip
+    pattern = [plan.crow, plan.col, plan.row, plan.lengths, plan.crow_t, plan.col_t, plan.to_transposed]
+    args = (q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), pattern, None)
     torch.library.opcheck(OP, args)
 
 

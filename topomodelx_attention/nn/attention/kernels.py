@@ -17,14 +17,15 @@ with :func:`build_kernel` from ``kind`` and one ``kernel_options`` mapping, and 
 kernel's capability flags (:attr:`~AttentionKernel.needs_neighborhood`,
 :attr:`~AttentionKernel.accepts_bias`, :attr:`~AttentionKernel.needs_layout`,
 :attr:`~AttentionKernel.returns_weights`, :attr:`~AttentionKernel.has_weights`) instead of
-comparing kind names. A new kernel is one registered subclass; every model can then use it by
-its name.
+comparing kind names. A new kernel is one registered subclass that implements
+:meth:`~AttentionKernel.attend` (``forward`` collects the token structure of a call into an
+:class:`AttentionTokens` and hands it over); every model can then use it by its name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -44,6 +45,7 @@ __all__ = [
     "COMMON_OPTIONS",
     "KERNELS",
     "AttentionKernel",
+    "AttentionTokens",
     "DenseKernel",
     "LinearKernel",
     "SparseKernel",
@@ -134,6 +136,22 @@ def build_kernel(
     return cls(heads, head_channels, **options)
 
 
+class AttentionTokens(NamedTuple):
+    r"""Where the tokens of one attention call are: what :meth:`AttentionKernel.forward` got.
+
+    Built by :meth:`AttentionKernel.forward` from its arguments and handed to the kernel's
+    :meth:`~AttentionKernel.attend` (and :meth:`~AttentionKernel.weights`); a kernel reads the
+    fields its kind uses (see :meth:`AttentionKernel.forward` for their meaning).
+    """
+
+    neighborhood: Neighborhood | None = None
+    batch_target: Tensor | None = None
+    batch_source: Tensor | None = None
+    num_complexes: int | None = None
+    layout: LayoutArg | None = None
+    plan: SparsePlan | None = None
+
+
 def _check_scale(scale: float | None) -> float | None:
     if scale is not None and (isinstance(scale, bool) or not scale > 0):
         raise ValueError(f"scale must be positive (or None for 1/sqrt(d)), got {scale}")
@@ -167,7 +185,7 @@ class AttentionKernel(nn.Module):
     accepts_bias: ClassVar[bool] = False
     #: Attention runs per complex on padded token sets (batch vectors or a ``layout``).
     needs_layout: ClassVar[bool] = False
-    #: The kernel has ``weights(...)``: explicit attention probabilities.
+    #: The kernel implements :meth:`weights`: explicit attention probabilities.
     returns_weights: ClassVar[bool] = False
     #: The kernel forms attention weights, so ``attention_dropout`` applies.
     has_weights: ClassVar[bool] = True
@@ -211,8 +229,10 @@ class AttentionKernel(nn.Module):
         batch_source: Tensor | None = None,
         num_complexes: int | None = None,
         layout: LayoutArg | None = None,
+        *,
+        plan: SparsePlan | None = None,
     ) -> Tensor:
-        r"""Attend.
+        r"""Attend: collect the token structure into an :class:`AttentionTokens`, call :meth:`attend`.
 
         Parameters
         ----------
@@ -221,23 +241,62 @@ class AttentionKernel(nn.Module):
         key : torch.Tensor, shape = (n_source, heads, d)
             Keys.
         value : torch.Tensor, shape = (n_source, heads, d_v)
-            Values.
+            Values (any ``d_v``).
         neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
-            ``(n_target, n_source)`` neighbourhood (mask of the sparse kind, θ·N bias of the
-            dense kind, forbidden for the linear kind).
-        batch_target, batch_source : torch.Tensor, optional
+            ``(n_target, n_source)`` neighbourhood: the mask of the sparse kind (required),
+            the :math:`\theta N` bias of the dense kind (optional); must be ``None`` for the
+            linear kind. Under ``torch.compile`` pass a
+            :func:`~topomodelx_attention.nn.attention.prepare_neighborhood` result (sparse
+            tensors cannot be traced).
+        batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
             Sorted complex index of every target / source token.
         num_complexes : int, optional
             Number of complexes.
         layout : PaddedLayout or tuple of PaddedLayout, optional
-            Precomputed padding (dense and linear kinds).
+            Precomputed padding (dense and linear kinds; see
+            :func:`~topomodelx_attention.nn.attention.padded_layout`): one layout for
+            self-attention, ``(target_layout, source_layout)`` for cross-attention; replaces
+            the batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
+        plan : SparsePlan, optional
+            The fused CPU kernel's :class:`~.sparse.SparsePlan` of ``neighborhood``, built once
+            per batch (:func:`~.sparse.sparse_plan`); only for kernels that attend on a
+            neighbourhood (``needs_neighborhood``).
 
         Returns
         -------
         torch.Tensor, shape = (n_target, heads, d_v)
             Attention output per head.
         """
+        if plan is not None and not self.needs_neighborhood:
+            raise ValueError(
+                f"plan= is the sparse kernel's CSR plan of a neighbourhood mask; "
+                f"kind={self.kind!r} takes none"
+            )
+        tokens = AttentionTokens(
+            neighborhood, batch_target, batch_source, num_complexes, layout, plan
+        )
+        return self.attend(query, key, value, tokens)
+
+    def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
+        """Attend on ``tokens`` (what a subclass implements); arguments as in :meth:`forward`."""
         raise NotImplementedError
+
+    def weights(self, query: Tensor, key: Tensor, tokens: AttentionTokens) -> Tensor:
+        """Return the attention probabilities of :meth:`attend` (``returns_weights`` kernels).
+
+        Parameters
+        ----------
+        query, key : torch.Tensor
+            As in :meth:`forward`.
+        tokens : AttentionTokens
+            The token structure (``plan`` unused).
+
+        Returns
+        -------
+        torch.Tensor, shape = (B, heads, Lt, Ls)
+            Probabilities per complex and head, padded.
+        """
+        raise NotImplementedError(f"kind={self.kind!r} forms no explicit attention weights")
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
@@ -263,25 +322,9 @@ class SparseKernel(AttentionKernel):
     kind = "sparse"
     needs_neighborhood = True
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        neighborhood: Neighborhood | None = None,
-        batch_target: Tensor | None = None,
-        batch_source: Tensor | None = None,
-        num_complexes: int | None = None,
-        layout: LayoutArg | None = None,
-        *,
-        plan: SparsePlan | None = None,
-    ) -> Tensor:
-        """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused).
-
-        ``plan``: the fused CPU kernel's :class:`~.sparse.SparsePlan` of ``neighborhood``,
-        built once per batch (:func:`~.sparse.sparse_plan`).
-        """
-        if neighborhood is None:
+    def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
+        """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused)."""
+        if tokens.neighborhood is None:
             raise ValueError(
                 "kind='sparse' needs a neighborhood (n_target, n_source); use kind='dense' "
                 "for all-pairs attention"
@@ -290,11 +333,11 @@ class SparseKernel(AttentionKernel):
             query,
             key,
             value,
-            neighborhood,
+            tokens.neighborhood,
             scale=self.scale,
             dropout_p=self.attention_dropout,
             training=self.training,
-            plan=plan,
+            plan=tokens.plan,
         )
 
 
@@ -378,15 +421,10 @@ class DenseKernel(AttentionKernel):
             with torch.no_grad():
                 self.bias_scale.fill_(self.bias_scale_init)
 
-    def _options(
-        self,
-        neighborhood: Neighborhood | None,
-        num_complexes: int | None,
-        layout: LayoutArg | None,
-    ) -> dict[str, object]:
+    def _options(self, tokens: AttentionTokens) -> dict[str, object]:
         """Keyword options of ``dense_attention`` / ``dense_attention_weights``: θ·N bias, scale."""
         theta = None
-        if neighborhood is not None:
+        if tokens.neighborhood is not None:
             if self.bias_scale is None:
                 raise ValueError(
                     "this dense kernel has no neighbourhood bias (neighborhood_bias=False): "
@@ -394,54 +432,31 @@ class DenseKernel(AttentionKernel):
                 )
             theta = self.bias_scale
         return {
-            "bias": neighborhood,
+            "bias": tokens.neighborhood,
             "bias_scale": theta,
             "scale": self.scale,
-            "num_complexes": num_complexes,
-            "layout": layout,
+            "num_complexes": tokens.num_complexes,
+            "layout": tokens.layout,
             "memory_budget": self.memory_budget,
         }
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        neighborhood: Neighborhood | None = None,
-        batch_target: Tensor | None = None,
-        batch_source: Tensor | None = None,
-        num_complexes: int | None = None,
-        layout: LayoutArg | None = None,
-    ) -> Tensor:
-        """Dense attention with the θ·N bias when ``neighborhood`` is given."""
+    def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
+        """Dense attention with the θ·N bias when a neighbourhood is given."""
         return dense_attention(
             query,
             key,
             value,
-            batch_target,
-            batch_source,
+            tokens.batch_target,
+            tokens.batch_source,
             dropout_p=self.attention_dropout,
             training=self.training,
-            **self._options(neighborhood, num_complexes, layout),
+            **self._options(tokens),
         )
 
-    def weights(
-        self,
-        query: Tensor,
-        key: Tensor,
-        neighborhood: Neighborhood | None = None,
-        batch_target: Tensor | None = None,
-        batch_source: Tensor | None = None,
-        num_complexes: int | None = None,
-        layout: LayoutArg | None = None,
-    ) -> Tensor:
+    def weights(self, query: Tensor, key: Tensor, tokens: AttentionTokens) -> Tensor:
         """Attention probabilities, ``(B, heads, Lt, Ls)`` (see ``dense_attention_weights``)."""
         return dense_attention_weights(
-            query,
-            key,
-            batch_target,
-            batch_source,
-            **self._options(neighborhood, num_complexes, layout),
+            query, key, tokens.batch_target, tokens.batch_source, **self._options(tokens)
         )
 
     def extra_repr(self) -> str:
@@ -519,19 +534,9 @@ class LinearKernel(AttentionKernel):
         )
         self.projection.copy_(new)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        neighborhood: Neighborhood | None = None,
-        batch_target: Tensor | None = None,
-        batch_source: Tensor | None = None,
-        num_complexes: int | None = None,
-        layout: LayoutArg | None = None,
-    ) -> Tensor:
+    def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
         """FAVOR+ attention per complex (no neighbourhood)."""
-        if neighborhood is not None:
+        if tokens.neighborhood is not None:
             raise ValueError(
                 "kind='linear' (FAVOR+) cannot use a neighbourhood bias θ·N: there is no attention "
                 "matrix to add it to; pass neighborhood=None or use kind='dense'/'sparse'"
@@ -548,10 +553,10 @@ class LinearKernel(AttentionKernel):
             query,
             key,
             value,
-            batch_target,
-            batch_source,
+            tokens.batch_target,
+            tokens.batch_source,
             projection=projection,
             scale=self.scale,
-            num_complexes=num_complexes,
-            layout=layout,
+            num_complexes=tokens.num_complexes,
+            layout=tokens.layout,
         )

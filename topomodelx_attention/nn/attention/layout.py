@@ -332,20 +332,10 @@ def batch_layouts(
 LayoutArg = PaddedLayout | tuple[PaddedLayout, PaddedLayout]
 
 
-def resolve_layouts(
-    layout: LayoutArg | None,
-    batch_target: Tensor | None,
-    batch_source: Tensor | None,
-    n_target: int,
-    n_source: int,
-    num_complexes: int | None,
-    device: torch.device,
+def _given_layouts(
+    layout: LayoutArg, n_target: int, n_source: int, num_complexes: int | None
 ) -> tuple[PaddedLayout, PaddedLayout]:
-    """Return the ``(target, source)`` layouts of a call: given, or from batch vectors."""
-    if layout is None:
-        return batch_layouts(batch_target, batch_source, n_target, n_source, num_complexes, device)
-    if batch_target is not None or batch_source is not None:
-        raise ValueError("give either a layout or batch vectors, not both")
+    """Check a given layout (or pair) against the call; return ``(target, source)``."""
     if isinstance(layout, PaddedLayout):
         if not n_target == n_source == layout.num_tokens:
             raise ValueError(
@@ -392,13 +382,19 @@ def qkv_layouts(
     """Check head-split ``query`` / ``key`` / ``value`` and return their ``(target, source)`` layouts.
 
     The input checks of every padded kernel (dense, dense weights, linear):
-    :func:`~topomodelx_attention.nn.attention.heads.check_qkv`, then :func:`resolve_layouts`
-    of the ``n_target = len(query)`` targets and ``n_source = len(key)`` sources.
+    :func:`~topomodelx_attention.nn.attention.heads.check_qkv`, then the layouts of the
+    ``n_target = len(query)`` targets and ``n_source = len(key)`` sources: the given
+    ``layout`` (checked against them), or :func:`batch_layouts` of the batch vectors.
     """
     check_qkv(query, key, value)
-    return resolve_layouts(
-        layout, batch_target, batch_source, query.shape[0], key.shape[0], num_complexes, query.device
-    )
+    n_target, n_source = query.shape[0], key.shape[0]
+    if layout is None:
+        return batch_layouts(
+            batch_target, batch_source, n_target, n_source, num_complexes, query.device
+        )
+    if batch_target is not None or batch_source is not None:
+        raise ValueError("give either a layout or batch vectors, not both")
+    return _given_layouts(layout, n_target, n_source, num_complexes)
 
 
 # ----------------------------------------------------------------------------------------------

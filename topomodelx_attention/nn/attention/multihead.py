@@ -25,7 +25,11 @@ from topomodelx_attention.nn.attention.heads import (
     positive_int,
     split_heads,
 )
-from topomodelx_attention.nn.attention.kernels import AttentionKernel, build_kernel
+from topomodelx_attention.nn.attention.kernels import (
+    AttentionKernel,
+    AttentionTokens,
+    build_kernel,
+)
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
 
 __all__ = ["MultiGroupAttention", "MultiHeadAttention"]
@@ -301,36 +305,10 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         r"""Attention of this module's kernel on already projected, head-split tensors.
 
-        Parameters
-        ----------
-        query : torch.Tensor, shape = (n_target, heads, head_channels)
-            Queries.
-        key : torch.Tensor, shape = (n_source, heads, head_channels)
-            Keys.
-        value : torch.Tensor, shape = (n_source, heads, d_v)
-            Values (any ``d_v``).
-        neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
-            ``(n_target, n_source)`` neighbourhood: the mask of the sparse kind (required),
-            the :math:`\theta N` bias of the dense kind (optional); must be ``None`` for the
-            linear kind. Under ``torch.compile`` pass a
-            :func:`~topomodelx_attention.nn.attention.prepare_neighborhood` result (sparse
-            tensors cannot be traced).
-        batch_target : torch.Tensor, shape = (n_target,), optional
-            Sorted complex index of every target.
-        batch_source : torch.Tensor, shape = (n_source,), optional
-            Sorted complex index of every source.
-        num_complexes : int, optional
-            Number of complexes.
-        layout : PaddedLayout or tuple of PaddedLayout, optional
-            Precomputed padding (dense and linear kinds; see
-            :func:`~topomodelx_attention.nn.attention.padded_layout`): one layout for
-            self-attention, ``(target_layout, source_layout)`` for cross-attention; replaces
-            the batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
-
-        Returns
-        -------
-        torch.Tensor, shape = (n_target, heads, d_v)
-            Attention output per head.
+        The kernel's call, :meth:`AttentionKernel.forward
+        <topomodelx_attention.nn.attention.kernels.AttentionKernel.forward>`, with the same
+        arguments (documented there): queries / keys ``(n, heads, head_channels)``, values
+        ``(n_source, heads, d_v)`` of any ``d_v``; returns ``(n_target, heads, d_v)``.
         """
         return self.kernel(
             query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
@@ -379,15 +357,8 @@ class MultiHeadAttention(nn.Module):
                 f"{self.kind!r}"
             )
         x_source, batch_source = self._sources(x_target, x_source, batch_target, batch_source)
-        return self.kernel.weights(
-            self.project_query(x_target),
-            self.project_key(x_source),
-            neighborhood,
-            batch_target,
-            batch_source,
-            num_complexes,
-            layout,
-        )
+        tokens = AttentionTokens(neighborhood, batch_target, batch_source, num_complexes, layout)
+        return self.kernel.weights(self.project_query(x_target), self.project_key(x_source), tokens)
 
     # ------------------------------------------------------------------------------------------
     def _check_features(self, x: Tensor, channels: int, name: str) -> None:

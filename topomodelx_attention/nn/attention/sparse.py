@@ -21,8 +21,6 @@ and memory. Three executions of the same equations:
 
 from __future__ import annotations
 
-import functools
-import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -39,9 +37,12 @@ from topomodelx_attention.nn.attention.layout import (
 from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
     segment_softmax,
-    segment_softmax_sorted,
 )
-from topomodelx_attention.nn.attention.sparse_op import sparse_attention_csr
+from topomodelx_attention.nn.attention.sparse_op import (
+    csr_attention,
+    csr_attention_backward,
+    sparse_attention_csr,
+)
 
 __all__ = ["SPARSE_CHUNK_ELEMENTS", "SparsePlan", "sparse_attention", "sparse_plan"]
 
@@ -127,35 +128,6 @@ class _WeightedScatter(torch.autograd.Function):
 # ----------------------------------------------------------------------------------------------
 # fused CPU kernel: all heads as one node-major block CSR matrix
 # ----------------------------------------------------------------------------------------------
-@functools.cache
-def _silence_csr_beta_warning() -> None:
-    """Build one CSR tensor with PyTorch's once-per-process "beta" warning filtered out."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        torch.sparse_csr_tensor(
-            torch.zeros(2, dtype=torch.long),
-            torch.zeros(0, dtype=torch.long),
-            torch.zeros(0),
-            (1, 1),
-            check_invariants=False,
-        )
-
-
-def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
-    _silence_csr_beta_warning()
-    return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
-
-
-def _spmm(matrix: Tensor, dense: Tensor) -> Tensor:
-    """``matrix @ dense`` (CSR × dense) into a fresh tensor.
-
-    ``addmm`` with ``beta = 0`` ignores its uninitialised input (documented), which spares
-    ``@`` its zero fill and copy.
-    """
-    out = dense.new_empty((matrix.shape[0], dense.shape[1]))
-    return torch.addmm(out, matrix, dense, beta=0.0, out=out)
-
-
 def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: int):
     """Node-major CSR pattern of all heads for the CPU edges ``(rows[e], cols[e])``.
 
@@ -341,6 +313,10 @@ def sparse_plan(
 class _FusedSparseAttention(torch.autograd.Function):
     r"""Eq. 2 (sparse kind) as node-major block CSR products (see :class:`SparsePlan`).
 
+    The autograd Function of the eager CPU path around the kernel's math,
+    :func:`~.sparse_op.csr_attention` and :func:`~.sparse_op.csr_attention_backward` (which
+    the custom op of ``torch.compile`` runs too); it adds the edge bias and its gradient.
+
     All heads form one ``(n_t·H, n_s·H)`` CSR matrix whose row ``t·H + h`` holds head ``h`` of
     target ``t``: the SDDMM is one ``torch.sparse.sampled_addmm`` and every SpMM one CSR ×
     dense product (MKL on CPU) on the contiguous ``(n, H, d)`` tensors viewed as ``(n·H, d)``,
@@ -363,76 +339,35 @@ class _FusedSparseAttention(torch.autograd.Function):
         scale: float,
         dropout_scale: Tensor | None,
     ) -> Tensor:
-        (n_t, heads, _), n_s = query.shape, key.shape[0]
-        shape = (n_t * heads, n_s * heads)
-        rows_q, rows_k, rows_v = (
-            x.reshape(x.shape[0] * heads, x.shape[2]) for x in (query, key, value)
-        )
-        # beta = 0 still multiplies the pattern's values: they must be finite (zeros)
-        pattern = _csr(plan.crow, plan.col, query.new_zeros(plan.col.shape[0]), shape)
-        scores = torch.sparse.sampled_addmm(
-            pattern, rows_q, rows_k.t(), beta=0.0, alpha=scale
-        ).values()
-        if edge_bias is not None:
-            scores = scores + _to_storage(edge_bias.expand(-1, heads), plan)
-        alpha = segment_softmax_sorted(scores.unsqueeze(0), plan.row, plan.lengths).squeeze(0)
-        weight = alpha if dropout_scale is None else alpha * dropout_scale
-        out = _spmm(_csr(plan.crow, plan.col, weight, shape), rows_v)
+        heads = query.shape[1]
+        bias = None if edge_bias is None else _to_storage(edge_bias.expand(-1, heads), plan)
+        out, alpha = csr_attention(query, key, value, plan, scale, bias, dropout_scale)
         ctx.save_for_backward(query, key, value, edge_bias, alpha, dropout_scale)
         # index tensors only (nnz·heads each); shared by every call on the batch when the
         # plan was given, else built by this call and reused by its backward
         ctx.plan = plan
         ctx.scale = scale
-        ctx.sizes = (n_t, n_s, heads)
         ctx.bias_heads = None if edge_bias is None else edge_bias.shape[1]
-        return out.view(n_t, heads, value.shape[2])
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         saved = ctx.saved_tensors
         query, key, value, _, alpha, dropout_scale = saved
-        n_t, n_s, heads = ctx.sizes
         plan = ctx.plan
-        need_q, need_k, need_v, need_bias = ctx.needs_input_grad[:4]
         if torch.is_grad_enabled():  # create_graph: differentiate the composable formulation
             return _FusedSparseAttention.backward_composable(ctx, grad, saved, plan)
-        shape = (n_t * heads, n_s * heads)
-        grad_rows = grad.contiguous().view(n_t * heads, grad.shape[2])
-        rows_q, rows_k, rows_v = (
-            x.reshape(x.shape[0] * heads, x.shape[2]) for x in (query, key, value)
-        )
-        weight = alpha if dropout_scale is None else alpha * dropout_scale
-        if need_k or need_v:
+        needs = tuple(ctx.needs_input_grad[:4])
+        if needs[1] or needs[2]:
             plan = _with_transpose(plan)
-        grad_q = grad_k = grad_v = grad_bias = None
-        if need_v:
-            matrix_t = _csr(
-                plan.crow_t, plan.col_t, weight.index_select(0, plan.to_transposed), shape[::-1]
-            )
-            grad_v = _spmm(matrix_t, grad_rows).view(n_s, heads, value.shape[2])
-        if need_q or need_k or need_bias:
-            pattern = _csr(plan.crow, plan.col, alpha, shape)  # values finite, beta = 0
-            grad_weight = torch.sparse.sampled_addmm(
-                pattern, grad_rows, rows_v.t(), beta=0.0
-            ).values()
-            if dropout_scale is not None:
-                grad_weight = grad_weight * dropout_scale
-            # softmax backward: α ⊙ (g − Σ_{s ∈ N(t)} α g)
-            weighted = (alpha * grad_weight).unsqueeze(0)
-            total = torch.segment_reduce(weighted, "sum", lengths=plan.lengths, axis=1, unsafe=True)
-            grad_scores = weighted.sub_(alpha * total.index_select(1, plan.row)).squeeze(0)
-            if need_bias:
-                grad_bias = _from_storage(grad_scores, plan)
-                if ctx.bias_heads == 1:
-                    grad_bias = grad_bias.sum(1, keepdim=True)
-            grad_scaled = grad_scores * ctx.scale
-            if need_q:
-                matrix = _csr(plan.crow, plan.col, grad_scaled, shape)
-                grad_q = _spmm(matrix, rows_k).view(n_t, heads, query.shape[2])
-            if need_k:
-                values_t = grad_scaled.index_select(0, plan.to_transposed)
-                matrix_t = _csr(plan.crow_t, plan.col_t, values_t, shape[::-1])
-                grad_k = _spmm(matrix_t, rows_q).view(n_s, heads, key.shape[2])
+        grad_q, grad_k, grad_v, grad_scores = csr_attention_backward(
+            grad, query, key, value, alpha, plan, ctx.scale, dropout_scale, needs
+        )
+        grad_bias = None
+        if grad_scores is not None:
+            grad_bias = _from_storage(grad_scores, plan)
+            if ctx.bias_heads == 1:
+                grad_bias = grad_bias.sum(1, keepdim=True)
         return grad_q, grad_k, grad_v, grad_bias, None, None, None
 
     @staticmethod
@@ -561,11 +496,11 @@ def sparse_attention(
             "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
         )
     if _use_compiled_op(query, value, edge_bias, plan):
-        return _compiled_sparse_attention(query, key, value, scale, dropout_p, plan)
+        return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     if _use_fused(query, value, nnz):
-        return _fused_sparse_attention(
-            query, key, value, index_t, index_s, scale, edge_bias, dropout_p, plan
-        )
+        if plan is None:
+            plan = _build_plan(index_t, index_s, n_t, key.shape[0], heads, transposed=False)
+        return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     return _sparse_attention_composable(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p
     )
@@ -651,45 +586,32 @@ def _use_compiled_op(
     )
 
 
-def _compiled_sparse_attention(
-    query: Tensor, key: Tensor, value: Tensor, scale: float, dropout_p: float, plan: SparsePlan
-) -> Tensor:
-    """Run the fused kernel through its custom op (traced by ``torch.compile`` as one node)."""
-    dropout_scale = None
-    if dropout_p > 0.0:  # the mask the eager fused kernel draws, as a factor in storage order
-        ones = query.new_ones((plan.nnz, query.shape[1]))
-        dropout_scale = F.dropout(ones, p=dropout_p, training=True)
-        if plan.order is not None:
-            dropout_scale = dropout_scale[plan.order]
-        dropout_scale = _to_storage(dropout_scale, plan)
-    return sparse_attention_csr(query, key, value, plan, scale, dropout_scale)
-
-
 def _fused_sparse_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    index_t: Tensor,
-    index_s: Tensor,
+    plan: SparsePlan,
     scale: float,
     edge_bias: Tensor | None,
     dropout_p: float,
-    plan: SparsePlan | None = None,
 ) -> Tensor:
-    """Build the plan if none is given, draw the dropout mask, run the fused kernel."""
-    if plan is None:
-        plan = _build_plan(
-            index_t, index_s, query.shape[0], key.shape[0], query.shape[1], transposed=False
-        )
+    """Draw the dropout mask, run the fused kernel: eager, or through its custom op when compiling.
+
+    The mask is the one ``F.dropout(alpha)`` would draw (same shape, same generator calls), as
+    factors in the plan's CSR storage order. While ``torch.compile`` traces (no edge bias
+    there, :func:`_use_compiled_op`) the kernel is the custom op of :mod:`.sparse_op`, else
+    the autograd Function :class:`_FusedSparseAttention`.
+    """
     dropout_scale = None
     if dropout_p > 0.0:
-        # the mask F.dropout(alpha) would draw (same shape, same generator calls), as a factor
-        ones = query.new_ones((index_t.shape[0], query.shape[1]))
+        ones = query.new_ones((plan.nnz, query.shape[1]))
         dropout_scale = F.dropout(ones, p=dropout_p, training=True)
     if plan.order is not None:
         edge_bias = None if edge_bias is None else edge_bias[plan.order]
         dropout_scale = None if dropout_scale is None else dropout_scale[plan.order]
     if dropout_scale is not None:
         dropout_scale = _to_storage(dropout_scale, plan)
+    if torch.compiler.is_compiling():
+        return sparse_attention_csr(query, key, value, plan, scale, dropout_scale)
     query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
     return _FusedSparseAttention.apply(query, key, value, edge_bias, plan, scale, dropout_scale)

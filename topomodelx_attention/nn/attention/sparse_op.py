@@ -1,17 +1,24 @@
-r"""The fused CPU sparse attention kernel as a ``torch.library`` custom op (for ``torch.compile``).
+r"""The fused CPU sparse attention kernel: its math on a node-major CSR pattern, and its custom op.
 
-Eager CPU calls of :func:`~.sparse.sparse_attention` run the fused node-major CSR kernel
-(:class:`~.sparse.SparsePlan`). While ``torch.compile`` traces, the same kernel is called
-through two custom ops, ``topomodelx_attention::sparse_attention_csr`` (forward: output and
-attention weights) and ``topomodelx_attention::sparse_attention_csr_backward`` (gradients of
-queries, keys and values), with registered fake implementations (output shapes from the
-inputs' symbolic sizes) and an autograd formula. The compiler therefore sees one opaque op per
-attention call instead of tracing its gathers, segment softmax and scatters, forward and
-backward: fewer kernels to generate and compile (compile time), the MKL CSR products at run
-time, and results identical to eager.
+:func:`csr_attention` and :func:`csr_attention_backward` are Eq. 2 (sparse kind) and its
+gradient on the node-major block CSR pattern of a neighbourhood (all heads as one
+``(n_t·H, n_s·H)`` matrix, see :class:`~.sparse.SparsePlan`): SDDMM = ``sampled_addmm``, SpMM =
+CSR × dense (MKL on CPU), softmax and its gradient by segment reductions over the CSR rows. They
+are the one implementation of that kernel; two callers run it:
 
-Only the plan's index tensors, the head-split inputs and an optional dropout factor cross the
-op boundary: the logit scale is applied to the queries outside it (autograd differentiates the
+* eager CPU calls of :func:`~.sparse.sparse_attention`, through the autograd Function
+  ``_FusedSparseAttention`` of :mod:`.sparse`;
+* ``torch.compile`` traces, through two custom ops, ``topomodelx_attention::sparse_attention_csr``
+  (forward: output and attention weights) and
+  ``topomodelx_attention::sparse_attention_csr_backward`` (gradients of queries, keys and values),
+  with registered fake implementations (output shapes from the inputs' symbolic sizes) and an
+  autograd formula. The compiler therefore sees one opaque op per attention call instead of
+  tracing its gathers, segment softmax and scatters, forward and backward: fewer kernels to
+  generate and compile (compile time), the MKL CSR products at run time, and results identical
+  to eager.
+
+Only the plan's index tensors (one ``Tensor[]`` argument, the fields of :class:`CsrPattern` in
+order), the head-split inputs and an optional dropout factor cross the op boundary: the logit scale is applied to the queries outside it (autograd differentiates the
 product), so the op has no float argument (under ``dynamic=True`` the module's floats are
 symbolic). No edge bias (the sparse kernel of the models passes none; a call with one takes the
 composable path). Double backward through the op is not supported (the eager kernel's
@@ -20,26 +27,65 @@ composable path). Double backward through the op is not supported (the eager ker
 
 from __future__ import annotations
 
+import functools
+import warnings
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
 from topomodelx_attention.nn.attention.scatter import segment_softmax_sorted
 
-__all__ = ["sparse_attention_csr"]
+__all__ = ["CsrPattern", "csr_attention", "csr_attention_backward", "sparse_attention_csr"]
 
 _NAMESPACE = "topomodelx_attention"
 
 
-def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
-    from topomodelx_attention.nn.attention.sparse import _csr as build
+class CsrPattern(NamedTuple):
+    """The index tensors of a node-major CSR pattern (the fields of :class:`~.sparse.SparsePlan`).
 
-    return build(crow, col, values, shape)
+    ``crow``, ``col`` (int32), ``row`` (segment of every stored value) and ``lengths``
+    (``(1, n_t·H)`` row lengths) of the pattern; ``crow_t``, ``col_t`` and ``to_transposed``
+    of its transpose (rows = sources), ``None`` when no key / value gradient is wanted. A
+    :class:`~.sparse.SparsePlan` has the same attributes and stands in for it.
+    """
+
+    crow: Tensor
+    col: Tensor
+    row: Tensor
+    lengths: Tensor
+    crow_t: Tensor | None
+    col_t: Tensor | None
+    to_transposed: Tensor | None
+
+
+@functools.cache
+def _silence_csr_beta_warning() -> None:
+    """Build one CSR tensor with PyTorch's once-per-process "beta" warning filtered out."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        torch.sparse_csr_tensor(
+            torch.zeros(2, dtype=torch.long),
+            torch.zeros(0, dtype=torch.long),
+            torch.zeros(0),
+            (1, 1),
+            check_invariants=False,
+        )
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
+    _silence_csr_beta_warning()
+    return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 def _spmm(matrix: Tensor, dense: Tensor) -> Tensor:
-    from topomodelx_attention.nn.attention.sparse import _spmm as product
+    """``matrix @ dense`` (CSR × dense) into a fresh tensor.
 
-    return product(matrix, dense)
+    ``addmm`` with ``beta = 0`` ignores its uninitialised input (documented), which spares
+    ``@`` its zero fill and copy.
+    """
+    out = dense.new_empty((matrix.shape[0], dense.shape[1]))
+    return torch.addmm(out, matrix, dense, beta=0.0, out=out)
 
 
 def _rows(x: Tensor) -> Tensor:
@@ -47,59 +93,123 @@ def _rows(x: Tensor) -> Tensor:
     return x.contiguous().view(x.shape[0] * x.shape[1], x.shape[2])
 
 
-def _forward_impl(
+def csr_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    crow: Tensor,
-    col: Tensor,
-    row: Tensor,
-    lengths: Tensor,
-    dropout_scale: Tensor | None,
+    pattern: CsrPattern,
+    scale: float = 1.0,
+    bias: Tensor | None = None,
+    dropout_scale: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
+    r"""Eq. 2 (sparse kind) on a node-major CSR pattern: output and attention weights.
+
+    :math:`e = \mathrm{scale}\,\langle q_t, k_s\rangle + b_{ts}` on the stored entries (one
+    ``sampled_addmm``), :math:`\alpha` = softmax over the sources of every target row,
+    :math:`o_t = \sum_s \alpha_{ts} d_{ts} v_s` (one CSR × dense product; ``d``: the dropout
+    factors).
+
+    Parameters
+    ----------
+    query, key, value : torch.Tensor
+        Head-split queries ``(n_target, heads, d)``, keys ``(n_source, heads, d)`` and values
+        ``(n_source, heads, d_v)``.
+    pattern : CsrPattern or SparsePlan
+        The node-major pattern of the neighbourhood for ``heads`` heads.
+    scale : float, default = 1.0
+        Logit scale.
+    bias : torch.Tensor, shape = (nnz·heads,), optional
+        Additive logits in CSR storage order.
+    dropout_scale : torch.Tensor, shape = (nnz·heads,), optional
+        Dropout factors of the attention weights in CSR storage order.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        The output ``(n_target, heads, d_v)`` and the attention weights ``(nnz·heads,)`` in
+        CSR storage order (without dropout).
+    """
     (n_t, heads, _), n_s = query.shape, key.shape[0]
     shape = (n_t * heads, n_s * heads)
-    pattern = _csr(crow, col, query.new_zeros(col.shape[0]), shape)  # finite values, beta = 0
-    scores = torch.sparse.sampled_addmm(pattern, _rows(query), _rows(key).t(), beta=0.0).values()
-    alpha = segment_softmax_sorted(scores.unsqueeze(0), row, lengths).squeeze(0)
+    # beta = 0 still multiplies the pattern's values: they must be finite (zeros)
+    zeros = _csr(pattern.crow, pattern.col, query.new_zeros(pattern.col.shape[0]), shape)
+    scores = torch.sparse.sampled_addmm(
+        zeros, _rows(query), _rows(key).t(), beta=0.0, alpha=scale
+    ).values()
+    if bias is not None:
+        scores = scores + bias
+    alpha = segment_softmax_sorted(scores.unsqueeze(0), pattern.row, pattern.lengths).squeeze(0)
     weight = alpha if dropout_scale is None else alpha * dropout_scale
-    out = _spmm(_csr(crow, col, weight, shape), _rows(value))
+    out = _spmm(_csr(pattern.crow, pattern.col, weight, shape), _rows(value))
     return out.view(n_t, heads, value.shape[2]), alpha
 
 
-def _backward_impl(
+def csr_attention_backward(
     grad: Tensor,
     query: Tensor,
     key: Tensor,
     value: Tensor,
     alpha: Tensor,
-    dropout_scale: Tensor | None,
-    crow: Tensor,
-    col: Tensor,
-    row: Tensor,
-    lengths: Tensor,
-    crow_t: Tensor,
-    col_t: Tensor,
-    to_transposed: Tensor,
-) -> tuple[Tensor, Tensor, Tensor]:
+    pattern: CsrPattern,
+    scale: float = 1.0,
+    dropout_scale: Tensor | None = None,
+    needs: tuple[bool, bool, bool, bool] = (True, True, True, False),
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    r"""Gradients of :func:`csr_attention` (softmax backward by segment sums over the CSR rows).
+
+    Parameters
+    ----------
+    grad : torch.Tensor, shape = (n_target, heads, d_v)
+        Gradient of the output.
+    query, key, value : torch.Tensor
+        The inputs of :func:`csr_attention`.
+    alpha : torch.Tensor, shape = (nnz·heads,)
+        The attention weights it returned.
+    pattern : CsrPattern or SparsePlan
+        Its pattern; with the transposed pattern when a key or value gradient is wanted.
+    scale : float, default = 1.0
+        Its logit scale.
+    dropout_scale : torch.Tensor, shape = (nnz·heads,), optional
+        Its dropout factors.
+    needs : tuple of bool, default = (True, True, True, False)
+        Which gradients to compute: queries, keys, values, logits (the gradient of the
+        additive ``bias``, in CSR storage order).
+
+    Returns
+    -------
+    tuple of torch.Tensor or None
+        Gradients of the queries, keys, values and logits (``None`` where not wanted).
+    """
+    need_q, need_k, need_v, need_scores = needs
     (n_t, heads, _), n_s = query.shape, key.shape[0]
     shape = (n_t * heads, n_s * heads)
     grad_rows = _rows(grad)
-    weight = alpha if dropout_scale is None else alpha * dropout_scale
-    matrix_t = _csr(crow_t, col_t, weight.index_select(0, to_transposed), shape[::-1])
-    grad_v = _spmm(matrix_t, grad_rows).view(n_s, heads, value.shape[2])
-    pattern = _csr(crow, col, alpha, shape)  # values finite, beta = 0
-    grad_weight = torch.sparse.sampled_addmm(pattern, grad_rows, _rows(value).t(), beta=0.0).values()
+    grad_q = grad_k = grad_v = grad_scores = None
+    if need_v:
+        weight = alpha if dropout_scale is None else alpha * dropout_scale
+        values_t = weight.index_select(0, pattern.to_transposed)
+        matrix_t = _csr(pattern.crow_t, pattern.col_t, values_t, shape[::-1])
+        grad_v = _spmm(matrix_t, grad_rows).view(n_s, heads, value.shape[2])
+    if not (need_q or need_k or need_scores):
+        return grad_q, grad_k, grad_v, grad_scores
+    values = _csr(pattern.crow, pattern.col, alpha, shape)  # values finite, beta = 0
+    grad_weight = torch.sparse.sampled_addmm(values, grad_rows, _rows(value).t(), beta=0.0)
+    grad_weight = grad_weight.values()
     if dropout_scale is not None:
         grad_weight = grad_weight * dropout_scale
     # softmax backward: α ⊙ (g − Σ_{s ∈ N(t)} α g)
     weighted = (alpha * grad_weight).unsqueeze(0)
-    total = torch.segment_reduce(weighted, "sum", lengths=lengths, axis=1, unsafe=True)
-    grad_scores = weighted.sub_(alpha * total.index_select(1, row)).squeeze(0)
-    grad_q = _spmm(_csr(crow, col, grad_scores, shape), _rows(key)).view(query.shape)
-    values_t = grad_scores.index_select(0, to_transposed)
-    grad_k = _spmm(_csr(crow_t, col_t, values_t, shape[::-1]), _rows(query)).view(key.shape)
-    return grad_q, grad_k, grad_v
+    total = torch.segment_reduce(weighted, "sum", lengths=pattern.lengths, axis=1, unsafe=True)
+    grad_scores = weighted.sub_(alpha * total.index_select(1, pattern.row)).squeeze(0)
+    grad_scaled = grad_scores if scale == 1.0 else grad_scores * scale
+    if need_q:
+        matrix = _csr(pattern.crow, pattern.col, grad_scaled, shape)
+        grad_q = _spmm(matrix, _rows(key)).view(n_t, heads, query.shape[2])
+    if need_k:
+        values_t = grad_scaled.index_select(0, pattern.to_transposed)
+        matrix_t = _csr(pattern.crow_t, pattern.col_t, values_t, shape[::-1])
+        grad_k = _spmm(matrix_t, _rows(query)).view(n_s, heads, key.shape[2])
+    return grad_q, grad_k, grad_v, grad_scores if need_scores else None
 
 
 def _define_ops() -> tuple[object, object]:
@@ -113,21 +223,15 @@ def _define_ops() -> tuple[object, object]:
         query: Tensor,
         key: Tensor,
         value: Tensor,
-        crow: Tensor,
-        col: Tensor,
-        row: Tensor,
-        lengths: Tensor,
-        crow_t: Tensor,
-        col_t: Tensor,
-        to_transposed: Tensor,
+        pattern: list[Tensor],
         dropout_scale: Tensor | None,
     ) -> tuple[Tensor, Tensor]:
-        return _forward_impl(query, key, value, crow, col, row, lengths, dropout_scale)
+        return csr_attention(query, key, value, CsrPattern(*pattern), dropout_scale=dropout_scale)
 
     @forward_op.register_fake
-    def _(query, key, value, crow, col, row, lengths, crow_t, col_t, to_transposed, dropout_scale):
+    def _(query, key, value, pattern, dropout_scale):
         out = query.new_empty((query.shape[0], query.shape[1], value.shape[2]))
-        return out, query.new_empty((col.shape[0],))
+        return out, query.new_empty((pattern[1].shape[0],))  # one weight per stored col
 
     @torch.library.custom_op(f"{_NAMESPACE}::sparse_attention_csr_backward", mutates_args=())
     def backward_op(
@@ -137,36 +241,27 @@ def _define_ops() -> tuple[object, object]:
         value: Tensor,
         alpha: Tensor,
         dropout_scale: Tensor | None,
-        crow: Tensor,
-        col: Tensor,
-        row: Tensor,
-        lengths: Tensor,
-        crow_t: Tensor,
-        col_t: Tensor,
-        to_transposed: Tensor,
+        pattern: list[Tensor],
     ) -> tuple[Tensor, Tensor, Tensor]:
-        return _backward_impl(
-            grad, query, key, value, alpha, dropout_scale,
-            crow, col, row, lengths, crow_t, col_t, to_transposed,
-        )  # fmt: skip
+        grads = csr_attention_backward(
+            grad, query, key, value, alpha, CsrPattern(*pattern), dropout_scale=dropout_scale
+        )
+        return grads[:3]
 
     @backward_op.register_fake
-    def _(grad, query, key, value, *rest):
+    def _(grad, query, key, value, alpha, dropout_scale, pattern):
         return torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
 
     def setup_context(ctx, inputs, output) -> None:
-        query, key, value, crow, col, row, lengths, crow_t, col_t, to_transposed, scale = inputs
-        ctx.save_for_backward(
-            query, key, value, output[1], scale, crow, col, row, lengths, crow_t, col_t, to_transposed
-        )
+        query, key, value, pattern, scale = inputs
+        ctx.save_for_backward(query, key, value, output[1], scale, *pattern)
         ctx.has_dropout = scale is not None
 
     def backward(ctx, grad: Tensor, grad_alpha: Tensor | None):
-        query, key, value, alpha, scale, *plan = ctx.saved_tensors
-        grads = backward_op(
-            grad.contiguous(), query, key, value, alpha, scale if ctx.has_dropout else None, *plan
-        )
-        return (*grads, None, None, None, None, None, None, None, None)
+        query, key, value, alpha, scale, *pattern = ctx.saved_tensors
+        scale = scale if ctx.has_dropout else None
+        grads = backward_op(grad.contiguous(), query, key, value, alpha, scale, pattern)
+        return (*grads, [None] * len(pattern), None)  # no gradient for the index tensors
 
     forward_op.register_autograd(backward, setup_context=setup_context)
     return forward_op, backward_op
@@ -206,10 +301,7 @@ def sparse_attention_csr(
     torch.Tensor, shape = (n_target, heads, d_v)
         Attention output.
     """
-    out, _ = _FORWARD(
-        (query * scale).contiguous(),
-        key.contiguous(),
-        value.contiguous(),
+    pattern = [
         plan.crow,
         plan.col,
         plan.row,
@@ -218,6 +310,8 @@ def sparse_attention_csr(
         plan.crow if plan.crow_t is None else plan.crow_t,
         plan.col if plan.col_t is None else plan.col_t,
         plan.row if plan.to_transposed is None else plan.to_transposed,
-        dropout_scale,
+    ]
+    out, _ = _FORWARD(
+        (query * scale).contiguous(), key.contiguous(), value.contiguous(), pattern, dropout_scale
     )
     return out
