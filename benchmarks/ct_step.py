@@ -208,7 +208,7 @@ PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (layer_module.CellularTransformerLayer, "_pairwise"): "attention block",
     (MultiHeadAttention, "attend"): "attend",
     (kernels_module, "sparse_attention"): "attend",  # the fused sparse arrows (if the layer has them)
-    (layer_module, "prepare_fused"): "plan",  # their index plan and CSR plan, built once (in prepare)
+    (layer_module, "prepare_fused_index"): "plan",  # their index plan and CSR plan, built once (in prepare)
 }
 
 
