@@ -406,17 +406,16 @@ class CellularTransformerLayer(nn.Module):
         fused = self._fused_arrows
         blocks = [self.blocks[self._block_of[a]] for a in fused]
         self.fused_kernel = blocks[0].kernel
-        self._fused_layout = fused_slots(
-            [(a.source, a.target) for a in fused], [0] * (self.max_rank + 1)
-        )
+        slots = fused_slots([(a.source, a.target) for a in fused], [0] * (self.max_rank + 1))
+        # per rank: the fused arrows (indices) whose target / source it is, in slot order (plain
+        # tuples: torch.compile reconstructs them at a graph break, not a frozen dataclass)
+        self._fused_targets, self._fused_sources = slots.targets, slots.sources
         with_bias = blocks[0].lin_query.bias is not None
         self.query_key_value = nn.ParameterDict()
         self.output = nn.ParameterDict()
         self.query_key_value_bias = nn.ParameterDict() if with_bias else None
         self.output_bias = nn.ParameterDict() if with_bias else None
-        for g, (targets, sources) in enumerate(
-            zip(self._fused_layout.targets, self._fused_layout.sources)
-        ):
+        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
             lins = [blocks[i].lin_query for i in targets] + [blocks[i].lin_key for i in sources]
             lins += [blocks[i].lin_value for i in sources]
             outs = [blocks[i].lin_out for i in targets]
@@ -441,12 +440,14 @@ class CellularTransformerLayer(nn.Module):
             del self.blocks[self._block_of[arrow]]
         self._register_load_state_dict_pre_hook(self._load_per_arrow_weights)
 
-    def _fused_weights(self, active: Sequence[Arrow]) -> tuple[list, list]:
+    def _fused_weights(self, sizes: Sequence[int]) -> tuple[list, list]:
         """Per rank: the stacked ``(W, b)`` of the active fused arrows (slices if not all are)."""
         ranks = range(self.max_rank + 1)
         qkv, out = self.query_key_value, self.output
         qkv_bias, out_bias = self.query_key_value_bias, self.output_bias
-        if tuple(active) == self._fused_arrows:  # the usual case: the parameters as they are
+        # the active arrows (both ranks with cells) by index: no comparison of Arrow objects
+        keep = {i for i, a in enumerate(self._fused_arrows) if sizes[a.source] and sizes[a.target]}
+        if len(keep) == len(self._fused_arrows):  # the usual case: the parameters as they are
             projections = [
                 (qkv[str(g)], None if qkv_bias is None else qkv_bias[str(g)])
                 if str(g) in qkv
@@ -461,12 +462,9 @@ class CellularTransformerLayer(nn.Module):
             ]
             return projections, outputs
         # a rank without cells in this batch: the slices of the arrows that still attend
-        keep = {self._fused_arrows.index(a) for a in active}
         c = self.channels
         projections, outputs = [], []
-        for g, (targets, sources) in enumerate(
-            zip(self._fused_layout.targets, self._fused_layout.sources)
-        ):
+        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
             n_q, n_kv = len(targets), len(sources)
             rows = [j for j, i in enumerate(targets) if i in keep]
             rows += [n_q + j for j, i in enumerate(sources) if i in keep]
@@ -533,10 +531,10 @@ class CellularTransformerLayer(nn.Module):
                 for r, lin in zip(roles, lins)
             }
             return {**weights, **biases}
-        i, c, layout = self._fused_arrows.index(arrow), self.channels, self._fused_layout
-        q = layout.targets[arrow.target].index(i)
-        kv = layout.sources[arrow.source].index(i)
-        n_q, n_kv = len(layout.targets[arrow.source]), len(layout.sources[arrow.source])
+        i, c = self._fused_arrows.index(arrow), self.channels
+        targets, sources = self._fused_targets, self._fused_sources
+        q, kv = targets[arrow.target].index(i), sources[arrow.source].index(i)
+        n_q, n_kv = len(targets[arrow.source]), len(sources[arrow.source])
         rows = {
             "query": (arrow.target, q),
             "key": (arrow.source, n_q + kv),
@@ -601,9 +599,7 @@ class CellularTransformerLayer(nn.Module):
         legacy = f"{prefix}blocks.{self._block_of[fused[0]]}.lin_query.weight"
         if legacy not in state_dict:
             return
-        for g, (targets, sources) in enumerate(
-            zip(self._fused_layout.targets, self._fused_layout.sources)
-        ):
+        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
             names = [("query", i) for i in targets] + [("key", i) for i in sources]
             names += [("value", i) for i in sources]
             for suffix in ("weight", "bias"):
@@ -862,7 +858,7 @@ class CellularTransformerLayer(nn.Module):
         fused = self._active_fused(sizes)
         update: list[Tensor | None] = [None] * len(x)
         if fused:
-            projections, outputs = self._fused_weights(fused)
+            projections, outputs = self._fused_weights(sizes)
             head_channels = self.channels // self.heads
             update = fused_sparse_attention_weights(
                 x,
