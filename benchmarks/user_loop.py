@@ -38,7 +38,7 @@ Usage::
 
     python benchmarks/user_loop.py --quick
     python benchmarks/user_loop.py --repeats 15 --keys all
-    python benchmarks/user_loop.py --repeats 6 --before /tmp/before
+    python benchmarks/user_loop.py --repeats 6 --before BEFORE_DIR
 """
 
 from __future__ import annotations
