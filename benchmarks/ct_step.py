@@ -208,7 +208,7 @@ PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (layer_module.CellularTransformerLayer, "_pairwise"): "attention block",
     (MultiHeadAttention, "attend"): "attend",
     (kernels_module, "sparse_attention"): "attend",  # the fused sparse arrows (if the layer has them)
-    (layer_module, "prepare_fused"): "plan",  # their index plan and CSR plan, built once (in prepare)
+    (layer_module, "prepare_fused_index"): "plan",  # their index plan and CSR plan, built once (in prepare)
 }
 
 
@@ -332,6 +332,8 @@ def main() -> None:
             [c.shape[1] for c in (complexes[0].x_0, complexes[0].x_1, complexes[0].x_2)], **ct_kwargs(args, num_classes)
         )
         missing, unexpected = old.load_state_dict(ct.state_dict(), strict=False)
+        if missing or unexpected:  # a former layout (one module per arrow / rank): this CT reads it
+            missing, unexpected = ct.load_state_dict(old.state_dict(), strict=False)
         if missing or unexpected:
             print(f"CT@{args.compare_ref}: state_dict differs (missing {missing}, unexpected {unexpected})")
         else:

@@ -29,28 +29,73 @@ counts the CPU time of the calling thread (the loaders run in it: ``num_workers=
 jobs on a shared machine count less; ``--clock wall`` the elapsed time. Ratios are CT / GPS in
 the same run; the load average is printed with the table.
 
+``--before DIR`` adds the CT of another copy of the package (``DIR/topomodelx_attention``, e.g.
+``git archive <commit> topomodelx_attention | tar -x -C DIR``), built with the same seed, to the
+same interleaved rounds (rows "before" and "after / before"): a change's before / after at the
+same load. That copy is imported first and set aside; batches are collated by this checkout.
+
 Usage::
 
     python benchmarks/user_loop.py --quick
     python benchmarks/user_loop.py --repeats 15 --keys all
+    python benchmarks/user_loop.py --repeats 6 --before BEFORE_DIR
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-import torch
-from _measure import interleaved_min, print_table
-from ct_step import GPS, ct_kwargs, load_data, prune
-from torch import nn
-from torch_geometric.loader import DataLoader
 
-from topomodelx_attention.data import ComplexDataLoader
-from topomodelx_attention.nn.cell import CellularTransformer
+def _import_before(argv: list[str]) -> type | None:
+    """``CellularTransformer`` of the copy named by ``--before DIR``: its ``nn``, this ``data``.
+
+    This checkout's package and its ``data`` subpackage are imported first (so both models
+    read the same ``ComplexData`` batches); then the other copy's ``nn`` is imported in its
+    place and its modules are taken out of ``sys.modules`` again (its classes keep them alive),
+    so that this checkout's ``nn`` is imported next as usual.
+    """
+    if "--before" not in argv or argv.index("--before") + 1 >= len(argv):
+        return None
+    directory = (Path(argv[argv.index("--before") + 1]) / "topomodelx_attention").resolve()
+    if not directory.is_dir():
+        raise ValueError(f"--before {directory.parent}: no topomodelx_attention/ package in it")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout (as ct_step)
+    import topomodelx_attention as package
+    import topomodelx_attention.data
+
+    path = package.__path__
+    package.__path__ = [str(directory)]
+    try:
+        from topomodelx_attention.nn.cell import CellularTransformer as before
+
+        if not Path(inspect.getfile(before)).resolve().is_relative_to(directory):
+            raise ValueError(f"--before {directory.parent}: its CellularTransformer was not imported")
+    finally:
+        package.__path__ = path
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None) or ""
+            if name.startswith("topomodelx_attention.") and Path(file).resolve().is_relative_to(directory):
+                del sys.modules[name]
+    return before
+
+
+CellularTransformerBefore = _import_before(sys.argv)
+
+import torch  # noqa: E402
+from _measure import interleaved_min, print_table  # noqa: E402
+from ct_step import GPS, ct_kwargs, load_data, prune  # noqa: E402
+from torch import nn  # noqa: E402
+from torch_geometric.loader import DataLoader  # noqa: E402
+
+from topomodelx_attention.data import ComplexDataLoader  # noqa: E402
+from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
 
 BATCH_SIZE = 32
 CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
@@ -125,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
         help="model: the complexes keep the keys the CT reads (as the harness); all: every key",
     )
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread")
+    parser.add_argument(
+        "--before", metavar="DIR", help="also time the CT of the package copy in DIR (before / after)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.warmup = 4, 1
@@ -140,14 +188,25 @@ def main(argv: list[str] | None = None) -> None:
         complexes = prune(complexes, keep)
     gps = GPS(graphs[0].x.shape[1], edge_channels, args.pe_dim, args.hidden, num_classes, args.layers, args.heads)
     data = {"CT": (ct, complexes), "GPS": (gps, graphs)}
+    if args.before:
+        if CellularTransformerBefore is None:
+            raise ValueError("--before must be given on the command line (it is imported first)")
+        torch.manual_seed(0)  # the seed of the CT above: the same initial weights
+        before = CellularTransformerBefore(in_channels, **ct_kwargs(args, num_classes))
+        data["CT before"] = (before, complexes)
+        with torch.no_grad():  # same model, same batch: same outputs
+            batch = next(iter(DataLoader(complexes, batch_size=BATCH_SIZE)))
+            ct.eval(), before.eval()
+            difference = (ct(batch) - before(batch)).abs().max().item()
 
     cases: dict[str, Callable[[], None]] = {}
     for name, (model, items) in data.items():
         cases[f"train pyg {name}"] = training_epoch(model, items, DataLoader, seed=1)
         cases[f"infer pyg {name}"] = inference_epoch(model, items, DataLoader)
         cases[f"infer ours {name}"] = inference_epoch(model, items, ComplexDataLoader)
-        cases[f"collate pyg {name}"] = collation_epoch(items, DataLoader)
-        cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
+        if name != "CT before":  # the same complexes and loaders as "CT"
+            cases[f"collate pyg {name}"] = collation_epoch(items, DataLoader)
+            cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
         cases[f"adamw {name}"] = optimizer_epoch(copy.deepcopy(model), items)
     load = os.getloadavg()[0]
     best = interleaved_min(cases, args.repeats, args.warmup, CLOCKS[args.clock])
@@ -161,6 +220,22 @@ def main(argv: list[str] | None = None) -> None:
         ct_ms = 1e3 * (best[f"{case} CT"] - best[f"{collate} CT"])
         gps_ms = 1e3 * (best[f"{case} GPS"] - best[f"{collate} GPS"])
         return [label, f"{ct_ms:.1f}", f"{gps_ms:.1f}", f"{ct_ms / gps_ms:.2f}×"]
+
+    def before_rows() -> list[list[str]]:
+        out = []
+        for label, case in (
+            ("training epoch, PyG `DataLoader`, plain AdamW", "train pyg"),
+            ("inference, PyG `DataLoader`", "infer pyg"),
+            ("inference, `ComplexDataLoader`", "infer ours"),
+            ("plain AdamW steps alone", "adamw"),
+        ):
+            after, before = best[f"{case} CT"], best[f"{case} CT before"]
+            gps_ms = best[f"{case} GPS"]
+            out.append([
+                label, f"{1e3 * before:.1f}", f"{1e3 * after:.1f}", f"{after / before:.2f}×",
+                f"{before / gps_ms:.2f}×", f"**{after / gps_ms:.2f}×**",
+            ])
+        return out
 
     rows = [
         row("training epoch, PyG `DataLoader`, plain `torch.optim.AdamW`", "train pyg"),
@@ -184,6 +259,13 @@ def main(argv: list[str] | None = None) -> None:
         ["case", "CT ms", "GPS ms", "CT / GPS"],
         rows,
     )
+    if args.before:
+        print_table(
+            f"CT before ({args.before}) / after (this checkout), same rounds; largest output "
+            f"difference on one batch {difference:.1e}",
+            ["case", "before ms", "after ms", "after / before", "before / GPS", "after / GPS"],
+            before_rows(),
+        )
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ def test_kernel_options_reach_the_kernels_of_every_model():
         [3, 3, 3], 8, 2, heads=2, kind="mixed", kernel_options={"scale": 1.0, "bias_scale": "shared"}
     )
     kernels = [b.kernel for layer in ct.layers for b in layer.blocks.values()]
+    kernels += [layer.fused_kernel for layer in ct.layers]  # the sparse arrows' (stacked weights)
     assert {k.kind for k in kernels} == {"dense", "sparse"}
     assert all(k.scale == 1.0 for k in kernels)
     assert all(k.bias_scale.shape == (1,) for k in kernels if k.kind == "dense")

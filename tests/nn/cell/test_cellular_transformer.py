@@ -112,17 +112,18 @@ def test_hand_computed_one_head_example_on_three_cells():
 
     n0, n1 = ln(x0, layer.norm_attention[0]), ln(x1, layer.norm_attention[1])
 
-    def weights(block):
-        return (block.lin_query.weight.T, block.lin_key.weight.T, block.lin_value.weight.T, block.lin_out.weight.T)
+    def weights(key):  # the arrow's own Q/K/V/O (slices of the layer's stacked parameters)
+        w = layer.arrow_weights(key)
+        return (w["query"].T, w["key"].T, w["value"].T, w["out"].T)
 
     # 0 -> 0: each vertex has exactly one neighbour: weight 1 on the other vertex
-    _, _, v, o = weights(layer.blocks["0->0"])
+    _, _, v, o = weights("0->0")
     a00 = torch.stack([n0[1] @ v @ o, n0[0] @ v @ o])
     # 1 -> 0: each vertex sees only the edge
-    _, _, v, o = weights(layer.blocks["1->0"])
+    _, _, v, o = weights("1->0")
     a10 = (n1 @ v @ o).expand(2, 2)
     # 0 -> 1: the edge attends to both vertices with a softmax of scaled dot products
-    q, k, v, o = weights(layer.blocks["0->1"])
+    q, k, v, o = weights("0->1")
     scores = (n1 @ q) @ (n0 @ k).T / math.sqrt(2)
     alpha = torch.exp(scores) / torch.exp(scores).sum()
     a01 = alpha @ (n0 @ v) @ o

@@ -70,7 +70,7 @@ def pairwise_reference(layer, x, neighborhoods, scale, output_projection):
         matrix = neighborhoods[arrow.neighborhood].to_dense()
         matrix = matrix.T if arrow.transpose else matrix
         update[arrow.target] = update[arrow.target] + attention_reference(
-            layer.blocks[key], normed[arrow.target], normed[arrow.source], matrix, scale, output_projection
+            layer.arrow_attention(key), normed[arrow.target], normed[arrow.source], matrix, scale, output_projection
         )
     return finish(layer, x, update)
 
@@ -363,7 +363,9 @@ def test_two_arrows_between_the_same_ranks_are_separate_pairwise_blocks(kind):
     assert parsed[1] != parsed[2] and parsed[1].name == parsed[2].name == "1->1"
     torch.manual_seed(0)
     layer = CellularTransformerLayer(8, heads=2, max_rank=2, kind=kind, tensor_diagram=diagram).double()
-    assert sorted(layer.blocks) == ["0->0", "1->1:adjacency_1", "1->1:coadjacency_1"]
+    assert sorted(layer.block_keys) == ["0->0", "1->1:adjacency_1", "1->1:coadjacency_1"]
+    weights = [layer.arrow_weights(key) for key in layer.block_keys]
+    assert not torch.equal(weights[1]["query"], weights[2]["query"])  # two blocks, own weights
     data, neighborhoods = one_complex()
     x = random_cochains(data, 8)
     out = layer(x, neighborhoods)
@@ -371,8 +373,18 @@ def test_two_arrows_between_the_same_ranks_are_separate_pairwise_blocks(kind):
         torch.testing.assert_close(got, want)
     # each block sees only its own neighbourhood: removing one block changes rank 1
     single = CellularTransformerLayer(8, heads=2, max_rank=2, kind=kind, tensor_diagram=diagram[:2]).double()
+    # the same weights without the coadjacency block (sparse arrows: slices of stacked parameters)
     single.load_state_dict({k.replace("1->1:adjacency_1", "1->1"): v for k, v in layer.state_dict().items()
-                            if "coadjacency" not in k})
+                            if "coadjacency" not in k and not k.startswith(("query_key_value", "output"))},
+                           strict=kind == "dense")
+    with torch.no_grad():
+        for mine, theirs in (("0->0", "0->0"), ("1->1", "1->1:adjacency_1")):
+            for name, tensor in single.arrow_weights(mine).items():
+                if tensor is not None:
+                    tensor.copy_(layer.arrow_weights(theirs)[name])
+    single.eval()
+    for got, want in zip(single(x, neighborhoods), pairwise_reference(single, x, neighborhoods, 0.5, True)):
+        torch.testing.assert_close(got, want)
     assert not torch.allclose(single(x, neighborhoods)[1], out[1])
     with pytest.raises(ValueError, match="appears twice"):
         parse_tensor_diagram([*diagram, "1->1:coadjacency_1"], 2)

@@ -36,7 +36,9 @@ __all__ = [
     "fusable",
     "fused_slots",
     "fused_sparse_attention",
+    "fused_sparse_attention_weights",
     "prepare_fused",
+    "prepare_fused_index",
 ]
 
 
@@ -192,7 +194,44 @@ def prepare_fused(
         The joined index and, on CPU, its plan.
     """
     first = _check_blocks(blocks)
-    if not (len(blocks) == len(pairs) == len(neighborhoods)):
+    if len(blocks) != len(pairs):
+        raise ValueError("give one (source, target) pair and one neighbourhood per block")
+    return prepare_fused_index(
+        pairs, neighborhoods, sizes, first.heads, device=device, names=names, transposed=transposed
+    )
+
+
+def prepare_fused_index(
+    pairs: Sequence[tuple[int, int]],
+    neighborhoods: Sequence[Tensor],
+    sizes: Sequence[int],
+    heads: int,
+    *,
+    device: torch.device | str | None = None,
+    names: Sequence[str] | None = None,
+    transposed: bool | None = None,
+) -> FusedNeighborhood:
+    """:func:`prepare_fused` for blocks given by their pairs and head count only.
+
+    Parameters
+    ----------
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    neighborhoods : sequence of torch.Tensor
+        Coalesced sparse COO ``(n_target, n_source)`` neighbourhood of every block (a mask).
+    sizes : sequence of int
+        Tokens of every group.
+    heads : int
+        Heads of the blocks (the CPU plan is built for them).
+    device, names, transposed
+        As in :func:`prepare_fused`.
+
+    Returns
+    -------
+    FusedNeighborhood
+        The joined index and, on CPU, its plan.
+    """
+    if len(pairs) != len(neighborhoods):
         raise ValueError("give one (source, target) pair and one neighbourhood per block")
     names = [f"block {i}" for i in range(len(pairs))] if names is None else list(names)
     slots = fused_slots(pairs, sizes)
@@ -231,7 +270,7 @@ def prepare_fused(
     if index.index_target.device.type == "cpu":
         if transposed is None:
             transposed = torch.is_grad_enabled()
-        plan = sparse_plan(index, first.heads, transposed=transposed)
+        plan = sparse_plan(index, heads, transposed=transposed)
     return FusedNeighborhood(index, plan)
 
 
@@ -269,21 +308,92 @@ def fused_sparse_attention(
     first = _check_blocks(blocks)
     sizes = tuple(xg.shape[0] for xg in x)
     slots = fused_slots(pairs, sizes)
-    q_width, v_width = first.heads * first.head_channels, first.out_channels
-    # one GEMM per group: X_g [W_Q of its target blocks | W_K, W_V of its source blocks]
-    projected, widths = [], []
-    for g, xg in enumerate(x):
+    projections: list[tuple[Tensor, Tensor | None] | None] = []
+    outputs: list[tuple[Tensor, Tensor | None] | None] = []
+    for g in range(len(x)):
         lins = [blocks[i].lin_query for i in slots.targets[g]]
         lins += [blocks[i].lin_key for i in slots.sources[g]]
         lins += [blocks[i].lin_value for i in slots.sources[g]]
+        projections.append(_stacked_weights(lins, dim=0) if lins else None)
+        outs = [blocks[i].lin_out for i in slots.targets[g]]
+        outputs.append(_stacked_weights(outs, dim=1) if outs else None)
+    return fused_sparse_attention_weights(
+        x,
+        first.kernel,
+        pairs,
+        neighborhood,
+        projections,
+        outputs,
+        head_channels=first.head_channels,
+        value_channels=first.value_channels,
+        output_dropout=output_dropout,
+    )
+
+
+def fused_sparse_attention_weights(
+    x: Sequence[Tensor],
+    kernel: SparseKernel,
+    pairs: Sequence[tuple[int, int]],
+    neighborhood: FusedNeighborhood,
+    projections: Sequence[tuple[Tensor, Tensor | None] | None],
+    outputs: Sequence[tuple[Tensor, Tensor | None] | None],
+    *,
+    head_channels: int,
+    value_channels: int,
+    output_dropout: nn.Module | None = None,
+) -> list[Tensor | None]:
+    r""":func:`fused_sparse_attention` on weights already stacked per group.
+
+    The blocks of :func:`fused_sparse_attention` are given by their stacked projection
+    matrices: a layer that stores them stacked (one parameter per group,
+    :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`) runs its GEMMs on its
+    parameters as they are.
+
+    Parameters
+    ----------
+    x : sequence of torch.Tensor
+        ``x[g]`` of shape ``(n_g, channels)``: the (normalised) tokens of every group.
+    kernel : SparseKernel
+        The sparse kernel of every block (scale, attention dropout).
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    neighborhood : FusedNeighborhood
+        :func:`prepare_fused` (or :func:`prepare_fused_index`) of the blocks' neighbourhoods.
+    projections : sequence of ((torch.Tensor, torch.Tensor or None) or None)
+        Per group ``g``: ``(W, b)`` of ``nn.Linear`` convention, ``W`` of shape
+        ``(n_q·H·d_head + n_kv·H·d_head + n_kv·H·d_value, channels)``: the query maps of the
+        blocks whose target is ``g``, then the key maps and the value maps of the blocks whose
+        source is ``g`` (blocks in the order of :class:`FusedSlots`); ``None`` for a group
+        no block reads.
+    outputs : sequence of ((torch.Tensor, torch.Tensor or None) or None)
+        Per target group: ``(W_O, b_O)`` with ``W_O = [W_{O,1} | W_{O,2} | …]`` of shape
+        ``(out_channels, n_t·H·d_value)`` (column blocks in slot order) and ``b_O`` of shape
+        ``(n_t, out_channels)`` (one bias per block) or ``None``.
+    head_channels, value_channels : int
+        Width of a head's queries / keys and of its values.
+    output_dropout : torch.nn.Module, optional
+        As in :func:`fused_sparse_attention`.
+
+    Returns
+    -------
+    list of (torch.Tensor or None)
+        As :func:`fused_sparse_attention`.
+    """
+    heads = kernel.heads
+    sizes = tuple(xg.shape[0] for xg in x)
+    slots = fused_slots(pairs, sizes)
+    q_width, v_width = heads * head_channels, heads * value_channels
+    # one GEMM per group: X_g [W_Q of its target blocks | W_K, W_V of its source blocks]
+    projected, widths = [], []
+    for g, xg in enumerate(x):
         n_q, n_kv = len(slots.targets[g]), len(slots.sources[g])
         widths.append((n_q * q_width, n_kv * q_width, n_kv * v_width))
-        projected.append(_stacked_linear(xg, lins) if lins else None)
+        projected.append(None if projections[g] is None else F.linear(xg, *projections[g]))
     query, key, value = _split_projections(projected, widths)
-    out = first.kernel(
-        query.view(-1, first.heads, first.head_channels),
-        key.view(-1, first.heads, first.head_channels),
-        value.view(-1, first.heads, first.value_channels),
+    out = kernel(
+        query.view(-1, heads, head_channels),
+        key.view(-1, heads, head_channels),
+        value.view(-1, heads, value_channels),
         neighborhood.index,
         plan=neighborhood.plan,
     )
@@ -299,14 +409,18 @@ def fused_sparse_attention(
         rows = out[slots.q_offsets[g] : slots.q_offsets[g + 1]].reshape(
             sizes[g], len(targets) * v_width
         )
-        lins = [blocks[i].lin_out for i in targets]
+        weight, bias = outputs[g]
         if per_block_dropout:  # dropout on each block's output, as the per-block sum
             pieces = rows.split(v_width, dim=1)
-            update[g] = sum(output_dropout(lin(piece)) for lin, piece in zip(lins, pieces))
+            weights = weight.split(v_width, dim=1)
+            biases = [None] * len(targets) if bias is None else bias.unbind(0)
+            update[g] = sum(
+                output_dropout(F.linear(piece, w, b))
+                for piece, w, b in zip(pieces, weights, biases)
+            )
         else:
-            bias = None if lins[0].bias is None else sum(lin.bias for lin in lins)
             # output dropout is the identity here (eval or p = 0)
-            update[g] = F.linear(rows, torch.cat([lin.weight for lin in lins], dim=1), bias)
+            update[g] = F.linear(rows, weight, None if bias is None else bias.sum(0))
     return update
 
 
@@ -378,9 +492,17 @@ def _column_blocks(
     ]
 
 
-def _stacked_linear(x: Tensor, lins: Sequence[nn.Linear]) -> Tensor:
-    """``x [W_1ᵀ | W_2ᵀ | …] + [b_1 | b_2 | …]``: several linear maps of ``x`` in one GEMM."""
-    if len(lins) == 1:
-        return lins[0](x)
-    bias = None if lins[0].bias is None else torch.cat([lin.bias for lin in lins])
-    return F.linear(x, torch.cat([lin.weight for lin in lins]), bias)
+def _stacked_weights(lins: Sequence[nn.Linear], dim: int) -> tuple[Tensor, Tensor | None]:
+    """Weights of several linear maps stacked (``dim=0``: outputs, ``dim=1``: inputs), biases.
+
+    ``dim=0``: ``[W_1; W_2; …]`` and ``[b_1 | b_2 | …]`` (one GEMM gives every map's output);
+    ``dim=1``: ``[W_1 | W_2 | …]`` and the biases as rows ``(n, out)`` (one GEMM gives the sum
+    of the maps of concatenated inputs).
+    """
+    if len(lins) == 1 and dim == 0:
+        return lins[0].weight, lins[0].bias
+    weight = torch.cat([lin.weight for lin in lins], dim=dim)
+    if lins[0].bias is None:
+        return weight, None
+    biases = [lin.bias for lin in lins]
+    return weight, torch.cat(biases) if dim == 0 else torch.stack(biases)
