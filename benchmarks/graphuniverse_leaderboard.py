@@ -132,7 +132,10 @@ def ranks(entries: Sequence[Mapping[str, Any]], task: str, keys: set | None = No
 
 
 def _f(value: float, digits: int = 4) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    # a score below the last fixed digit (triangle counting near exact) keeps its significant digits
+    return f"{value:.{digits}f}" if value == 0 or abs(value) >= 10 ** -digits else f"{value:.2e}"
 
 
 def table(leaderboard: list[dict[str, Any]], ours: list[dict[str, Any]], task: str) -> str:
