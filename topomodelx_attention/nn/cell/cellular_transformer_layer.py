@@ -299,15 +299,13 @@ class CellularTransformerLayer(nn.Module):
         arrow : Arrow or str
             An arrow of the tensor diagram, or its block key (e.g. ``"1->0"``).
         grad : bool, default=False
-            Return the same slices of the parameters' ``.grad`` instead (``None`` where a
-            parameter has none).
+            The parameters' ``.grad`` instead (as :meth:`FusedArrows.arrow_weights`).
 
         Returns
         -------
         dict of str to (torch.Tensor or None)
-            ``query``, ``key``, ``value``, ``out`` of shape ``(out, in)`` (``nn.Linear``
-            convention; ``out`` is ``None`` without output projection) and ``query_bias``,
-            ``key_bias``, ``value_bias``, ``out_bias`` (``None`` without bias).
+            The eight entries of :meth:`FusedArrows.arrow_weights` (``out`` and ``out_bias``
+            are ``None`` without output projection).
         """
         key = self._arrow_key(arrow)
         if key in self.blocks:

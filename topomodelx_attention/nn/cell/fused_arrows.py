@@ -289,8 +289,8 @@ class FusedArrows(nn.Module):
         -------
         dict of str to (torch.Tensor or None)
             ``query``, ``key``, ``value``, ``out`` of shape ``(C, C)`` (``nn.Linear``
-            convention) and ``query_bias``, ``key_bias``, ``value_bias``, ``out_bias`` of shape
-            ``(C,)`` (``None`` without bias).
+            convention: ``(out, in)``) and ``query_bias``, ``key_bias``, ``value_bias``,
+            ``out_bias`` of shape ``(C,)`` (``None`` without bias).
         """
         if key not in self.keys:
             raise ValueError(f"no fused arrow with block key {key!r}; they are {list(self.keys)}")
