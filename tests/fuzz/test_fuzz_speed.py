@@ -8,8 +8,10 @@ default tensor diagram), then checks:
 
 * ``ACCEPT``: the layer's output equals the definition of Eq. 2 evaluated one arrow at a time
   (one :class:`MultiHeadAttention` per arrow with that arrow's slices of the stacked weights,
-  per-rank LayerNorm + FFN), and a state dict in the former layout (one module per arrow and per
-  rank) loads strictly into a fresh layer to bit-identical outputs and gradients;
+  per-rank LayerNorm + FFN), and a state dict in either former layout (one module per arrow and
+  per rank; or the stacked weights held by the layer itself, ``query_key_value.<r>`` before they
+  moved into its ``fused`` module) loads strictly into a fresh layer to bit-identical outputs and
+  gradients;
 * ``REJECT``: asking for the weights of an arrow the layer does not have raises a
   ``ValueError`` naming the block keys.
 """
@@ -33,7 +35,7 @@ DIAGRAM = ("0->0:adjacency_0", "1->1:coadjacency_1", "2->2:coadjacency_2", "1->0
 def _former_layout(layer: CellularTransformerLayer) -> dict[str, torch.Tensor]:
     """The layer's state dict in the layout before stacking (per arrow, per rank)."""
     state = {k: v for k, v in layer.state_dict().items()
-             if not k.startswith(("query_key_value", "output", "norm_", "ffn."))}
+             if not k.startswith(("fused.", "norm_", "ffn."))}
     for r in range(len(layer.norm_ffn)):
         for norm in ("norm_attention", "norm_ffn"):
             state[f"{norm}.{r}.weight"] = getattr(layer, norm)[r].weight.clone()
@@ -85,6 +87,11 @@ def _make_case(seed: int, rng: np.random.Generator):
             expected = _per_arrow_reference(layer, x, neighborhoods)
             for r, (g, e) in enumerate(zip(got, expected)):
                 torch.testing.assert_close(g, e, msg=f"rank {r}: stacked layer != per-arrow Eq. 2")
+        layer_held = {k.removeprefix("fused."): v.clone() for k, v in layer.state_dict().items()}
+        held = build(seed + 2000)
+        held.load_state_dict(layer_held)  # strict
+        again = held(x, neighborhoods, batch)
+        assert all(torch.equal(a, b) for a, b in zip(got, again)), "layer-held stacked names: other outputs"
         other = build(seed + 1000)
         other.load_state_dict(_former_layout(layer))  # strict
         again = other(x, neighborhoods, batch)

@@ -1,5 +1,6 @@
 """CellularTransformerLayer: the fused sparse arrows, the kernels of every arrow, its checks."""
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -98,7 +99,7 @@ def test_joined_sparse_arrows_equal_one_attention_call_per_arrow(bias, empty_ran
                 assert g is None or not g.any(), (arrow.label, name)
     # every stacked weight matrix gets a gradient (a key bias never does: softmax is shift-invariant)
     missing = [n for n, p in layer.named_parameters() if "bias" not in n and (p.grad is None or not p.grad.any())]
-    assert missing == (["query_key_value.2", "output.2"] if empty_rank_2 else []), missing
+    assert missing == (["fused.query_key_value.2", "fused.output.2"] if empty_rank_2 else []), missing
     if empty_rank_2:  # the rank-2 rows of the stacked LayerNorms / FFNs get no gradient
         assert not layer.norm_attention.weight.grad[2].any() and not layer.ffn.weight_1.grad[2].any()
 
@@ -122,21 +123,24 @@ def test_layer_builds_its_kernels_by_name_and_the_core_owns_the_blocks():
     pairwise = CellularTransformerLayer(8, heads=2, kind="mixed", kernel_options={"scale": 1.0})
     kinds = {key: block.kind for key, block in pairwise.blocks.items()}
     assert kinds == {"0->0": "dense", "1->1": "dense", "2->2": "dense"}
-    # the sparse arrows run in the core's fused call, on weights the layer stores stacked: per
+    # the sparse arrows run in the core's fused call, on weights stored stacked in layer.fused: per
     # rank, [W_Q of the arrows into it; W_K; W_V of the arrows out of it], and [W_O...] per target
     assert [a.name for a in pairwise._fused_arrows] == ["1->0", "0->1", "2->1", "1->2"]
     assert pairwise.fused_kernel.kind == "sparse" and pairwise.fused_kernel.scale == 1.0
     stacked = {n: tuple(p.shape) for n, p in pairwise.named_parameters() if not n.startswith(("blocks.", "norm", "ffn"))}
     assert stacked == {
-        "query_key_value.0": (3 * 8, 8), "query_key_value.1": (6 * 8, 8), "query_key_value.2": (3 * 8, 8),
-        "output.0": (8, 8), "output.1": (8, 2 * 8), "output.2": (8, 8),
+        "fused.query_key_value.0": (3 * 8, 8), "fused.query_key_value.1": (6 * 8, 8),
+        "fused.query_key_value.2": (3 * 8, 8), "fused.output.0": (8, 8), "fused.output.1": (8, 2 * 8),
+        "fused.output.2": (8, 8),
     }
     # every arrow keeps its own weights: slices of them
     w = pairwise.arrow_weights("2->1")
-    assert w["query"].data_ptr() == pairwise.query_key_value["1"][8:16].data_ptr()  # 2nd query into rank 1
-    assert w["key"].data_ptr() == pairwise.query_key_value["2"][8:16].data_ptr()
-    assert w["value"].data_ptr() == pairwise.query_key_value["2"][16:24].data_ptr()
-    assert torch.equal(w["out"], pairwise.output["1"][:, 8:16])
+    stacked = pairwise.fused
+    assert w["query"].data_ptr() == stacked.query_key_value["1"][8:16].data_ptr()  # 2nd query into rank 1
+    assert w["key"].data_ptr() == stacked.query_key_value["2"][8:16].data_ptr()
+    assert w["value"].data_ptr() == stacked.query_key_value["2"][16:24].data_ptr()
+    assert torch.equal(w["out"], stacked.output["1"][:, 8:16])
+    assert stacked.keys == ("1->0", "0->1", "2->1", "1->2") and stacked.pairs == ((1, 0), (0, 1), (2, 1), (1, 2))
     general = CellularTransformerLayer(8, heads=2, attention="general", kind="dense", output_projection=False)
     assert isinstance(general.general, MultiGroupAttention) and len(general.general.values) == 3
     with pytest.raises(ValueError, match=r"kind must be one of .*'mixed'"):
@@ -186,8 +190,42 @@ def test_fused_arrows_have_two_parameter_tensors_per_rank():
     layer = CellularTransformerLayer(32, heads=4, max_rank=2)
     names = [n for n, _ in layer.named_parameters()]
     attention = [n for n in names if not n.startswith(("norm", "ffn"))]
-    assert attention == [f"query_key_value.{r}" for r in range(3)] + [f"output.{r}" for r in range(3)]
+    assert attention == [f"fused.query_key_value.{r}" for r in range(3)] + [f"fused.output.{r}" for r in range(3)]
     assert names[:8] == ["norm_attention.weight", "norm_attention.bias", "norm_ffn.weight", "norm_ffn.bias",
                          "ffn.weight_1", "ffn.bias_1", "ffn.weight_2", "ffn.bias_2"]
     assert len(names) == 14
     assert tuple(layer.ffn.weight_1.shape) == (3, 32, 32) and tuple(layer.norm_ffn.weight.shape) == (3, 32)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_checkpoint_of_the_stacked_weights_held_by_the_layer_still_loads(bias):
+    # the stacked Q/K/V/O moved from the layer (query_key_value.<r>, output.<r>, *_bias.<r>) into its
+    # FusedArrows module (fused.query_key_value.<r>, ...); a model checkpoint of the layer-held names
+    # loads strictly, at every layer's prefix, to bit-identical outputs and gradients
+    from tests.nn.cell.test_cellular_transformer import make_model
+
+    data = to_double(Batch.from_data_list(complexes()))
+    model = make_model("pairwise", "mixed", bias=bias)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(0.2 * torch.randn_like(param))
+    former = {k.replace(".fused.", "."): v.clone() for k, v in model.state_dict().items()}
+    stacked = {k for k in former if ".query_key_value" in k or ".output" in k}
+    assert len(stacked) == 2 * 3 * (2 if bias else 1) * 2 and not any(".fused." in k for k in former)
+    other = make_model("pairwise", "mixed", bias=bias)
+    torch.manual_seed(3)
+    for param in other.parameters():
+        torch.nn.init.normal_(param)
+    assert not torch.equal(other(data), model(data))
+    naive = copy.deepcopy(other)  # without the conversion hook: PyTorch refuses the former names
+    for layer in naive.layers:
+        layer._load_state_dict_pre_hooks.clear()
+    with pytest.raises(RuntimeError, match=r"Unexpected key\(s\).*layers\.0\.query_key_value\.0"):
+        naive.load_state_dict(former)
+    other.load_state_dict(former)  # strict
+    assert torch.equal(other(data), model(data))
+    model(data).square().sum().backward()
+    other(data).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), other.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        assert p.grad is None or torch.equal(p.grad, q.grad), name

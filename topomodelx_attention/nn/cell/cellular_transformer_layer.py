@@ -13,11 +13,13 @@ Two pre-norm layers (Appendix A):
 Both take explicit per-rank cochains and neighbourhood tensors (TopoModelX style) and use the
 package's shared attention core (:class:`~topomodelx_attention.nn.attention.MultiHeadAttention`).
 
-Execution of pairwise sparse attention: every arrow keeps its own block (one
-:class:`~topomodelx_attention.nn.attention.MultiHeadAttention` and one softmax per arrow), and
-the attention core runs the sparse blocks of a layer together
-(:mod:`~topomodelx_attention.nn.attention.fused`: blocks keyed by their (source, target)
-ranks, one sparse call on the joined edge lists). General attention is the core's
+Execution of pairwise sparse attention: every arrow keeps its own Q/K/V/O and its own softmax.
+The sparse arrows' weights are stored stacked per rank and role in the layer's ``fused``
+module (:class:`~topomodelx_attention.nn.cell.fused_arrows.FusedArrows`), and the attention
+core runs them together (:mod:`~topomodelx_attention.nn.attention.fused`: blocks keyed by
+their (source, target) ranks, one sparse call on the joined edge lists); the other arrows
+have one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` each in ``blocks``.
+General attention is the core's
 :class:`~topomodelx_attention.nn.attention.MultiGroupAttention` (one value projection per rank).
 
 Preparation and computation (``torch.compile``): everything a layer derives from the *structure*
@@ -59,15 +61,10 @@ from topomodelx_attention.nn.attention import (
     padded_layout,
     prepare_neighborhood,
 )
-from topomodelx_attention.nn.attention.fused import (
-    FusedNeighborhood,
-    fusable,
-    fused_slots,
-    fused_sparse_attention_weights,
-    prepare_fused_index,
-)
+from topomodelx_attention.nn.attention.fused import FusedNeighborhood, prepare_fused_index
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.attention.sparse import _stable_argsort
+from topomodelx_attention.nn.cell.fused_arrows import FusedArrows, block_weights, stackable
 from topomodelx_attention.nn.cell.per_rank import FeedForward, RankFeedForwards, RankLayerNorms
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
@@ -229,10 +226,11 @@ class CellularTransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self._block_of = dict(zip(self.arrows, self.block_keys))
         self._fused_arrows: tuple[Arrow, ...] = ()
+        self.fused: FusedArrows | None = None
         if attention == "pairwise":
-            self.blocks = nn.ModuleDict()
-            for arrow, key in zip(self.arrows, self.block_keys):
-                self.blocks[key] = MultiHeadAttention(
+            # one block per arrow, in arrow order (the random stream of the initialisation)
+            built = {
+                key: MultiHeadAttention(
                     self.channels,
                     self.channels,
                     self.heads,
@@ -241,12 +239,21 @@ class CellularTransformerLayer(nn.Module):
                     bias=bias,
                     output_projection=output_projection,
                 )
+                for arrow, key in zip(self.arrows, self.block_keys)
+            }
             # sparse blocks with plain Q/K/V/O projections: one fused call of the core, on
-            # weights the layer stores stacked (one parameter per rank and role)
-            fused = [a for a, k in zip(self.arrows, self.block_keys) if _stackable(self.blocks[k])]
-            self._fused_arrows = tuple(fused)
-            if fused:
-                self._stack_blocks()
+            # weights stored stacked (one parameter per rank and role, fused_arrows.py)
+            fused_keys = [k for k in self.block_keys if stackable(built[k])]
+            self._fused_arrows = tuple(a for a in self.arrows if self._block_of[a] in fused_keys)
+            self.blocks = nn.ModuleDict({k: b for k, b in built.items() if k not in fused_keys})
+            if fused_keys:
+                self.fused = FusedArrows(
+                    [built[k] for k in fused_keys],
+                    fused_keys,
+                    [(a.source, a.target) for a in self._fused_arrows],
+                    len(ranks),
+                )
+                self._register_load_state_dict_pre_hook(self._load_former_layouts)
         else:
             self.general = MultiGroupAttention(
                 self.channels,
@@ -260,175 +267,58 @@ class CellularTransformerLayer(nn.Module):
         # arrows whose neighbourhood values enter the logits as θ·N (checked for signs)
         self._bias_arrows = tuple(a for a in self.arrows if self._kernel(a).accepts_bias)
 
-    # ------------------------------------------------------------------ stacked weights
-    def _stack_blocks(self) -> None:
-        """Move the Q/K/V/O weights of the fused arrows into one parameter per rank and role.
+    # ------------------------------------------------------------------ arrow weights
+    @property
+    def fused_kernel(self) -> nn.Module | None:
+        """The sparse kernel of the fused arrows (``None`` when no arrow is fused)."""
+        return None if self.fused is None else self.fused.kernel
 
-        The blocks are built first (same initialisation, same random stream as one
-        :class:`MultiHeadAttention` per arrow), then their weights are stacked and the blocks
-        dropped: ``query_key_value[r]`` holds ``[W_Q…; W_K…; W_V…]`` (``nn.Linear``
-        convention, rows of the arrows with target ``r`` for the queries, with source ``r`` for
-        the keys and values, in arrow order) and ``output[r]`` holds ``[W_O… ]`` of the arrows
-        with target ``r`` side by side. Every arrow keeps its own weights (slices); a layer does
-        one GEMM per rank and role, and an optimiser loops over 2 tensors per rank instead of 4
-        per arrow.
-        """
-        fused = self._fused_arrows
-        blocks = [self.blocks[self._block_of[a]] for a in fused]
-        self.fused_kernel = blocks[0].kernel
-        slots = fused_slots([(a.source, a.target) for a in fused], [0] * (self.max_rank + 1))
-        # per rank: the fused arrows (indices) whose target / source it is, in slot order (plain
-        # tuples: torch.compile reconstructs them at a graph break, not a frozen dataclass)
-        self._fused_targets, self._fused_sources = slots.targets, slots.sources
-        with_bias = blocks[0].lin_query.bias is not None
-        self.query_key_value = nn.ParameterDict()
-        self.output = nn.ParameterDict()
-        self.query_key_value_bias = nn.ParameterDict() if with_bias else None
-        self.output_bias = nn.ParameterDict() if with_bias else None
-        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
-            lins = [blocks[i].lin_query for i in targets] + [blocks[i].lin_key for i in sources]
-            lins += [blocks[i].lin_value for i in sources]
-            outs = [blocks[i].lin_out for i in targets]
-            with torch.no_grad():
-                if lins:
-                    self.query_key_value[str(g)] = nn.Parameter(
-                        torch.cat([lin.weight for lin in lins])
-                    )
-                    if with_bias:
-                        self.query_key_value_bias[str(g)] = nn.Parameter(
-                            torch.cat([lin.bias for lin in lins])
-                        )
-                if outs:
-                    self.output[str(g)] = nn.Parameter(
-                        torch.cat([lin.weight for lin in outs], dim=1)
-                    )
-                    if with_bias:
-                        self.output_bias[str(g)] = nn.Parameter(
-                            torch.stack([lin.bias for lin in outs])
-                        )
-        for arrow in fused:
-            del self.blocks[self._block_of[arrow]]
-        self._register_load_state_dict_pre_hook(self._load_per_arrow_weights)
-
-    def _fused_weights(self, sizes: Sequence[int]) -> tuple[list, list]:
-        """Per rank: the stacked ``(W, b)`` of the active fused arrows (slices if not all are)."""
-        ranks = range(self.max_rank + 1)
-        qkv, out = self.query_key_value, self.output
-        qkv_bias, out_bias = self.query_key_value_bias, self.output_bias
-        # the active arrows (both ranks with cells) by index: no comparison of Arrow objects
-        keep = {i for i, a in enumerate(self._fused_arrows) if sizes[a.source] and sizes[a.target]}
-        if len(keep) == len(self._fused_arrows):  # the usual case: the parameters as they are
-            projections = [
-                (qkv[str(g)], None if qkv_bias is None else qkv_bias[str(g)])
-                if str(g) in qkv
-                else None
-                for g in ranks
-            ]
-            outputs = [
-                (out[str(g)], None if out_bias is None else out_bias[str(g)])
-                if str(g) in out
-                else None
-                for g in ranks
-            ]
-            return projections, outputs
-        # a rank without cells in this batch: the slices of the arrows that still attend
-        c = self.channels
-        projections, outputs = [], []
-        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
-            n_q, n_kv = len(targets), len(sources)
-            rows = [j for j, i in enumerate(targets) if i in keep]
-            rows += [n_q + j for j, i in enumerate(sources) if i in keep]
-            rows += [n_q + n_kv + j for j, i in enumerate(sources) if i in keep]
-            if rows:
-                w = torch.cat([qkv[str(g)][j * c : (j + 1) * c] for j in rows])
-                b = None
-                if qkv_bias is not None:
-                    b = torch.cat([qkv_bias[str(g)][j * c : (j + 1) * c] for j in rows])
-                projections.append((w, b))
-            else:
-                projections.append(None)
-            cols = [j for j, i in enumerate(targets) if i in keep]
-            if cols:
-                w = torch.cat([out[str(g)][:, j * c : (j + 1) * c] for j in cols], dim=1)
-                b = None if out_bias is None else out_bias[str(g)][cols]
-                outputs.append((w, b))
-            else:
-                outputs.append(None)
-        return projections, outputs
+    def _arrow_key(self, arrow: Arrow | str) -> str:
+        """Block key of an arrow of the tensor diagram (pairwise only; a clear error otherwise)."""
+        if self.attention != "pairwise":
+            raise ValueError(
+                "arrow_weights needs pairwise attention (general attention has no arrows)"
+            )
+        key = arrow if isinstance(arrow, str) else self._block_of.get(arrow)
+        if key not in self.block_keys:
+            raise ValueError(
+                f"no arrow with block key {key!r}; the keys are {list(self.block_keys)}"
+            )
+        return key
 
     def arrow_weights(self, arrow: Arrow | str, *, grad: bool = False) -> dict[str, Tensor | None]:
         """Return the Q/K/V/O weights and biases of one arrow (views of the parameters).
 
         Pairwise attention only. The weights of the fused sparse arrows are slices of the
-        stacked parameters ``query_key_value[r]`` / ``output[r]``; the others are those of the
-        arrow's block in ``blocks``.
+        stacked parameters ``fused.query_key_value[r]`` / ``fused.output[r]``
+        (:meth:`FusedArrows.arrow_weights`); the others are those of the arrow's block in
+        ``blocks``.
 
         Parameters
         ----------
         arrow : Arrow or str
             An arrow of the tensor diagram, or its block key (e.g. ``"1->0"``).
         grad : bool, default=False
-            Return the same slices of the parameters' ``.grad`` instead (``None`` where a
-            parameter has none).
+            The parameters' ``.grad`` instead (as :meth:`FusedArrows.arrow_weights`).
 
         Returns
         -------
         dict of str to (torch.Tensor or None)
-            ``query``, ``key``, ``value``, ``out`` of shape ``(out, in)`` (``nn.Linear``
-            convention; ``out`` is ``None`` without output projection) and ``query_bias``,
-            ``key_bias``, ``value_bias``, ``out_bias`` (``None`` without bias).
+            The eight entries of :meth:`FusedArrows.arrow_weights` (``out`` and ``out_bias``
+            are ``None`` without output projection).
         """
-        if self.attention != "pairwise":
-            raise ValueError(
-                "arrow_weights needs pairwise attention (general attention has no arrows)"
-            )
-        key = arrow if isinstance(arrow, str) else self._block_of.get(arrow)
-        arrows = [a for a in self.arrows if self._block_of[a] == key]
-        if not arrows:
-            raise ValueError(
-                f"no arrow with block key {key!r}; the keys are {list(self.block_keys)}"
-            )
-        arrow = arrows[0]
-        roles = ("query", "key", "value", "out")
-        if arrow not in self._fused_arrows:
-            block = self.blocks[key]
-            lins = (block.lin_query, block.lin_key, block.lin_value, block.lin_out)
-            weights = {
-                r: None if lin is None else _of(lin.weight, grad) for r, lin in zip(roles, lins)
-            }
-            biases = {
-                f"{r}_bias": None if lin is None else _of(lin.bias, grad)
-                for r, lin in zip(roles, lins)
-            }
-            return {**weights, **biases}
-        i, c = self._fused_arrows.index(arrow), self.channels
-        targets, sources = self._fused_targets, self._fused_sources
-        q, kv = targets[arrow.target].index(i), sources[arrow.source].index(i)
-        n_q, n_kv = len(targets[arrow.source]), len(sources[arrow.source])
-        rows = {
-            "query": (arrow.target, q),
-            "key": (arrow.source, n_q + kv),
-            "value": (arrow.source, n_q + n_kv + kv),
-        }
-        out: dict[str, Tensor | None] = {}
-        for role, (g, j) in rows.items():
-            out[role] = _of(self.query_key_value[str(g)], grad, rows=slice(j * c, (j + 1) * c))
-            bias = self.query_key_value_bias
-            out[f"{role}_bias"] = (
-                None if bias is None else _of(bias[str(g)], grad, rows=slice(j * c, (j + 1) * c))
-            )
-        out["out"] = _of(self.output[str(arrow.target)], grad, cols=slice(q * c, (q + 1) * c))
-        bias = self.output_bias
-        out["out_bias"] = None if bias is None else _of(bias[str(arrow.target)], grad, rows=q)
-        return out
+        key = self._arrow_key(arrow)
+        if key in self.blocks:
+            return block_weights(self.blocks[key], grad=grad)
+        return self.fused.arrow_weights(key, grad=grad)
 
     def arrow_attention(self, arrow: Arrow | str) -> MultiHeadAttention:
         """One arrow's attention block as a :class:`MultiHeadAttention` (for references, tests).
 
         Pairwise attention only. A fused sparse arrow has no block of its own (its weights are
         slices of the stacked parameters): this returns a new block holding a copy of its
-        current weights (not a parameter of the layer; the global random state is left
-        untouched). Other arrows return their block in ``blocks`` itself.
+        current weights (:meth:`FusedArrows.arrow_attention`). Other arrows return their block
+        in ``blocks`` itself.
 
         Parameters
         ----------
@@ -440,57 +330,13 @@ class CellularTransformerLayer(nn.Module):
         MultiHeadAttention
             ``MHA(x_target, x_source, neighbourhood)`` of the arrow (Eq. 2).
         """
-        weights = self.arrow_weights(arrow)
-        key = arrow if isinstance(arrow, str) else self._block_of[arrow]
-        if key in getattr(self, "blocks", {}):
-            return self.blocks[key]
-        with torch.random.fork_rng(devices=[]):
-            block = MultiHeadAttention(
-                self.channels,
-                self.channels,
-                self.heads,
-                kernel=self.fused_kernel,
-                bias=weights["query_bias"] is not None,
-                output_projection=True,
-            )
-        reference = weights["query"]
-        block = block.to(device=reference.device, dtype=reference.dtype)
-        with torch.no_grad():
-            for role in ("query", "key", "value", "out"):
-                lin = getattr(block, f"lin_{role}")
-                lin.weight.copy_(weights[role])
-                if lin.bias is not None:
-                    lin.bias.copy_(weights[f"{role}_bias"])
-        return block.train(self.training)
+        key = self._arrow_key(arrow)
+        return self.blocks[key] if key in self.blocks else self.fused.arrow_attention(key)
 
-    def _load_per_arrow_weights(self, state_dict, prefix, *args) -> None:
-        """Read a state dict of one block per arrow (``blocks.<key>.lin_*``): stack its weights."""
-        fused = self._fused_arrows
-        legacy = f"{prefix}blocks.{self._block_of[fused[0]]}.lin_query.weight"
-        if legacy not in state_dict:
-            return
-        for g, (targets, sources) in enumerate(zip(self._fused_targets, self._fused_sources)):
-            names = [("query", i) for i in targets] + [("key", i) for i in sources]
-            names += [("value", i) for i in sources]
-            for suffix in ("weight", "bias"):
-                keys = [
-                    f"{prefix}blocks.{self._block_of[fused[i]]}.lin_{role}.{suffix}"
-                    for role, i in names
-                ]
-                if names and all(k in state_dict for k in keys):
-                    stacked = "query_key_value" if suffix == "weight" else "query_key_value_bias"
-                    state_dict[f"{prefix}{stacked}.{g}"] = torch.cat(
-                        [state_dict.pop(k) for k in keys]
-                    )
-                outs = [
-                    f"{prefix}blocks.{self._block_of[fused[i]]}.lin_out.{suffix}" for i in targets
-                ]
-                if outs and all(k in state_dict for k in outs):
-                    pieces = [state_dict.pop(k) for k in outs]
-                    if suffix == "weight":
-                        state_dict[f"{prefix}output.{g}"] = torch.cat(pieces, dim=1)
-                    else:
-                        state_dict[f"{prefix}output_bias.{g}"] = torch.stack(pieces)
+    def _load_former_layouts(self, state_dict, prefix, *args) -> None:
+        """Load-state-dict pre-hook: the former layouts of the fused arrows' weights."""
+        if self.fused is not None:
+            self.fused.load_former_layouts(state_dict, prefix, f"{prefix}fused.")
 
     def _arrow_kind(self, arrow: Arrow) -> str:
         """Kernel kind of one arrow (``mixed``: dense within a rank, sparse across ranks)."""
@@ -566,10 +412,6 @@ class CellularTransformerLayer(nn.Module):
         return prepared
 
     # ------------------------------------------------------------------ structure
-    def _active_fused(self, sizes: Sequence[int]) -> tuple[Arrow, ...]:
-        """Arrows of the fused sparse call on cochains of ``sizes`` (both ranks non-empty)."""
-        return tuple(a for a in self._fused_arrows if sizes[a.source] and sizes[a.target])
-
     def prepare(
         self,
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
@@ -630,7 +472,8 @@ class CellularTransformerLayer(nn.Module):
         if any(self._kernel(a).needs_layout for a in self.arrows):
             layouts = tuple(padded_layout(b, num_complexes) for b in batch)
         fused = None
-        active = self._active_fused(sizes)
+        active = () if self.fused is None else self.fused.active(sizes)
+        active = [self._fused_arrows[i] for i in active]
         if active:
             fused = prepare_fused_index(
                 [(a.source, a.target) for a in active],
@@ -723,24 +566,9 @@ class CellularTransformerLayer(nn.Module):
         ]
 
     def _pairwise(self, x: list[Tensor], structure: CellStructure) -> list[Tensor | None]:
-        sizes = tuple(xr.shape[0] for xr in x)
-        # a rank absent from every complex of the batch: its arrows have nothing to attend
-        fused = self._active_fused(sizes)
         update: list[Tensor | None] = [None] * len(x)
-        if fused:
-            projections, outputs = self._fused_weights(sizes)
-            head_channels = self.channels // self.heads
-            update = fused_sparse_attention_weights(
-                x,
-                self.fused_kernel,
-                [(a.source, a.target) for a in fused],
-                structure.fused,
-                projections,
-                outputs,
-                head_channels=head_channels,
-                value_channels=head_channels,
-                output_dropout=self.dropout,
-            )
+        if self.fused is not None:  # the sparse arrows: one fused call
+            update = self.fused(x, structure.fused, output_dropout=self.dropout)
         for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
             source, target = x[arrow.source], x[arrow.target]
             if source.shape[0] == 0 or target.shape[0] == 0 or arrow in self._fused_arrows:
@@ -754,23 +582,6 @@ class CellularTransformerLayer(nn.Module):
                 out if update[arrow.target] is None else update[arrow.target] + out
             )
         return update
-
-
-def _of(
-    param: Tensor | None, grad: bool, rows: slice | int | None = None, cols: slice | None = None
-) -> Tensor | None:
-    """``param[rows, cols]`` (or the same slice of its ``.grad``; ``None`` where there is none)."""
-    tensor = param.grad if grad and param is not None else param
-    if tensor is None:
-        return None
-    if rows is not None:
-        tensor = tensor[rows]
-    return tensor if cols is None else tensor[:, cols]
-
-
-def _stackable(block: MultiHeadAttention) -> bool:
-    """Whether an arrow's block joins the fused call with stacked weights (no kernel parameter)."""
-    return fusable(block) and not any(True for _ in block.kernel.parameters())
 
 
 def _transposed(matrix: Tensor) -> Tensor:

@@ -1,0 +1,409 @@
+"""The Q/K/V/O weights of a layer's fused sparse arrows, stacked per rank and role.
+
+A pairwise :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer` runs its sparse
+arrows in one call of the attention core
+(:func:`~topomodelx_attention.nn.attention.fused.fused_sparse_attention_weights`). Their
+weights live in :class:`FusedArrows` as one parameter per rank and role instead of four per
+arrow: ``query_key_value[r]`` holds ``[W_Q…; W_K…; W_V…]`` (``nn.Linear`` convention: the
+query maps of the arrows into rank ``r``, then the key and the value maps of the arrows out of
+it, in arrow order) and ``output[r]`` holds ``[W_O… ]`` of the arrows into ``r`` side by side.
+The same computation as one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per
+arrow, with one GEMM per rank and role, and far fewer tensors for an optimiser to loop over.
+
+:class:`FusedArrows` answers "the weights of arrow ``key``" (:meth:`FusedArrows.arrow_weights`,
+views of the stacked parameters; :meth:`FusedArrows.arrow_attention`, a block holding a copy),
+"the weights for this forward" (:meth:`FusedArrows.weights`) and reads the checkpoints of the
+former layouts (:meth:`FusedArrows.load_former_layouts`). It knows its arrows by block key and
+``(source, target)`` ranks only (plain tuples: ``torch.compile`` traces them as constants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from topomodelx_attention.nn.attention import MultiHeadAttention
+from topomodelx_attention.nn.attention.fused import (
+    FusedNeighborhood,
+    fusable,
+    fused_slots,
+    fused_sparse_attention_weights,
+)
+
+__all__ = ["ROLES", "FusedArrows", "block_weights", "stackable"]
+
+#: The projections of an arrow, in the order of :meth:`FusedArrows.arrow_weights`.
+ROLES = ("query", "key", "value", "out")
+#: The stacked parameters (``ParameterDict`` of one entry per rank), in registration order.
+_STACKED = ("query_key_value", "output", "query_key_value_bias", "output_bias")
+
+Weights = tuple[Tensor, Tensor | None]
+
+
+def stackable(block: MultiHeadAttention) -> bool:
+    """Whether an arrow's block joins the fused call with stacked weights.
+
+    Parameters
+    ----------
+    block : MultiHeadAttention
+        The arrow's attention block.
+
+    Returns
+    -------
+    bool
+        ``True`` for a :func:`~topomodelx_attention.nn.attention.fused.fusable` block whose
+        kernel has no parameter of its own.
+    """
+    return fusable(block) and not any(True for _ in block.kernel.parameters())
+
+
+def block_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict[str, Tensor | None]:
+    """Return the Q/K/V/O weights and biases of one attention block (its parameters).
+
+    Parameters
+    ----------
+    block : MultiHeadAttention
+        An attention block with ``lin_query``, ``lin_key``, ``lin_value``, ``lin_out``.
+    grad : bool, default=False
+        Return the parameters' ``.grad`` instead (``None`` where a parameter has none).
+
+    Returns
+    -------
+    dict of str to (torch.Tensor or None)
+        As :meth:`FusedArrows.arrow_weights`.
+    """
+    lins = (block.lin_query, block.lin_key, block.lin_value, block.lin_out)
+    weights = {r: None if lin is None else _of(lin.weight, grad) for r, lin in zip(ROLES, lins)}
+    biases = {
+        f"{r}_bias": None if lin is None else _of(lin.bias, grad) for r, lin in zip(ROLES, lins)
+    }
+    return {**weights, **biases}
+
+
+class FusedArrows(nn.Module):
+    """The fused sparse arrows of a layer: their stacked weights and their one attention call.
+
+    Built from one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per arrow
+    (every block :func:`stackable`, all with the same kernel and the same bias setting): their
+    weights are copied into the stacked parameters (so a layer built under a seed has the same
+    weights as one block per arrow); the blocks themselves are not kept.
+
+    Parameters
+    ----------
+    blocks : sequence of MultiHeadAttention
+        The arrows' blocks, in arrow order.
+    keys : sequence of str
+        The arrows' block keys (``"1->0"``, ``"1->1:adjacency_1"``), same order.
+    pairs : sequence of (int, int)
+        The arrows' ``(source rank, target rank)``, same order.
+    ranks : int
+        Number of ranks ``0..max_rank`` of the layer.
+
+    Attributes
+    ----------
+    query_key_value : torch.nn.ParameterDict
+        ``query_key_value[str(r)]`` of shape ``((n_q + 2·n_kv)·C, C)`` for the ``n_q`` arrows
+        into rank ``r`` and the ``n_kv`` arrows out of it (ranks no arrow reads: no entry).
+    output : torch.nn.ParameterDict
+        ``output[str(r)]`` of shape ``(C, n_q·C)``.
+    query_key_value_bias, output_bias : torch.nn.ParameterDict or None
+        Shapes ``((n_q + 2·n_kv)·C,)`` and ``(n_q, C)`` (one output bias per arrow); ``None``
+        for blocks without bias.
+    kernel : SparseKernel
+        The arrows' kernel (scale, attention dropout).
+    targets, sources : tuple of tuple of int
+        Per rank: the arrows (indices) whose target / source it is, in slot order.
+    """
+
+    def __init__(
+        self,
+        blocks: Sequence[MultiHeadAttention],
+        keys: Sequence[str],
+        pairs: Sequence[tuple[int, int]],
+        ranks: int,
+    ) -> None:
+        super().__init__()
+        if not blocks or not len(blocks) == len(keys) == len(pairs):
+            raise ValueError(
+                f"FusedArrows needs one block, key and pair per arrow, got {len(blocks)} blocks, "
+                f"{len(keys)} keys, {len(pairs)} pairs"
+            )
+        if not all(stackable(block) for block in blocks):
+            raise ValueError(f"every block of {list(keys)} must be stackable (see stackable())")
+        self.keys = tuple(keys)
+        self.pairs = tuple((int(s), int(t)) for s, t in pairs)
+        self.kernel = blocks[0].kernel
+        self.heads = self.kernel.heads
+        self.channels = int(blocks[0].lin_query.weight.shape[1])
+        slots = fused_slots(self.pairs, [0] * int(ranks))
+        # plain tuples: torch.compile reconstructs them at a graph break, not a frozen dataclass
+        self.targets, self.sources = slots.targets, slots.sources
+        with_bias = blocks[0].lin_query.bias is not None
+        self.query_key_value = nn.ParameterDict()
+        self.output = nn.ParameterDict()
+        self.query_key_value_bias = nn.ParameterDict() if with_bias else None
+        self.output_bias = nn.ParameterDict() if with_bias else None
+        for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
+            lins = [blocks[i].lin_query for i in targets] + [blocks[i].lin_key for i in sources]
+            lins += [blocks[i].lin_value for i in sources]
+            outs = [blocks[i].lin_out for i in targets]
+            with torch.no_grad():
+                if lins:
+                    self.query_key_value[str(g)] = nn.Parameter(
+                        torch.cat([lin.weight for lin in lins])
+                    )
+                    if with_bias:
+                        self.query_key_value_bias[str(g)] = nn.Parameter(
+                            torch.cat([lin.bias for lin in lins])
+                        )
+                if outs:
+                    self.output[str(g)] = nn.Parameter(
+                        torch.cat([lin.weight for lin in outs], dim=1)
+                    )
+                    if with_bias:
+                        self.output_bias[str(g)] = nn.Parameter(
+                            torch.stack([lin.bias for lin in outs])
+                        )
+
+    def active(self, sizes: Sequence[int]) -> tuple[int, ...]:
+        """Return the arrows (indices) with cells at both ends, for ``sizes`` cells per rank."""
+        return tuple(i for i, (s, t) in enumerate(self.pairs) if sizes[s] and sizes[t])
+
+    def forward(
+        self,
+        x: Sequence[Tensor],
+        neighborhood: FusedNeighborhood | None,
+        *,
+        output_dropout: nn.Module | None = None,
+    ) -> list[Tensor | None]:
+        """Attend along every active arrow in one fused sparse call (Eq. 2, summed per target).
+
+        Parameters
+        ----------
+        x : sequence of torch.Tensor
+            ``x[r]`` of shape ``(n_r, C)``: the normalised cochains of every rank.
+        neighborhood : FusedNeighborhood or None
+            The joined edge lists of the active arrows
+            (:func:`~topomodelx_attention.nn.attention.fused.prepare_fused_index`, in the order
+            of :meth:`active`); ``None`` when no arrow is active.
+        output_dropout : torch.nn.Module, optional
+            Dropout on the output of every arrow.
+
+        Returns
+        -------
+        list of (torch.Tensor or None)
+            Per rank: the sum of the arrows into it, shape ``(n_r, C)``; ``None`` for a rank no
+            active arrow reaches.
+        """
+        active = self.active(tuple(xr.shape[0] for xr in x))
+        if not active:  # a rank absent from every complex: nothing to attend
+            return [None] * len(x)
+        projections, outputs = self.weights(active)
+        head_channels = self.channels // self.heads
+        return fused_sparse_attention_weights(
+            x,
+            self.kernel,
+            [self.pairs[i] for i in active],
+            neighborhood,
+            projections,
+            outputs,
+            head_channels=head_channels,
+            value_channels=head_channels,
+            output_dropout=output_dropout,
+        )
+
+    def weights(self, active: Sequence[int]) -> tuple[list[Weights | None], list[Weights | None]]:
+        """Return the stacked ``(W, b)`` per rank for a forward on the ``active`` arrows.
+
+        Parameters
+        ----------
+        active : sequence of int
+            The arrows that attend (:meth:`active`).
+
+        Returns
+        -------
+        projections : list of ((torch.Tensor, torch.Tensor or None) or None)
+            Per rank: ``(W, b)`` with ``W`` of shape ``((n_q + 2·n_kv)·C, C)`` for the active
+            arrows (the parameters themselves when all arrows are active, else the slices of the
+            active ones); ``None`` for a rank none of them reads.
+        outputs : list of ((torch.Tensor, torch.Tensor or None) or None)
+            Per rank: ``(W_O, b_O)`` of shapes ``(C, n_q·C)`` and ``(n_q, C)`` (or ``None``).
+        """
+        qkv, out = self.query_key_value, self.output
+        qkv_bias, out_bias = self.query_key_value_bias, self.output_bias
+        keep = set(active)
+        if len(keep) == len(self.pairs):  # the usual case: the parameters as they are
+            ranks = range(len(self.targets))
+            projections = [
+                (qkv[str(g)], None if qkv_bias is None else qkv_bias[str(g)])
+                if str(g) in qkv
+                else None
+                for g in ranks
+            ]
+            outputs = [
+                (out[str(g)], None if out_bias is None else out_bias[str(g)])
+                if str(g) in out
+                else None
+                for g in ranks
+            ]
+            return projections, outputs
+        # a rank without cells in this batch: the slices of the arrows that still attend
+        c = self.channels
+        projections, outputs = [], []
+        for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
+            n_q, n_kv = len(targets), len(sources)
+            rows = [j for j, i in enumerate(targets) if i in keep]
+            rows += [n_q + j for j, i in enumerate(sources) if i in keep]
+            rows += [n_q + n_kv + j for j, i in enumerate(sources) if i in keep]
+            if rows:
+                w = torch.cat([qkv[str(g)][j * c : (j + 1) * c] for j in rows])
+                b = None
+                if qkv_bias is not None:
+                    b = torch.cat([qkv_bias[str(g)][j * c : (j + 1) * c] for j in rows])
+                projections.append((w, b))
+            else:
+                projections.append(None)
+            cols = [j for j, i in enumerate(targets) if i in keep]
+            if cols:
+                w = torch.cat([out[str(g)][:, j * c : (j + 1) * c] for j in cols], dim=1)
+                b = None if out_bias is None else out_bias[str(g)][cols]
+                outputs.append((w, b))
+            else:
+                outputs.append(None)
+        return projections, outputs
+
+    def arrow_weights(self, key: str, *, grad: bool = False) -> dict[str, Tensor | None]:
+        """Return the Q/K/V/O weights and biases of one arrow (views of the stacked parameters).
+
+        Parameters
+        ----------
+        key : str
+            The arrow's block key (one of :attr:`keys`).
+        grad : bool, default=False
+            Return the same slices of the parameters' ``.grad`` instead (``None`` where a
+            parameter has none).
+
+        Returns
+        -------
+        dict of str to (torch.Tensor or None)
+            ``query``, ``key``, ``value``, ``out`` of shape ``(C, C)`` (``nn.Linear``
+            convention: ``(out, in)``) and ``query_bias``, ``key_bias``, ``value_bias``,
+            ``out_bias`` of shape ``(C,)`` (``None`` without bias).
+        """
+        if key not in self.keys:
+            raise ValueError(f"no fused arrow with block key {key!r}; they are {list(self.keys)}")
+        i, c = self.keys.index(key), self.channels
+        source, target = self.pairs[i]
+        q, kv = self.targets[target].index(i), self.sources[source].index(i)
+        n_q, n_kv = len(self.targets[source]), len(self.sources[source])
+        rows = {"query": (target, q), "key": (source, n_q + kv), "value": (source, n_q + n_kv + kv)}
+        out: dict[str, Tensor | None] = {}
+        for role, (g, j) in rows.items():
+            out[role] = _of(self.query_key_value[str(g)], grad, rows=slice(j * c, (j + 1) * c))
+            bias = self.query_key_value_bias
+            out[f"{role}_bias"] = (
+                None if bias is None else _of(bias[str(g)], grad, rows=slice(j * c, (j + 1) * c))
+            )
+        out["out"] = _of(self.output[str(target)], grad, cols=slice(q * c, (q + 1) * c))
+        bias = self.output_bias
+        out["out_bias"] = None if bias is None else _of(bias[str(target)], grad, rows=q)
+        return out
+
+    def arrow_attention(self, key: str) -> MultiHeadAttention:
+        """One arrow's attention block, holding a copy of its current weights.
+
+        A new :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` (not a parameter
+        of the layer; the global random state is left untouched) with the arrows' kernel and
+        this module's training mode: ``MHA(x_target, x_source, neighbourhood)`` of the arrow
+        (Eq. 2), for references and tests.
+
+        Parameters
+        ----------
+        key : str
+            The arrow's block key (one of :attr:`keys`).
+
+        Returns
+        -------
+        MultiHeadAttention
+            The arrow's block.
+        """
+        weights = self.arrow_weights(key)
+        with torch.random.fork_rng(devices=[]):
+            block = MultiHeadAttention(
+                self.channels,
+                self.channels,
+                self.heads,
+                kernel=self.kernel,
+                bias=weights["query_bias"] is not None,
+                output_projection=True,
+            )
+        reference = weights["query"]
+        block = block.to(device=reference.device, dtype=reference.dtype)
+        with torch.no_grad():
+            for role in ROLES:
+                lin = getattr(block, f"lin_{role}")
+                lin.weight.copy_(weights[role])
+                if lin.bias is not None:
+                    lin.bias.copy_(weights[f"{role}_bias"])
+        return block.train(self.training)
+
+    def load_former_layouts(self, state_dict: dict[str, Tensor], owner: str, prefix: str) -> None:
+        """Rewrite, in place, the former layouts of these weights in a state dict to this one.
+
+        Two former layouts of the owning layer (state-dict prefix ``owner``) are read: one
+        :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per arrow
+        (``<owner>blocks.<key>.lin_<role>.weight`` / ``.bias``: stacked here) and the stacked
+        parameters held by the layer itself (``<owner>query_key_value.<r>``, ``output.<r>``,
+        ``query_key_value_bias.<r>``, ``output_bias.<r>``: renamed). Keys of neither layout are
+        left as they are (a mismatched checkpoint fails in PyTorch's own check).
+
+        Parameters
+        ----------
+        state_dict : dict of str to torch.Tensor
+            The state dict being loaded (modified in place).
+        owner : str
+            State-dict prefix of the layer that holds this module (``"layers.0."``).
+        prefix : str
+            State-dict prefix of this module (``"layers.0.fused."``).
+        """
+        for name in _STACKED:
+            for g in range(len(self.targets)):
+                if f"{owner}{name}.{g}" in state_dict:
+                    state_dict[f"{prefix}{name}.{g}"] = state_dict.pop(f"{owner}{name}.{g}")
+        if f"{owner}blocks.{self.keys[0]}.lin_query.weight" not in state_dict:
+            return
+        for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
+            names = [("query", i) for i in targets] + [("key", i) for i in sources]
+            names += [("value", i) for i in sources]
+            for suffix in ("weight", "bias"):
+                keys = [f"{owner}blocks.{self.keys[i]}.lin_{role}.{suffix}" for role, i in names]
+                if names and all(k in state_dict for k in keys):
+                    stacked = "query_key_value" if suffix == "weight" else "query_key_value_bias"
+                    state_dict[f"{prefix}{stacked}.{g}"] = torch.cat(
+                        [state_dict.pop(k) for k in keys]
+                    )
+                outs = [f"{owner}blocks.{self.keys[i]}.lin_out.{suffix}" for i in targets]
+                if outs and all(k in state_dict for k in outs):
+                    pieces = [state_dict.pop(k) for k in outs]
+                    if suffix == "weight":
+                        state_dict[f"{prefix}output.{g}"] = torch.cat(pieces, dim=1)
+                    else:
+                        state_dict[f"{prefix}output_bias.{g}"] = torch.stack(pieces)
+
+    def extra_repr(self) -> str:
+        """Describe the arrows in ``repr``."""
+        return f"arrows={list(self.keys)}, channels={self.channels}, heads={self.heads}"
+
+
+def _of(
+    param: Tensor | None, grad: bool, rows: slice | int | None = None, cols: slice | None = None
+) -> Tensor | None:
+    """``param[rows, cols]`` (or the same slice of its ``.grad``; ``None`` where there is none)."""
+    tensor = param.grad if grad and param is not None else param
+    if tensor is None:
+        return None
+    if rows is not None:
+        tensor = tensor[rows]
+    return tensor if cols is None else tensor[:, cols]
