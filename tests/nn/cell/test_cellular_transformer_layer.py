@@ -1,6 +1,5 @@
 """CellularTransformerLayer: the fused sparse arrows, the kernels of every arrow, its checks."""
 
-import copy
 from dataclasses import replace
 
 import pytest
@@ -195,37 +194,3 @@ def test_fused_arrows_have_two_parameter_tensors_per_rank():
                          "ffn.weight_1", "ffn.bias_1", "ffn.weight_2", "ffn.bias_2"]
     assert len(names) == 14
     assert tuple(layer.ffn.weight_1.shape) == (3, 32, 32) and tuple(layer.norm_ffn.weight.shape) == (3, 32)
-
-
-@pytest.mark.parametrize("bias", [False, True])
-def test_checkpoint_of_the_stacked_weights_held_by_the_layer_still_loads(bias):
-    # the stacked Q/K/V/O moved from the layer (query_key_value.<r>, output.<r>, *_bias.<r>) into its
-    # FusedArrows module (fused.query_key_value.<r>, ...); a model checkpoint of the layer-held names
-    # loads strictly, at every layer's prefix, to bit-identical outputs and gradients
-    from tests.nn.cell.test_cellular_transformer import make_model
-
-    data = to_double(Batch.from_data_list(complexes()))
-    model = make_model("pairwise", "mixed", bias=bias)
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(0.2 * torch.randn_like(param))
-    former = {k.replace(".fused.", "."): v.clone() for k, v in model.state_dict().items()}
-    stacked = {k for k in former if ".query_key_value" in k or ".output" in k}
-    assert len(stacked) == 2 * 3 * (2 if bias else 1) * 2 and not any(".fused." in k for k in former)
-    other = make_model("pairwise", "mixed", bias=bias)
-    torch.manual_seed(3)
-    for param in other.parameters():
-        torch.nn.init.normal_(param)
-    assert not torch.equal(other(data), model(data))
-    naive = copy.deepcopy(other)  # without the conversion hook: PyTorch refuses the former names
-    for layer in naive.layers:
-        layer._load_state_dict_pre_hooks.clear()
-    with pytest.raises(RuntimeError, match=r"Unexpected key\(s\).*layers\.0\.query_key_value\.0"):
-        naive.load_state_dict(former)
-    other.load_state_dict(former)  # strict
-    assert torch.equal(other(data), model(data))
-    model(data).square().sum().backward()
-    other(data).square().sum().backward()
-    for (name, p), q in zip(model.named_parameters(), other.parameters()):
-        assert (p.grad is None) == (q.grad is None), name
-        assert p.grad is None or torch.equal(p.grad, q.grad), name

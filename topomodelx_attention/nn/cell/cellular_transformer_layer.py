@@ -253,7 +253,7 @@ class CellularTransformerLayer(nn.Module):
                     [(a.source, a.target) for a in self._fused_arrows],
                     len(ranks),
                 )
-                self._register_load_state_dict_pre_hook(self._load_former_layouts)
+                self._register_load_state_dict_pre_hook(self._load_former_layout)
         else:
             self.general = MultiGroupAttention(
                 self.channels,
@@ -333,10 +333,10 @@ class CellularTransformerLayer(nn.Module):
         key = self._arrow_key(arrow)
         return self.blocks[key] if key in self.blocks else self.fused.arrow_attention(key)
 
-    def _load_former_layouts(self, state_dict, prefix, *args) -> None:
+    def _load_former_layout(self, state_dict, prefix, *args) -> None:
         """Load-state-dict pre-hook: the former layouts of the fused arrows' weights."""
         if self.fused is not None:
-            self.fused.load_former_layouts(state_dict, prefix, f"{prefix}fused.")
+            self.fused.load_former_layout(state_dict, prefix, f"{prefix}fused.")
 
     def _arrow_kind(self, arrow: Arrow) -> str:
         """Kernel kind of one arrow (``mixed``: dense within a rank, sparse across ranks)."""

@@ -12,8 +12,8 @@ arrow, with one GEMM per rank and role, and far fewer tensors for an optimiser t
 
 :class:`FusedArrows` answers "the weights of arrow ``key``" (:meth:`FusedArrows.arrow_weights`,
 views of the stacked parameters; :meth:`FusedArrows.arrow_attention`, a block holding a copy),
-"the weights for this forward" (:meth:`FusedArrows.weights`) and reads the checkpoints of the
-former layouts (:meth:`FusedArrows.load_former_layouts`). It knows its arrows by block key and
+"the weights for this forward" (:meth:`FusedArrows.weights`) and reads checkpoints of the
+former per-arrow layout (:meth:`FusedArrows.load_former_layout`). It knows its arrows by block key and
 ``(source, target)`` ranks only (plain tuples: ``torch.compile`` traces them as constants).
 """
 
@@ -37,7 +37,6 @@ __all__ = ["ROLES", "FusedArrows", "block_weights", "stackable"]
 #: The projections of an arrow, in the order of :meth:`FusedArrows.arrow_weights`.
 ROLES = ("query", "key", "value", "out")
 #: The stacked parameters (``ParameterDict`` of one entry per rank), in registration order.
-_STACKED = ("query_key_value", "output", "query_key_value_bias", "output_bias")
 
 Weights = tuple[Tensor, Tensor | None]
 
@@ -349,15 +348,13 @@ class FusedArrows(nn.Module):
                     lin.bias.copy_(weights[f"{role}_bias"])
         return block.train(self.training)
 
-    def load_former_layouts(self, state_dict: dict[str, Tensor], owner: str, prefix: str) -> None:
-        """Rewrite, in place, the former layouts of these weights in a state dict to this one.
+    def load_former_layout(self, state_dict: dict[str, Tensor], owner: str, prefix: str) -> None:
+        """Rewrite, in place, the former layout of these weights in a state dict to this one.
 
-        Two former layouts of the owning layer (state-dict prefix ``owner``) are read: one
+        The former layout of the owning layer (state-dict prefix ``owner``) is one
         :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per arrow
-        (``<owner>blocks.<key>.lin_<role>.weight`` / ``.bias``: stacked here) and the stacked
-        parameters held by the layer itself (``<owner>query_key_value.<r>``, ``output.<r>``,
-        ``query_key_value_bias.<r>``, ``output_bias.<r>``: renamed). Keys of neither layout are
-        left as they are (a mismatched checkpoint fails in PyTorch's own check).
+        (``<owner>blocks.<key>.lin_<role>.weight`` / ``.bias``), stacked here. Keys of another
+        layout are left as they are (a mismatched checkpoint fails in PyTorch's own check).
 
         Parameters
         ----------
@@ -368,10 +365,6 @@ class FusedArrows(nn.Module):
         prefix : str
             State-dict prefix of this module (``"layers.0.fused."``).
         """
-        for name in _STACKED:
-            for g in range(len(self.targets)):
-                if f"{owner}{name}.{g}" in state_dict:
-                    state_dict[f"{prefix}{name}.{g}"] = state_dict.pop(f"{owner}{name}.{g}")
         if f"{owner}blocks.{self.keys[0]}.lin_query.weight" not in state_dict:
             return
         for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
