@@ -23,33 +23,12 @@ from torch_geometric.data import Batch
 
 from tests.fuzz.cases import ACCEPT, REJECT, finite_float_graph, quietly, run_cases
 from tests.helpers import to_double
-from tests.nn.cell.test_cellular_transformer_layer import _per_arrow_reference
+from tests.nn.cell.test_cellular_transformer_layer import _per_arrow_reference, former_layout
 from topomodelx_attention.nn.cell import CellularTransformerLayer
 from topomodelx_attention.transforms import CellCycleLifting
 
 DIAGRAM = ("0->0:adjacency_0", "1->1:coadjacency_1", "2->2:coadjacency_2", "1->0:incidence_1",
            "0->1:incidence_1.T", "2->1:incidence_2", "1->2:incidence_2.T")
-
-
-def _former_layout(layer: CellularTransformerLayer) -> dict[str, torch.Tensor]:
-    """The layer's state dict in the layout before stacking (per arrow, per rank)."""
-    state = {k: v for k, v in layer.state_dict().items()
-             if not k.startswith(("fused.", "norm_", "ffn."))}
-    for r in range(len(layer.norm_ffn)):
-        for norm in ("norm_attention", "norm_ffn"):
-            state[f"{norm}.{r}.weight"] = getattr(layer, norm)[r].weight.clone()
-            state[f"{norm}.{r}.bias"] = getattr(layer, norm)[r].bias.clone()
-        for lin in ("lin1", "lin2"):
-            state[f"ffn.{r}.{lin}.weight"] = getattr(layer.ffn[r], lin).weight.clone()
-            state[f"ffn.{r}.{lin}.bias"] = getattr(layer.ffn[r], lin).bias.clone()
-    for key in layer.block_keys:
-        if key in layer.blocks:  # a block of its own (dense arrows): already in the state dict
-            continue
-        for name, tensor in layer.arrow_weights(key).items():
-            role, _, kind = name.partition("_")
-            if tensor is not None:
-                state[f"blocks.{key}.lin_{role}.{kind or 'weight'}"] = tensor.clone()
-    return state
 
 
 def _make_case(seed: int, rng: np.random.Generator):
@@ -87,7 +66,7 @@ def _make_case(seed: int, rng: np.random.Generator):
             for r, (g, e) in enumerate(zip(got, expected)):
                 torch.testing.assert_close(g, e, msg=f"rank {r}: stacked layer != per-arrow Eq. 2")
         other = build(seed + 1000)
-        other.load_state_dict(_former_layout(layer))  # strict
+        other.load_state_dict(former_layout(layer))  # strict
         again = other(x, neighborhoods, batch)
         assert all(torch.equal(a, b) for a, b in zip(got, again)), "former-layout state dict: other outputs"
         for model in (layer, other):

@@ -146,6 +146,27 @@ def test_layer_builds_its_kernels_by_name_and_the_core_owns_the_blocks():
         CellularTransformerLayer(8, heads=2, kind="flash")
 
 
+def former_layout(layer: CellularTransformerLayer) -> dict[str, torch.Tensor]:
+    """The layer's state dict in the layout before stacking (per arrow, per rank)."""
+    state = {k: v for k, v in layer.state_dict().items()
+             if not k.startswith(("fused.", "norm_", "ffn."))}
+    for r in range(len(layer.norm_ffn)):
+        for norm in ("norm_attention", "norm_ffn"):
+            state[f"{norm}.{r}.weight"] = getattr(layer, norm)[r].weight.clone()
+            state[f"{norm}.{r}.bias"] = getattr(layer, norm)[r].bias.clone()
+        for lin in ("lin1", "lin2"):
+            state[f"ffn.{r}.{lin}.weight"] = getattr(layer.ffn[r], lin).weight.clone()
+            state[f"ffn.{r}.{lin}.bias"] = getattr(layer.ffn[r], lin).bias.clone()
+    for key in layer.block_keys:
+        if key in layer.blocks:  # a block of its own (dense arrows): already in the state dict
+            continue
+        for name, tensor in layer.arrow_weights(key).items():
+            role, _, kind = name.partition("_")
+            if tensor is not None:
+                state[f"blocks.{key}.lin_{role}.{kind or 'weight'}"] = tensor.clone()
+    return state
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_stacked_weights_load_a_state_dict_of_one_block_per_arrow(bias):
     # the layer stores the fused arrows' Q/K/V/O stacked per rank; a checkpoint of the former
@@ -157,19 +178,7 @@ def test_stacked_weights_load_a_state_dict_of_one_block_per_arrow(bias):
     for param in layer.parameters():
         torch.nn.init.normal_(param, std=0.3)
     # the former layout: one module per rank (norm_ffn.<r>.weight, ffn.<r>.lin1.weight) and per arrow
-    per_arrow = {}
-    for r in range(3):
-        for norm in ("norm_attention", "norm_ffn"):
-            per_arrow[f"{norm}.{r}.weight"] = getattr(layer, norm)[r].weight.clone()
-            per_arrow[f"{norm}.{r}.bias"] = getattr(layer, norm)[r].bias.clone()
-        for lin in ("lin1", "lin2"):
-            per_arrow[f"ffn.{r}.{lin}.weight"] = getattr(layer.ffn[r], lin).weight.clone()
-            per_arrow[f"ffn.{r}.{lin}.bias"] = getattr(layer.ffn[r], lin).bias.clone()
-    for key in layer.block_keys:
-        for name, tensor in layer.arrow_weights(key).items():
-            role, _, kind = name.partition("_")
-            if tensor is not None:
-                per_arrow[f"blocks.{key}.lin_{role}.{kind or 'weight'}"] = tensor.clone()
+    per_arrow = former_layout(layer)
     assert len(per_arrow) == 3 * 8 + (8 if bias else 4) * len(layer.block_keys)
     torch.manual_seed(1)
     other = CellularTransformerLayer(8, heads=2, max_rank=2, bias=bias).double()
