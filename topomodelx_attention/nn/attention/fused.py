@@ -170,23 +170,15 @@ def prepare_fused(
 ) -> FusedNeighborhood:
     """Join the neighbourhoods of the blocks into one edge list (and its CPU plan).
 
+    Checks that the blocks can share one sparse attention call, then runs
+    :func:`prepare_fused_index` with their head count.
+
     Parameters
     ----------
     blocks : sequence of MultiHeadAttention
         The fused blocks (:func:`fusable`; same heads and kernel options).
-    pairs : sequence of (int, int)
-        ``(source group, target group)`` of every block.
-    neighborhoods : sequence of torch.Tensor
-        Coalesced sparse COO ``(n_target, n_source)`` neighbourhood of every block (a mask).
-    sizes : sequence of int
-        Tokens of every group.
-    device : torch.device or str, optional
-        Device of the index (default: that of the neighbourhoods).
-    names : sequence of str, optional
-        Name of every block in error messages.
-    transposed : bool, optional
-        Whether the CPU plan holds the transposed pattern (read by backward only); default
-        ``torch.is_grad_enabled()``.
+    pairs, neighborhoods, sizes, device, names, transposed
+        As in :func:`prepare_fused_index`.
 
     Returns
     -------
@@ -211,7 +203,7 @@ def prepare_fused_index(
     names: Sequence[str] | None = None,
     transposed: bool | None = None,
 ) -> FusedNeighborhood:
-    """:func:`prepare_fused` for blocks given by their pairs and head count only.
+    """Join the neighbourhoods of blocks given by their pairs and head count into one edge list.
 
     Parameters
     ----------
@@ -223,8 +215,13 @@ def prepare_fused_index(
         Tokens of every group.
     heads : int
         Heads of the blocks (the CPU plan is built for them).
-    device, names, transposed
-        As in :func:`prepare_fused`.
+    device : torch.device or str, optional
+        Device of the index (default: that of the neighbourhoods).
+    names : sequence of str, optional
+        Name of every block in error messages.
+    transposed : bool, optional
+        Whether the CPU plan holds the transposed pattern (read by backward only); default
+        ``torch.is_grad_enabled()``.
 
     Returns
     -------
