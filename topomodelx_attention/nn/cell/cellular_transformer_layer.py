@@ -65,7 +65,7 @@ from topomodelx_attention.nn.attention.fused import FusedNeighborhood, prepare_f
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.attention.sparse import _stable_argsort
 from topomodelx_attention.nn.cell.fused_arrows import FusedArrows, block_weights, stackable
-from topomodelx_attention.nn.cell.per_rank import FeedForward, RankFeedForwards, RankLayerNorms
+from topomodelx_attention.nn.cell.per_rank import RankFeedForwards, RankLayerNorms
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
     ArrowNeighborhoods,
@@ -220,9 +220,7 @@ class CellularTransformerLayer(nn.Module):
         # per-rank LayerNorms and FFNs, each role stacked over the ranks (fewer, larger tensors)
         self.norm_attention = RankLayerNorms(len(ranks), self.channels)
         self.norm_ffn = RankLayerNorms(len(ranks), self.channels)
-        self.ffn = RankFeedForwards(
-            [FeedForward(self.channels, ffn_channels, dropout) for _ in ranks], dropout
-        )
+        self.ffn = RankFeedForwards(len(ranks), self.channels, ffn_channels, dropout)
         self.dropout = nn.Dropout(dropout)
         self._block_of = dict(zip(self.arrows, self.block_keys))
         self._fused_arrows: tuple[Arrow, ...] = ()

@@ -11,27 +11,14 @@ the former per-rank ``ModuleList`` (``<r>.weight``, ``<r>.lin1.weight``) still l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-__all__ = ["FeedForward", "RankFeedForwards", "RankLayerNorms"]
-
-
-class FeedForward(nn.Module):
-    """``Dropout(FFN_2(Dropout(ReLU(FFN_1(x)))))`` (Appendix A, steps 5–6 without the norm)."""
-
-    def __init__(self, channels: int, hidden: int, dropout: float) -> None:
-        super().__init__()
-        self.lin1 = nn.Linear(channels, hidden)
-        self.lin2 = nn.Linear(hidden, channels)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """FFN of ``x`` of shape ``(n, channels)``."""
-        return self.dropout(self.lin2(self.dropout(torch.relu(self.lin1(x)))))
+__all__ = ["RankFeedForwards", "RankLayerNorms"]
 
 
 class _RankView:
@@ -89,11 +76,12 @@ class RankLayerNorms(nn.Module):
 
 
 class RankFeedForwards(nn.Module):
-    """The per-rank FFNs of a layer (:class:`FeedForward` each) as four stacked parameters.
+    """The per-rank FFNs of a layer (Appendix A, steps 5–6 without the norm), stacked.
 
-    ``weight_1 (ranks, hidden, C)``, ``bias_1 (ranks, hidden)``, ``weight_2 (ranks, C,
-    hidden)``, ``bias_2 (ranks, C)``: built from one :class:`FeedForward` per rank (the same
-    initialisation and random stream), same computation; ``ffns[r]`` is rank ``r``'s FFN
+    ``Dropout(FFN_2(Dropout(ReLU(FFN_1(x)))))`` per rank, held as four parameters: ``weight_1
+    (ranks, hidden, C)``, ``bias_1 (ranks, hidden)``, ``weight_2 (ranks, C, hidden)``, ``bias_2
+    (ranks, C)``, initialised as two :class:`torch.nn.Linear` per rank (``FFN_1`` then ``FFN_2``,
+    rank by rank: the random stream of one module per rank). ``ffns[r]`` is rank ``r``'s FFN
     (``lin1`` / ``lin2`` with ``weight`` / ``bias`` views), and a state dict of the former
     ``ModuleList`` (``<r>.lin1.weight``) still loads.
     """
@@ -105,11 +93,12 @@ class RankFeedForwards(nn.Module):
         "lin2.bias": "bias_2",
     }
 
-    def __init__(self, ffns: Sequence[FeedForward], dropout: float) -> None:
+    def __init__(self, ranks: int, channels: int, hidden: int, dropout: float) -> None:
         super().__init__()
+        ffns = [{"lin1": nn.Linear(channels, hidden), "lin2": nn.Linear(hidden, channels)} for _ in range(ranks)]
         for old, new in self._KEYS.items():
             lin, attribute = old.split(".")
-            stacked = torch.stack([getattr(getattr(f, lin), attribute).detach() for f in ffns])
+            stacked = torch.stack([getattr(f[lin], attribute).detach() for f in ffns])
             setattr(self, new, nn.Parameter(stacked))
         self.dropout = nn.Dropout(dropout)
         self._register_load_state_dict_pre_hook(_stack_per_rank_keys(tuple(self._KEYS), self._KEYS))
@@ -127,8 +116,9 @@ class RankFeedForwards(nn.Module):
         return self(x, *(getattr(self, k)[rank] for k in self._KEYS.values()))
 
     def __getitem__(self, rank: int) -> _RankView:
-        lin1 = _RankView(self, rank, weight=self.weight_1[rank], bias=self.bias_1[rank])
-        lin2 = _RankView(self, rank, weight=self.weight_2[rank], bias=self.bias_2[rank])
+        # lin1 / lin2: their weights only (calling rank r's view runs its whole FFN)
+        lin1 = SimpleNamespace(weight=self.weight_1[rank], bias=self.bias_1[rank])
+        lin2 = SimpleNamespace(weight=self.weight_2[rank], bias=self.bias_2[rank])
         return _RankView(self, rank, lin1=lin1, lin2=lin2)
 
     def __len__(self) -> int:
