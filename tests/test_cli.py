@@ -197,7 +197,9 @@ sys.exit(cli.main(argv))
 
 def _interrupt_training(tmp_path, mode):
     marker = tmp_path / f"training-{mode}"
-    argv = _tiny_train(tmp_path, epochs=100000, output=mode)
+    # no early stopping: on a loaded machine 50 epochs of 12 graphs can end the run (exit 0)
+    # before the signal is sent
+    argv = _tiny_train(tmp_path, "trainer.early_stopping_patience=null", epochs=100000, output=mode)
     process = subprocess.Popen(
         [sys.executable, "-c", _SIGINT_WRAPPER, str(marker), mode, *argv],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
