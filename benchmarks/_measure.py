@@ -207,11 +207,11 @@ def add_common_args(
     size (``--hidden``, ``--layers``, ``--heads``, ``--pe-dim``).
     """
     parser.add_argument("--quick", action="store_true", help=quick)
-    parser.add_argument("--repeats", type=int, default=repeats)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=sorted(clocks), default=clock, help=clock_help)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--pe-dim", type=int, default=8)
+    add_int_options(parser, repeats=repeats, warmup=2, threads=1, hidden=32, layers=2, heads=4, pe_dim=8)
+
+
+def add_int_options(parser: argparse.ArgumentParser, **defaults: int) -> None:
+    """Add one integer option ``--name`` per keyword (``_`` written ``-``), with its default."""
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
