@@ -2,11 +2,14 @@
 
 Time: minimum over interleaved repeats of ``fn().sum().backward()`` (robust on a shared
 machine). Memory: on CPU, the bytes of the distinct tensors autograd saves for backward
-(``torch.autograd.graph.saved_tensors_hooks``); on CUDA, the peak allocated memory.
+(``torch.autograd.graph.saved_tensors_hooks``); on CUDA, the peak allocated memory. Peak live
+memory of any call (:func:`peak_bytes`): the profiler's allocator events on CPU, the peak
+allocated memory on CUDA. Command line: :func:`add_common_args`.
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import resource
@@ -15,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
 
 
 # ----------------------------------------------------------------------------------------------
@@ -100,6 +104,30 @@ def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float,
     return seconds, sum(seen.values()) / 2**20
 
 
+def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak live tensor bytes allocated while running ``fn``.
+
+    On CUDA the peak allocated memory above what was allocated before; on CPU the running sum
+    of the profiler's ``[memory]`` events (allocations positive, frees negative), in time order.
+    """
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = 0
+    for event in events:
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
 def page_faults() -> int:
     """Minor page faults of this process so far (first touches of freshly mapped memory)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -158,3 +186,32 @@ def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     print(fmt_row(["---"] * len(header)))
     for row in rows:
         print(fmt_row(row))
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+# ----------------------------------------------------------------------------------------------
+def add_common_args(
+    parser: argparse.ArgumentParser,
+    *,
+    repeats: int,
+    quick: str,
+    clocks: dict[str, Callable[[], float]],
+    clock: str,
+    clock_help: str | None = None,
+) -> None:
+    """Add the options of the CT-vs-GPS epoch benchmarks (``ct_step``, ``user_loop``).
+
+    Timing (``--quick`` with its help ``quick``, ``--repeats`` defaulting to ``repeats``,
+    ``--warmup``, ``--threads``, ``--clock`` among ``clocks``, default ``clock``) and the model
+    size (``--hidden``, ``--layers``, ``--heads``, ``--pe-dim``).
+    """
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--clock", choices=sorted(clocks), default=clock, help=clock_help)
+    add_int_options(parser, repeats=repeats, warmup=2, threads=1, hidden=32, layers=2, heads=4, pe_dim=8)
+
+
+def add_int_options(parser: argparse.ArgumentParser, **defaults: int) -> None:
+    """Add one integer option ``--name`` per keyword (``_`` written ``-``), with its default."""
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # time this checkout's package, not another installed copy
 
 import torch  # noqa: E402
-from _measure import interleaved_min, print_table  # noqa: E402
+from _measure import add_common_args, interleaved_min, print_table  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 from torch_geometric.data import Batch, Data  # noqa: E402
 from torch_geometric.nn import GINEConv, GPSConv, global_add_pool  # noqa: E402
@@ -293,24 +293,18 @@ def profile_ops(model: nn.Module, data: list, top: int) -> list[list[str]]:
 # ----------------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="3 repeats, 1 warm-up epoch, 3 profiled epochs")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--pe-dim", type=int, default=8)
-    parser.add_argument("--compare-ref", default=None, help="git revision whose nn/cell is timed too (CT@REF)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--no-profile", action="store_true")
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="process",
-        help="process: CPU time of this process (robust on a shared machine; with one thread it is "
-        "the wall time of an idle machine); wall: elapsed time",
+    add_common_args(
+        parser,
+        repeats=5,
+        quick="3 repeats, 1 warm-up epoch, 3 profiled epochs",
+        clocks=CLOCKS,
+        clock="process",
+        clock_help="process: CPU time of this process (robust on a shared machine; with one thread it "
+        "is the wall time of an idle machine); wall: elapsed time",
     )
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--compare-ref", default=None, help="git revision whose nn/cell is timed too (CT@REF)")
+    parser.add_argument("--no-profile", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.warmup = 3, 1

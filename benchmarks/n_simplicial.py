@@ -50,9 +50,9 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from _measure import peak_bytes
 from scipy.spatial import Delaunay
 from torch import Tensor
-from torch.profiler import ProfilerActivity, profile
 
 from topomodelx_attention.nn.simplicial import (
     NSimplicialTransformer,
@@ -69,26 +69,6 @@ from topomodelx_attention.nn.simplicial import (
 # ----------------------------------------------------------------------------------------------
 # measurement
 # ----------------------------------------------------------------------------------------------
-def peak_bytes(fn: Callable[[], None], device: torch.device) -> int:
-    """Peak live tensor bytes allocated while running ``fn`` (see the module docstring)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - before
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    live = peak = 0
-    for event in events:
-        live += event.nbytes()
-        peak = max(peak, live)
-    return peak
-
-
 def best_time(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
     fn()  # warm-up (twice: the first call also grows the allocator and the thread pool)
     fn()

@@ -52,19 +52,9 @@ import toponetx as tnx
 import torch
 from torch_geometric.data import Data
 
+from topomodelx_attention import transforms as T
 from topomodelx_attention.data import ComplexData, to_toponetx
 from topomodelx_attention.data.molecules import ZINC_ATOM_TYPES, smiles_to_graph
-from topomodelx_attention.transforms import (
-    BarycentricRandomWalkPE,
-    BarycentricSubdivisionPE,
-    CellCycleLifting,
-    CellularRandomWalkPE,
-    HodgeLaplacianPE,
-    LaplacianNodeId,
-    OrthogonalRandomNodeId,
-    TopologicalSlepiansPE,
-    ZeroPE,
-)
 
 DEFAULT_ZINC_DIR = Path("DATA/zinc12k")  # relative to the working directory; see --zinc-dir
 
@@ -79,7 +69,7 @@ def load_complexes(zinc_dir: Path, limit: int | None) -> tuple[list[ComplexData]
         rows = list(csv.DictReader(handle))
     if limit is not None:
         rows = rows[:limit]
-    lifting = CellCycleLifting(categorical_cardinalities=[len(ZINC_ATOM_TYPES)])
+    lifting = T.CellCycleLifting(categorical_cardinalities=[len(ZINC_ATOM_TYPES)])
     graphs = [smiles_to_graph(row["SMILES"]) for row in rows]
     start = time.perf_counter()
     complexes = [lifting(graph) for graph in graphs]
@@ -477,14 +467,14 @@ def main() -> None:
 
     dim, walk, node = args.dim, args.walk_dim, args.node_id_dim
     cases = [
-        ("ZeroPE", ZeroPE(dim), paper_zero, baseline_zero, dim),
-        ("BSPe (BarycentricSubdivisionPE)", BarycentricSubdivisionPE(dim), paper_bspe, baseline_bspe, dim),
-        ("RWBSPe (BarycentricRandomWalkPE)", BarycentricRandomWalkPE(walk), paper_rwbspe, baseline_rwbspe, walk),
-        ("RWPe (CellularRandomWalkPE)", CellularRandomWalkPE(walk), paper_rwpe, baseline_rwpe, walk),
-        ("HodgeLapPE (HodgeLaplacianPE)", HodgeLaplacianPE(dim), paper_hodge, baseline_hodge, dim),
-        ("TopoSlepiansPE (TopologicalSlepiansPE)", TopologicalSlepiansPE(dim), paper_slepians, baseline_slepians, dim),
-        ("LaplacianNodeId", LaplacianNodeId(node), paper_laplacian_node_id, baseline_laplacian_node_id, node),
-        ("OrthogonalRandomNodeId", OrthogonalRandomNodeId(node), None, None, node),
+        ("ZeroPE", T.ZeroPE(dim), paper_zero, baseline_zero, dim),
+        ("BSPe (BarycentricSubdivisionPE)", T.BarycentricSubdivisionPE(dim), paper_bspe, baseline_bspe, dim),
+        ("RWBSPe (BarycentricRandomWalkPE)", T.BarycentricRandomWalkPE(walk), paper_rwbspe, baseline_rwbspe, walk),
+        ("RWPe (CellularRandomWalkPE)", T.CellularRandomWalkPE(walk), paper_rwpe, baseline_rwpe, walk),
+        ("HodgeLapPE (HodgeLaplacianPE)", T.HodgeLaplacianPE(dim), paper_hodge, baseline_hodge, dim),
+        ("TopoSlepiansPE (TopologicalSlepiansPE)", T.TopologicalSlepiansPE(dim), paper_slepians, baseline_slepians, dim),
+        ("LaplacianNodeId", T.LaplacianNodeId(node), paper_laplacian_node_id, baseline_laplacian_node_id, node),
+        ("OrthogonalRandomNodeId", T.OrthogonalRandomNodeId(node), None, None, node),
     ]  # fmt: skip
 
     extrapolated = f" (extrapolated x{scale:.0f})" if len(subset) < total else ""
@@ -521,7 +511,7 @@ def large_complex_table(side: int, dim: int, walk: int) -> None:
     graph = nx.convert_node_labels_to_integers(nx.grid_2d_graph(side, side))
     edges = torch.tensor(list(graph.edges)).t()
     edge_index = torch.cat([edges, edges.flip(0)], dim=1)
-    complex_ = CellCycleLifting()(Data(edge_index=edge_index, num_nodes=side * side))
+    complex_ = T.CellCycleLifting()(Data(edge_index=edge_index, num_nodes=side * side))
     cells, toponetx = CellLists(complex_), to_toponetx(complex_)
     counts = complex_.cell_counts()
     print()
@@ -533,10 +523,10 @@ def large_complex_table(side: int, dim: int, walk: int) -> None:
     print("| PE | ours (s) | paper-style baseline (s) | ratio | lean baseline (s) | ratio |")
     print("|---|---:|---:|---:|---:|---:|")
     cases = [
-        ("BSPe", BarycentricSubdivisionPE(dim), paper_bspe, baseline_bspe, dim),
-        ("RWBSPe", BarycentricRandomWalkPE(walk), paper_rwbspe, baseline_rwbspe, walk),
-        ("RWPe", CellularRandomWalkPE(walk), paper_rwpe, baseline_rwpe, walk),
-        ("HodgeLapPE", HodgeLaplacianPE(dim), paper_hodge, baseline_hodge, dim),
+        ("BSPe", T.BarycentricSubdivisionPE(dim), paper_bspe, baseline_bspe, dim),
+        ("RWBSPe", T.BarycentricRandomWalkPE(walk), paper_rwbspe, baseline_rwbspe, walk),
+        ("RWPe", T.CellularRandomWalkPE(walk), paper_rwpe, baseline_rwpe, walk),
+        ("HodgeLapPE", T.HodgeLaplacianPE(dim), paper_hodge, baseline_hodge, dim),
     ]
     for name, transform, paper, lean, width in cases:
         ours = time_transform(transform, [complex_])
@@ -555,7 +545,7 @@ def dense_random_complex_table(dim: int, walk: int) -> None:
     graph = nx.gnm_random_graph(25, 110, seed=0)
     edges = torch.tensor(list(graph.edges)).t()
     data = Data(edge_index=torch.cat([edges, edges.flip(0)], dim=1), num_nodes=25)
-    complex_ = CellCycleLifting(cycles="chordless", max_cell_length=6)(data)
+    complex_ = T.CellCycleLifting(cycles="chordless", max_cell_length=6)(data)
     print(
         f"gnm_random_graph(25, 110, seed=0), chordless cycles <= 6: cells {complex_.cell_counts()}"
     )
@@ -563,14 +553,14 @@ def dense_random_complex_table(dim: int, walk: int) -> None:
     print("| PE | seconds | peak traced memory (MB) |")
     print("|---|---:|---:|")
     cases = [
-        ("BSPe", BarycentricSubdivisionPE(dim)),
-        ("RWBSPe", BarycentricRandomWalkPE(walk)),
-        ("RWPe", CellularRandomWalkPE(walk)),
-        ("HodgeLapPE", HodgeLaplacianPE(dim)),
-        ("HodgeLapPE include_harmonic", HodgeLaplacianPE(dim, include_harmonic=True)),
-        ("TopoSlepiansPE per_set", TopologicalSlepiansPE(dim)),
-        ("TopoSlepiansPE global", TopologicalSlepiansPE(dim, selection="global")),
-        ("TopoSlepiansPE harmonic=2", TopologicalSlepiansPE(dim, harmonic=2)),
+        ("BSPe", T.BarycentricSubdivisionPE(dim)),
+        ("RWBSPe", T.BarycentricRandomWalkPE(walk)),
+        ("RWPe", T.CellularRandomWalkPE(walk)),
+        ("HodgeLapPE", T.HodgeLaplacianPE(dim)),
+        ("HodgeLapPE include_harmonic", T.HodgeLaplacianPE(dim, include_harmonic=True)),
+        ("TopoSlepiansPE per_set", T.TopologicalSlepiansPE(dim)),
+        ("TopoSlepiansPE global", T.TopologicalSlepiansPE(dim, selection="global")),
+        ("TopoSlepiansPE harmonic=2", T.TopologicalSlepiansPE(dim, harmonic=2)),
     ]
     for name, transform in cases:
         start = time.perf_counter()

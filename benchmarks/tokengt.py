@@ -39,7 +39,7 @@ from functools import partial
 import networkx as nx
 import torch
 from _compile import compile_rows, print_compile_table
-from _measure import memory_fwd_bwd, print_table, time_cases
+from _measure import add_int_options, memory_fwd_bwd, print_table, time_cases
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
@@ -230,18 +230,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (1: stable on a shared box)"
     )
-    parser.add_argument("--graphs", type=int, default=64)
-    parser.add_argument("--channels", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--ffn", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--in-channels", type=int, default=16)
-    parser.add_argument("--edge-channels", type=int, default=4)
-    parser.add_argument("--id-dim", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--scaling-channels", type=int, default=64)
-    parser.add_argument("--scaling-heads", type=int, default=4)
-    parser.add_argument("--scaling-layers", type=int, default=2)
+    add_int_options(
+        parser, graphs=64, channels=128, heads=8, ffn=256, layers=4, in_channels=16, edge_channels=4,
+        id_dim=16, repeats=15, scaling_channels=64, scaling_heads=4, scaling_layers=2,
+    )
     parser.add_argument(
         "--scaling-tokens", type=int, nargs="+", default=[1_000, 3_000, 10_000, 30_000, 100_000]
     )

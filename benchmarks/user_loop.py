@@ -89,7 +89,7 @@ def _import_before(argv: list[str]) -> type | None:
 CellularTransformerBefore = _import_before(sys.argv)
 
 import torch  # noqa: E402
-from _measure import interleaved_min, print_table  # noqa: E402
+from _measure import add_common_args, interleaved_min, print_table  # noqa: E402
 from ct_step import GPS, ct_kwargs, load_data, prune  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
@@ -155,21 +155,13 @@ def optimizer_epoch(model: nn.Module, items: list) -> Callable[[], None]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="4 repeats, 1 warm-up round")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--pe-dim", type=int, default=8)
+    add_common_args(parser, repeats=10, quick="4 repeats, 1 warm-up round", clocks=CLOCKS, clock="thread")
     parser.add_argument(
         "--keys",
         choices=("model", "all"),
         default="model",
         help="model: the complexes keep the keys the CT reads (as the harness); all: every key",
     )
-    parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread")
     parser.add_argument(
         "--before", metavar="DIR", help="also time the CT of the package copy in DIR (before / after)"
     )

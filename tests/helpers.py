@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -15,6 +19,19 @@ HARNESS_MODELS = (
     "gine", "gps", "graph_transformer",
 )
 """Every model of the harness registry (the harness tests check that none is missing)."""
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+"""The benchmark scripts of the checkout (not a package: :func:`load_benchmark` imports them)."""
+
+
+def load_benchmark(name: str):
+    """Import ``benchmarks/<name>.py`` as the module ``name`` (registered in ``sys.modules``)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def graph_from_edges(edges, num_nodes=None, feature_dim=2, seed=0, **attrs) -> Data:

@@ -38,8 +38,9 @@ import sys
 import time
 import warnings
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["EXIT_INTERRUPTED", "USER_ERRORS", "Interrupted", "UserError", "main"]
 
@@ -354,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Transformers on cell, simplicial and combinatorial complexes.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    lift = sub.add_parser("lift", help="lift a graph data set and print cell counts per rank")
+    lift = _add_command(sub, "lift", _cmd_lift, help="lift a graph data set and print cell counts per rank")
     lift.add_argument(
         "--dataset",
         default="MUTAG",
@@ -374,10 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     lift.add_argument(
         "--root", default=None, help="cache of downloaded raw files (default: ~/.cache/...)"
     )
-    lift.set_defaults(func=_cmd_lift)
 
-    train = sub.add_parser(
+    train = _add_command(
+        sub,
         "train",
+        _cmd_train,
         help="train and evaluate a model on a benchmark data set (results table, curves)",
         description=(
             "Train a model with the benchmark harness (TopoBench protocol: TU data sets 50/25/25 "
@@ -426,10 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="show Lightning's info messages (devices, checkpoints)"
     )
     train.add_argument("overrides", nargs="*", help="hydra overrides KEY=VALUE")
-    train.set_defaults(func=_cmd_train)
 
-    bench = sub.add_parser(
+    bench = _add_command(
+        sub,
         "bench",
+        _cmd_bench,
         help="run a speed benchmark script of the source checkout (benchmarks/<name>.py)",
         description="Run benchmarks/<name>.py of a source checkout in a subprocess.",
     )
@@ -437,10 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--benchmarks-dir", default=None, help="the checkout's benchmarks/ folder")
     bench.add_argument("name", nargs="?", help="benchmark name (e.g. lifting)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
-    bench.set_defaults(func=_cmd_bench)
 
-    convert = sub.add_parser(
+    convert = _add_command(
+        sub,
         "convert-gcb",
+        _cmd_convert_gcb,
         help="convert an original GCB .npz (pickled objects) once to the plain format the harness reads",
         description=(
             "Read SRC (keys tr_adj, tr_feat, tr_class, val_*, te_*; object arrays of scipy CSR "
@@ -455,9 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument(
         "dst", nargs="?", default=None, help="output (default: <stem>.plain.npz next to SRC)"
     )
-    convert.set_defaults(func=_cmd_convert_gcb)
     _add_topobench_parser(sub)
     return parser
+
+
+def _add_command(
+    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` (``kwargs``: its ``help``, ``description``) that runs ``func``."""
+    command = sub.add_parser(name, **kwargs)
+    command.set_defaults(func=func)
+    return command
 
 
 def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
@@ -468,8 +480,10 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
         description="Contribute this package's models to TopoBench.",
     )
     actions = topobench.add_subparsers(dest="topobench_command", required=True)
-    contribute = actions.add_parser(
+    contribute = _add_command(
+        actions,
         "contribute",
+        _cmd_topobench_contribute,
         help="write the files of a TopoBench pull request adding a model into a TopoBench checkout",
         description=(
             "Write into a TopoBench checkout exactly the files of a pull request that adds the "
@@ -497,7 +511,6 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
     )
     contribute.add_argument("--force", action="store_true", help="overwrite files with other content")
     contribute.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    contribute.set_defaults(func=_cmd_topobench_contribute)
 
 
 def _cmd_topobench_contribute(args: argparse.Namespace) -> int:

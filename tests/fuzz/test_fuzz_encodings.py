@@ -18,20 +18,8 @@ from tests.fuzz.cases import (
     random_graph,
     run_cases,
 )
+from topomodelx_attention import transforms as T
 from topomodelx_attention.data import from_toponetx
-from topomodelx_attention.transforms import (
-    BarycentricRandomWalkPE,
-    BarycentricSubdivisionPE,
-    CellCycleLifting,
-    CellularRandomWalkPE,
-    HodgeLaplacianPE,
-    LaplacianNodeId,
-    OrthogonalRandomNodeId,
-    RandomSignFlip,
-    SimplicialCliqueLifting,
-    TopologicalSlepiansPE,
-    ZeroPE,
-)
 
 
 def random_complex(seed: int):
@@ -45,20 +33,20 @@ def random_complex(seed: int):
         if all(counts):  # graded (gaps are listed by the lifting fuzz)
             return from_toponetx(cc, {0: rng.standard_normal((counts[0], 2))}, max_rank=3), f"cc{counts}"
     case = finite_float_graph(seed)
-    lifting = [CellCycleLifting(), CellCycleLifting(cycles="chordless"), SimplicialCliqueLifting(complex_dim=2),
-               SimplicialCliqueLifting(complex_dim=3)][choice % 4]
+    lifting = [T.CellCycleLifting(), T.CellCycleLifting(cycles="chordless"), T.SimplicialCliqueLifting(complex_dim=2),
+               T.SimplicialCliqueLifting(complex_dim=3)][choice % 4]
     return lifting(case.data), f"{type(lifting).__name__}-{choice} {case.description}"
 
 
 def random_encoding(rng: np.random.Generator):
     dim = int(rng.integers(1, 10))  # often larger than the number of cells
     options = [
-        lambda: BarycentricSubdivisionPE(dim, keep_kernel=bool(rng.integers(2)), dense_threshold=int(rng.choice([0, 10_000]))),
-        lambda: BarycentricRandomWalkPE(dim, dense_threshold=int(rng.choice([0, 10_000]))),
-        lambda: CellularRandomWalkPE(dim, dense_threshold=int(rng.choice([0, 10_000]))),
-        lambda: HodgeLaplacianPE(dim, include_harmonic=bool(rng.integers(2)), dense_threshold=int(rng.choice([0, 10_000]))),
-        lambda: TopologicalSlepiansPE(dim, selection=str(rng.choice(["per_set", "global"])), harmonic=int(rng.integers(0, 3))),
-        lambda: ZeroPE(dim),
+        lambda: T.BarycentricSubdivisionPE(dim, keep_kernel=bool(rng.integers(2)), dense_threshold=int(rng.choice([0, 10_000]))),
+        lambda: T.BarycentricRandomWalkPE(dim, dense_threshold=int(rng.choice([0, 10_000]))),
+        lambda: T.CellularRandomWalkPE(dim, dense_threshold=int(rng.choice([0, 10_000]))),
+        lambda: T.HodgeLaplacianPE(dim, include_harmonic=bool(rng.integers(2)), dense_threshold=int(rng.choice([0, 10_000]))),
+        lambda: T.TopologicalSlepiansPE(dim, selection=str(rng.choice(["per_set", "global"])), harmonic=int(rng.integers(0, 3))),
+        lambda: T.ZeroPE(dim),
     ]
     return options[int(rng.integers(len(options)))](), dim
 
@@ -75,13 +63,13 @@ def test_fuzz_positional_encodings_then_sign_flip(fuzz_seeds):
                 pe = out[f"pe_{r}"]
                 assert pe.shape == (n, dim) and pe.dtype == torch.float32, f"pe_{r} {tuple(pe.shape)} for {n} cells"
                 assert_finite(f"pe_{r}", pe)
-            flipped = RandomSignFlip(generator=torch.Generator().manual_seed(seed))(out.clone())
+            flipped = T.RandomSignFlip(generator=torch.Generator().manual_seed(seed))(out.clone())
             for r in range(len(counts)):
                 assert torch.equal(flipped[f"pe_{r}"].abs(), out[f"pe_{r}"].abs()), "sign flip changed magnitudes"
             return out
 
         # a combinatorial complex has no orientation: oriented encodings may refuse rank >= 3
-        oriented = isinstance(encoding, (HodgeLaplacianPE, TopologicalSlepiansPE))
+        oriented = isinstance(encoding, (T.HodgeLaplacianPE, T.TopologicalSlepiansPE))
         expect = EITHER if oriented and description.startswith("cc") else ACCEPT
         return f"{encoding!r} on {description}", expect, run
 
@@ -92,8 +80,8 @@ def test_fuzz_node_identifiers(fuzz_seeds):
     def make(seed, rng):
         dim = int(rng.integers(1, 10))
         transform = [
-            LaplacianNodeId(dim, select=str(rng.choice(["smallest", "smallest_largest"]))),
-            OrthogonalRandomNodeId(dim, seed=int(rng.integers(100)), resample=bool(rng.integers(2))),
+            T.LaplacianNodeId(dim, select=str(rng.choice(["smallest", "smallest_largest"]))),
+            T.OrthogonalRandomNodeId(dim, seed=int(rng.integers(100)), resample=bool(rng.integers(2))),
         ][int(rng.integers(2))]
         on_complex = bool(rng.integers(2))
         if on_complex:
@@ -130,8 +118,8 @@ def test_fuzz_batching(fuzz_seeds):
 
         def lift(i):
             case = finite_float_graph(seed * 11 + i, feature_dim=2)
-            lifting = SimplicialCliqueLifting(complex_dim=3) if mixed and i % 2 else CellCycleLifting(max_cell_length=8)
-            return HodgeLaplacianPE(3)(lifting(case.data))
+            lifting = T.SimplicialCliqueLifting(complex_dim=3) if mixed and i % 2 else T.CellCycleLifting(max_cell_length=8)
+            return T.HodgeLaplacianPE(3)(lifting(case.data))
 
         complexes = quietly(lambda: [lift(i) for i in range(size)])
         expect = EITHER if mixed else ACCEPT  # different max ranks may not batch: then a clear error

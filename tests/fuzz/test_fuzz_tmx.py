@@ -9,17 +9,7 @@ import re
 import numpy as np
 import torch
 
-from tests.fuzz.cases import (
-    ACCEPT,
-    EITHER,
-    REJECT,
-    assert_finite,
-    combinatorial_complex,
-    finite_float_graph,
-    quietly,
-    random_graph,
-    run_cases,
-)
+from tests.fuzz import cases
 from topomodelx_attention.data import from_toponetx, to_toponetx
 from topomodelx_attention.nn.topomodelx import AttentionConv, CellAttentionLayer
 from topomodelx_attention.transforms import (
@@ -32,8 +22,8 @@ MALFORMED_CALLS = ("wrong_shape", "sparse_features", "wrong_width", "not_a_tenso
 
 
 def _lifted(seed: int):
-    case = finite_float_graph(seed, edge_attr=False, feature_dim=3)
-    data = quietly(CellCycleLifting(self_loops="drop"), case.data)
+    case = cases.finite_float_graph(seed, edge_attr=False, feature_dim=3)
+    data = cases.quietly(CellCycleLifting(self_loops="drop"), case.data)
     if "x_0" not in data:  # graphs without features: give the cells some
         for r in range(3):
             data[f"x_{r}"] = torch.randn(data.num_cells(r), 3)
@@ -73,22 +63,22 @@ def test_fuzz_topomodelx_drop_ins(fuzz_seeds):
                 args[1] = args[1].to_dense().tolist()
             out = layer(*args)
             assert out.shape == (rows, 4), f"output {tuple(out.shape)}, expected ({rows}, 4)"
-            assert_finite("output", out)
+            cases.assert_finite("output", out)
             out.sum().backward()
             for name, p in layer.named_parameters():
                 if p.grad is not None:
-                    assert_finite(f"grad {name}", p.grad)
+                    cases.assert_finite(f"grad {name}", p.grad)
             return out
 
-        expect = REJECT if malformed else ACCEPT
+        expect = cases.REJECT if malformed else cases.ACCEPT
         return f"{layer_kind}/{kind}/heads={heads}/{malformed} {case.description}", expect, run
 
-    run_cases(fuzz_seeds, "TopoModelX drop-ins", make, offset=70_000)
+    cases.run_cases(fuzz_seeds, "TopoModelX drop-ins", make, offset=70_000)
 
 
 def test_fuzz_liftings_with_edge_based_two_cells(fuzz_seeds):
     def make(seed, rng):
-        case = random_graph(seed, features=("float32", "float64", "int", "none", "nan"))
+        case = cases.random_graph(seed, features=("float32", "float64", "int", "none", "nan"))
         method = str(rng.choice(["sum", "mean"]))
         feature_lifting = FeatureLifting(method, x2_from="edges")
         if rng.integers(2):
@@ -96,11 +86,11 @@ def test_fuzz_liftings_with_edge_based_two_cells(fuzz_seeds):
         else:
             lifting = SimplicialCliqueLifting(feature_lifting=feature_lifting, self_loops="drop")
         expect = case.expect
-        if expect == ACCEPT and "int" in case.kinds:
-            expect = EITHER  # integer codes need categorical_cardinalities: a clear refusal is fine
+        if expect == cases.ACCEPT and "int" in case.kinds:
+            expect = cases.EITHER  # integer codes need categorical_cardinalities: a clear refusal is fine
 
         def run():
-            data = quietly(lifting, case.data.clone())
+            data = cases.quietly(lifting, case.data.clone())
             if "x_2" not in data:
                 assert "x_0" not in data, "x_0 lifted but no x_2"
                 return data
@@ -116,12 +106,12 @@ def test_fuzz_liftings_with_edge_based_two_cells(fuzz_seeds):
 
         return f"{type(lifting).__name__}/{method} {case.description}", expect, run
 
-    run_cases(fuzz_seeds, "x2_from='edges' in the liftings", make, offset=71_000)
+    cases.run_cases(fuzz_seeds, "x2_from='edges' in the liftings", make, offset=71_000)
 
 
 def test_fuzz_to_toponetx_of_combinatorial_complexes(fuzz_seeds):
     def make(seed, rng):
-        cc = combinatorial_complex(seed)
+        cc = cases.combinatorial_complex(seed)
         target = str(rng.choice(["cell", "simplicial", "combinatorial"]))
 
         def run():
@@ -140,7 +130,7 @@ def test_fuzz_to_toponetx_of_combinatorial_complexes(fuzz_seeds):
             assert tuple(back.shape)[:1] == (data.num_cells(0),), f"{back.shape}"
             return back
 
-        expect = ACCEPT if target == "combinatorial" else EITHER
+        expect = cases.ACCEPT if target == "combinatorial" else cases.EITHER
         return f"to {target} shape={list(cc.shape)}", expect, run
 
-    run_cases(fuzz_seeds, "to_toponetx of combinatorial complexes", make, offset=72_000)
+    cases.run_cases(fuzz_seeds, "to_toponetx of combinatorial complexes", make, offset=72_000)

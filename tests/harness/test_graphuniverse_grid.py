@@ -5,15 +5,13 @@ Tiny families (≤ 30 nodes) generated offline; the shared leaderboard is never 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tests.helpers import load_benchmark
 from topomodelx_attention.data import graphuniverse as gu
 from topomodelx_attention.harness import compose_config, run_experiment
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
@@ -22,16 +20,7 @@ from topomodelx_attention.harness.training import best_checkpoint, evaluate_chec
 
 pytest.importorskip("graph_universe")
 
-REPO = Path(__file__).resolve().parents[2]
 TINY = ["dataset.family.n_nodes_range=[10,30]"]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _cfg(cache, *overrides):
@@ -116,7 +105,7 @@ def test_missing_checkpoints_and_empty_data_are_refused(trained, tmp_path):
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def grid(tmp_path, monkeypatch):
-    module = _load("graphuniverse_grid")
+    module = load_benchmark("graphuniverse_grid")
     monkeypatch.setattr(module, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(module, "WORK", tmp_path / "work")
     return module
@@ -209,7 +198,7 @@ def test_results_file_refuses_a_foreign_file(grid, tmp_path):
 # benchmarks/graphuniverse_leaderboard.py
 # ----------------------------------------------------------------------------------------------
 def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_path):
-    board = _load("graphuniverse_leaderboard")
+    board = load_benchmark("graphuniverse_leaderboard")
     slugs = ["h_lo_d_lo_pl_lo", "h_hi_d_lo_pl_lo"]
 
     def rows(scores):

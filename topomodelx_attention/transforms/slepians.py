@@ -32,18 +32,7 @@ from torch_geometric.data import Data
 
 from topomodelx_attention.data import shared_face_counts
 from topomodelx_attention.data.coo import Coo
-from topomodelx_attention.transforms.pe_utils import (
-    EIGH_THRESHOLD,
-    KERNEL_TOL,
-    Matrix,
-    as_matrix,
-    boundary_coos,
-    canonical_signs,
-    check_dim,
-    check_single_complex,
-    pad_columns,
-    smallest_eigenpairs,
-)
+from topomodelx_attention.transforms import pe_utils
 from topomodelx_attention.transforms.positional_encodings import (
     CellPositionalEncoding,
     hodge_laplacians,
@@ -96,7 +85,7 @@ def _image_bases(boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
     The projectors ``B_F = U Uᵀ`` are never formed: every Slepian is ``U c`` for a coefficient
     vector ``c`` of length ``ρ = rank B``.
     """
-    matrix = as_matrix(boundary, dense=True)
+    matrix = pe_utils.as_matrix(boundary, dense=True)
     n, m = matrix.shape
     if n == 0 or m == 0:
         return np.zeros((n, 0)), np.zeros((m, 0))
@@ -104,7 +93,7 @@ def _image_bases(boundary: Coo) -> tuple[np.ndarray, np.ndarray]:
     if transpose:
         matrix = matrix.T
     values, right = np.linalg.eigh(matrix.T @ matrix)
-    keep = values > KERNEL_TOL * max(1.0, float(values[-1]))
+    keep = values > pe_utils.KERNEL_TOL * max(1.0, float(values[-1]))
     right = right[:, keep]
     left = (matrix @ right) / np.sqrt(values[keep])
     if transpose:
@@ -276,13 +265,13 @@ def _slepians(
     vectors, lam = np.hstack(vectors), np.concatenate(lam)
     fam, cen, pos = (np.concatenate([np.zeros(0, np.int64), *a]) for a in (fam, cen, pos))
     order = np.lexsort((cen, fam, pos, -np.round(lam, _CONCENTRATION_DECIMALS)))[:wanted]
-    return Slepians(canonical_signs(vectors[:, order]), lam[order], fam[order], cen[order])
+    return Slepians(pe_utils.canonical_signs(vectors[:, order]), lam[order], fam[order], cen[order])
 
 
 def _check_selection(selection: str, per_set: int, max_cosine: float) -> None:
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
-    check_dim(per_set, "per_set")
+    pe_utils.check_dim(per_set, "per_set")
     if not 0.0 < float(max_cosine) <= 1.0:
         raise ValueError(f"max_cosine must be in (0, 1], got {max_cosine}")
 
@@ -325,13 +314,13 @@ def topological_slepians(
         set's best Slepian first), then upper before lower family, then centre cell index.
         No two returned vectors have ``|cos| > max_cosine``.
     """
-    counts = check_single_complex(data, "topological_slepians")
+    counts = pe_utils.check_single_complex(data, "topological_slepians")
     if not 0 <= rank < len(counts):
         raise ValueError(f"rank must be in 0..{len(counts) - 1}, got {rank}")
     if limit is not None and int(limit) < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     _check_selection(selection, per_set, max_cosine)
-    boundaries = _prepare(boundary_coos(data, signed=True, max_rank=len(counts) - 1))
+    boundaries = _prepare(pe_utils.boundary_coos(data, signed=True, max_rank=len(counts) - 1))
     return _slepians(boundaries, counts, rank, limit, selection, per_set, max_cosine)
 
 
@@ -404,19 +393,19 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
         per_set: int = 1,
         max_cosine: float = 0.95,
         harmonic: int = 0,
-        eigh_threshold: int = EIGH_THRESHOLD,
+        eigh_threshold: int = pe_utils.EIGH_THRESHOLD,
     ) -> None:
         super().__init__(dim)
         _check_selection(selection, per_set, max_cosine)
         self.selection = selection
         self.per_set = int(per_set)
         self.max_cosine = float(max_cosine)
-        self.harmonic = check_dim(harmonic, "harmonic", minimum=0)
-        self.eigh_threshold = check_dim(eigh_threshold, "eigh_threshold", minimum=0)
+        self.harmonic = pe_utils.check_dim(harmonic, "harmonic", minimum=0)
+        self.eigh_threshold = pe_utils.check_dim(eigh_threshold, "eigh_threshold", minimum=0)
 
 
     def encode(self, data: Data, counts: list[int]) -> list[np.ndarray]:  # noqa: D102
-        signed = boundary_coos(data, signed=True, max_rank=len(counts) - 1)
+        signed = pe_utils.boundary_coos(data, signed=True, max_rank=len(counts) - 1)
         boundaries = _prepare(signed)
         laplacians = hodge_laplacians(signed, counts) if self.harmonic else None
         out = []
@@ -435,11 +424,11 @@ class TopologicalSlepiansPE(CellPositionalEncoding):
                 self.per_set,
                 self.max_cosine,
             )
-            out.append(pad_columns(np.hstack([harmonic, slepians.vectors]), self.dim))
+            out.append(pe_utils.pad_columns(np.hstack([harmonic, slepians.vectors]), self.dim))
         return out
 
 
-def harmonic_vectors(laplacian: Matrix, k: int, eigh_threshold: int = EIGH_THRESHOLD) -> np.ndarray:
+def harmonic_vectors(laplacian: pe_utils.Matrix, k: int, eigh_threshold: int = pe_utils.EIGH_THRESHOLD) -> np.ndarray:
     """Up to ``k`` orthonormal harmonic vectors (kernel of a Hodge Laplacian).
 
     Parameters
@@ -456,6 +445,6 @@ def harmonic_vectors(laplacian: Matrix, k: int, eigh_threshold: int = EIGH_THRES
     numpy.ndarray, shape = (n, m)
         ``m = min(k, dim ker L_k)`` columns (signs by ``canonical_signs``).
     """
-    values, vectors = smallest_eigenpairs(laplacian, k, False, eigh_threshold)
+    values, vectors = pe_utils.smallest_eigenpairs(laplacian, k, False, eigh_threshold)
     scale = max(1.0, float(np.abs(values).max())) if values.size else 1.0
-    return vectors[:, values <= KERNEL_TOL * max(scale, 1.0) * 10]
+    return vectors[:, values <= pe_utils.KERNEL_TOL * max(scale, 1.0) * 10]

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
+from tests.helpers import load_benchmark
 from topomodelx_attention.nn.simplicial import (
     CausalMask,
     KeySelection,
@@ -335,15 +335,7 @@ def test_router_topk_equals_masked_reference(ref):
 
 # ---------------------------------------------------------------------------------- memory
 def _peak_bytes(fn) -> int:
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    live = peak = 0
-    for e in events:
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak
+    return load_benchmark("_measure").peak_bytes(fn, torch.device("cpu"))
 
 
 def test_dense_path_never_materialises_the_cube():

@@ -191,14 +191,6 @@ def _check_ranks(x: Sequence[Tensor], max_rank: int, name: str) -> None:
         )
 
 
-def _reject_out_channels(kwargs: dict[str, Any], name: str) -> None:
-    if "out_channels" in kwargs:
-        raise TypeError(
-            f"{name} takes no out_channels: it returns cell embeddings and TopoBench's readout "
-            "predicts (set the readout's out_channels instead)"
-        )
-
-
 class TensorBackbone(nn.Module):
     """Base of the backbones: cell features and neighbourhood tensors in, cell embeddings out.
 
@@ -210,6 +202,27 @@ class TensorBackbone(nn.Module):
     max_rank: int
     out_channels: int
     pe_channels: int | None = None
+
+    def __init__(
+        self, max_rank: int | None, num_cell_dimensions: int | None, kwargs: Mapping[str, Any]
+    ) -> None:
+        """Check the options every backbone shares and set :attr:`max_rank`.
+
+        Parameters
+        ----------
+        max_rank, num_cell_dimensions : int, optional
+            The subclass's options (see :func:`_max_rank`).
+        kwargs : mapping
+            The subclass's other keyword options, passed to its model: ``out_channels`` is
+            refused (the backbone returns cell embeddings, TopoBench's readout predicts).
+        """
+        super().__init__()
+        if "out_channels" in kwargs:
+            raise TypeError(
+                f"{type(self).__name__} takes no out_channels: it returns cell embeddings and "
+                "TopoBench's readout predicts (set the readout's out_channels instead)"
+            )
+        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
 
     @property
     def neighborhood_keys(self) -> list[str]:
@@ -311,11 +324,9 @@ class CellularTransformerBackbone(TensorBackbone):
         pe_channels: int | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(max_rank, num_cell_dimensions, kwargs)
         from topomodelx_attention.nn.cell import CellularTransformer
 
-        _reject_out_channels(kwargs, type(self).__name__)
-        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         self.out_channels = int(hidden_channels)
         self.pe_channels = None if pe_channels is None else int(pe_channels)
         self.transformer = CellularTransformer(
@@ -379,11 +390,9 @@ class NSimplicialBackbone(TensorBackbone):
         num_cell_dimensions: int | None = None,
         **layer_kwargs: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(max_rank, num_cell_dimensions, layer_kwargs)
         from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 
-        _reject_out_channels(layer_kwargs, type(self).__name__)
-        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         if not 0 <= int(rank) <= self.max_rank:
             raise ValueError(f"rank must be in 0..{self.max_rank}, got {rank}")
         self.rank = int(rank)
@@ -452,11 +461,9 @@ class OrderKTokenGTBackbone(TensorBackbone):
         out_width: int | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(max_rank, num_cell_dimensions, kwargs)
         from topomodelx_attention.nn.graph import OrderKTokenGT
 
-        _reject_out_channels(kwargs, type(self).__name__)
-        self.max_rank = _max_rank(max_rank, num_cell_dimensions)
         widths = _widths(in_channels, self.max_rank)
         if out_width is None:
             out_width = widths[0] if len(set(widths)) == 1 else hidden_channels

@@ -63,15 +63,7 @@ from topomodelx_attention.nn.attention import (
     sparse_attention,
 )
 from topomodelx_attention.nn.attention.heads import check_dropout
-from topomodelx_attention.nn.simplicial.masks import (
-    NULL_KEY,
-    CausalMask,
-    KeySelection,
-    TupleIndex,
-    TupleMask,
-    WindowMask,
-    window_selection,
-)
+from topomodelx_attention.nn.simplicial import masks
 from topomodelx_attention.nn.simplicial.rope import determinant_expand
 from topomodelx_attention.nn.simplicial.streaming import (
     TILE_BUDGET,
@@ -90,7 +82,10 @@ __all__ = [
     "resolve_chunks",
 ]
 
-MaskLike = CausalMask | WindowMask | KeySelection | TupleMask | TupleIndex | Tensor | None
+MaskLike = (
+    masks.CausalMask | masks.WindowMask | masks.KeySelection | masks.TupleMask | masks.TupleIndex
+    | Tensor | None
+)
 
 LOGIT_FORMS = ("product", "determinant")
 
@@ -167,7 +162,7 @@ def _append_bias(
     return has
 
 
-def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySelection:
+def _with_bias_slot(selection: masks.KeySelection, has_bias: Sequence[bool]) -> masks.KeySelection:
     """Append the bias slot (always valid, zero gate) to every query's list of a biased axis.
 
     An axis whose list already uses :data:`NULL_KEY` somewhere is left as given.
@@ -176,8 +171,8 @@ def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySel
     for m, idx in enumerate(selection.indices):
         val = selection.valid[m] if selection.valid is not None else None
         gat = selection.gate[m] if selection.gate is not None else None
-        if has_bias[m] and not bool((idx == NULL_KEY).any()):
-            extra = torch.full_like(idx[..., :1], NULL_KEY)
+        if has_bias[m] and not bool((idx == masks.NULL_KEY).any()):
+            extra = torch.full_like(idx[..., :1], masks.NULL_KEY)
             idx = torch.cat([idx, extra], -1)
             if val is not None:
                 val = torch.cat([val, torch.ones_like(val[..., :1])], -1)
@@ -186,7 +181,7 @@ def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySel
         indices.append(idx)
         valid.append(val)
         gate.append(gat)
-    return KeySelection(
+    return masks.KeySelection(
         tuple(indices),
         tuple(valid) if selection.valid is not None else None,
         tuple(gate) if selection.gate is not None else None,
@@ -195,37 +190,37 @@ def _with_bias_slot(selection: KeySelection, has_bias: Sequence[bool]) -> KeySel
 
 def _normalise_mask(
     mask: MaskLike, n: int, n_real: Sequence[int], has_bias: Sequence[bool], device: torch.device
-) -> CausalMask | KeySelection | TupleIndex | Tensor | None:
+) -> masks.CausalMask | masks.KeySelection | masks.TupleIndex | Tensor | None:
     """Check the mask against the inputs.
 
     Windows become key selections, selections get bias slots, tuple lists are prepared
     (:func:`prepare_tuples`).
     """
     order = len(n_real)
-    if mask is not None and not isinstance(
-        mask, (CausalMask, WindowMask, KeySelection, TupleMask, TupleIndex, Tensor)
-    ):
+    square = (masks.CausalMask, masks.WindowMask, masks.KeySelection)  # need n_m == n
+    ordered = (masks.KeySelection, masks.TupleMask, masks.TupleIndex)  # built for one N
+    if mask is not None and not isinstance(mask, (*square, *ordered, Tensor)):
         raise TypeError(
             "mask must be None, CausalMask, WindowMask, KeySelection, TupleMask, TupleIndex or a "
             f"bool tensor, got {type(mask).__name__}"
         )
-    if isinstance(mask, (CausalMask, WindowMask, KeySelection)) and any(s != n for s in n_real):
+    if isinstance(mask, square) and any(s != n for s in n_real):
         raise ValueError(
             f"{type(mask).__name__} needs every key axis to have as many tokens as queries (n_m == n)"
         )
-    if isinstance(mask, (KeySelection, TupleMask, TupleIndex)) and mask.order != order:
+    if isinstance(mask, ordered) and mask.order != order:
         raise ValueError(
             f"{type(mask).__name__} is for N = {mask.order}, the attention has N = {order}"
         )
     if isinstance(mask, Tensor) and mask.dtype != torch.bool:
         raise TypeError(f"a tensor mask must be boolean, got dtype {mask.dtype}")
-    if isinstance(mask, WindowMask):
-        mask = window_selection(n, mask.widths(order), mask.causal, device)
-    if isinstance(mask, KeySelection) and any(has_bias):
+    if isinstance(mask, masks.WindowMask):
+        mask = masks.window_selection(n, mask.widths(order), mask.causal, device)
+    if isinstance(mask, masks.KeySelection) and any(has_bias):
         mask = _with_bias_slot(mask, has_bias)
-    if isinstance(mask, TupleMask):
+    if isinstance(mask, masks.TupleMask):
         mask = prepare_tuples(mask, n, n_real, has_bias, device=device)
-    elif isinstance(mask, TupleIndex):
+    elif isinstance(mask, masks.TupleIndex):
         _check_tuple_index(mask, n, n_real, has_bias)
     return mask
 
@@ -236,7 +231,7 @@ def _bias_indices(col: Tensor, axis: int, n_real: int, has_bias: bool, size: int
     The checks read tensor values: they run in eager mode only (as the core's), not while
     ``torch.compile`` traces.
     """
-    null = col == NULL_KEY
+    null = col == masks.NULL_KEY
     if torch.compiler.is_compiling():
         return torch.where(null, torch.full_like(col, n_real), col)
     if bool(null.any()) and not has_bias:
@@ -282,7 +277,7 @@ def _dense_path(
     q: Tensor,
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
-    mask: CausalMask | Tensor | None,
+    mask: masks.CausalMask | Tensor | None,
     lead_shape: torch.Size,
     n_real: Sequence[int],
     has_bias: Sequence[bool],
@@ -310,7 +305,7 @@ def _dense_path(
     cq, ck = resolve_chunks(chunk_size, q.shape[0], n, key_sizes)
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
     spec = DenseSpec(
-        scale, isinstance(mask, CausalMask), cq, ck, tuple(n_real), tuple(has_bias), dropout_p, seed
+        scale, isinstance(mask, masks.CausalMask), cq, ck, tuple(n_real), tuple(has_bias), dropout_p, seed
     )
     return dense_n_simplicial(spec, dense, q, keys, values)
 
@@ -319,7 +314,7 @@ def _gathered_path(
     q: Tensor,
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
-    selection: KeySelection,
+    selection: masks.KeySelection,
     lead_shape: torch.Size,
     n_real: Sequence[int],
     has_bias: Sequence[bool],
@@ -370,13 +365,13 @@ def _gathered_path(
 
 
 def prepare_tuples(
-    tuples: Tensor | TupleMask,
+    tuples: Tensor | masks.TupleMask,
     num_queries: int,
     num_keys: int | Sequence[int],
     has_bias: bool | Sequence[bool] = False,
     *,
     device: torch.device | str | None = None,
-) -> TupleIndex:
+) -> masks.TupleIndex:
     """Validate a tuple list once and prepare it for the tuple path (and ``torch.compile``).
 
     Checks the indices, maps :data:`~.masks.NULL_KEY` to the bias slot ``n_m`` of each axis and
@@ -404,7 +399,7 @@ def prepare_tuples(
     TupleIndex
         The prepared tuples.
     """
-    mask = tuples if isinstance(tuples, TupleMask) else TupleMask(tuples)
+    mask = tuples if isinstance(tuples, masks.TupleMask) else masks.TupleMask(tuples)
     order = mask.order
     n_real = (int(num_keys),) * order if isinstance(num_keys, int) else tuple(int(s) for s in num_keys)
     bias = (bool(has_bias),) * order if isinstance(has_bias, bool) else tuple(bool(b) for b in has_bias)
@@ -437,13 +432,13 @@ def prepare_tuples(
     neighborhood = NeighborhoodIndex(
         target, inverse.reshape(-1).contiguous(), None, (int(num_queries), sources.shape[0])
     )
-    return TupleIndex(
+    return masks.TupleIndex(
         neighborhood, tuple(sources[:, m].contiguous() for m in range(order)), n_real, bias
     )
 
 
 def _check_tuple_index(
-    index: TupleIndex, n: int, n_real: Sequence[int], has_bias: Sequence[bool]
+    index: masks.TupleIndex, n: int, n_real: Sequence[int], has_bias: Sequence[bool]
 ) -> None:
     """Eager-mode check that a prepared index matches the inputs (skipped while compiling)."""
     if torch.compiler.is_compiling():  # comparing with symbolic sizes would specialise them
@@ -462,7 +457,7 @@ def _tuple_path(
     q: Tensor,
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
-    index: TupleIndex,
+    index: masks.TupleIndex,
     scale: float,
     dropout_p: float,
 ) -> Tensor:
@@ -563,10 +558,10 @@ def n_simplicial_attention(
         and chunk_size is None
         and not any(has_bias)
         and logit_form == "product"
-        and (mask is None or isinstance(mask, CausalMask))
+        and (mask is None or isinstance(mask, masks.CausalMask))
     ):
         return _sdpa_path(
-            query, keys[0], values[0], lead_shape, isinstance(mask, CausalMask), scale, dropout_p
+            query, keys[0], values[0], lead_shape, isinstance(mask, masks.CausalMask), scale, dropout_p
         )
     lead = math.prod(lead_shape)
 
@@ -574,9 +569,9 @@ def n_simplicial_attention(
         return t.expand(*lead_shape, *t.shape[-2:]).reshape(lead, *t.shape[-2:])
 
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
-    if isinstance(mask, TupleIndex):
+    if isinstance(mask, masks.TupleIndex):
         out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p)
     else:  # per-query key lists, or all / causal / masked tuples: same arguments
-        path = _gathered_path if isinstance(mask, KeySelection) else _dense_path
+        path = _gathered_path if isinstance(mask, masks.KeySelection) else _dense_path
         out = path(q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p)
     return out.reshape(*lead_shape, n, out.shape[-1])

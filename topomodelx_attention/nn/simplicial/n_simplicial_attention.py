@@ -19,19 +19,11 @@ from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import check_options
+from topomodelx_attention.nn.simplicial import masks
 from topomodelx_attention.nn.simplicial.functional import (
     MaskLike,
     n_simplicial_attention,
     prepare_tuples,
-)
-from topomodelx_attention.nn.simplicial.masks import (
-    NULL_KEY,
-    CausalMask,
-    KeySelection,
-    TupleIndex,
-    TupleMask,
-    WindowMask,
-    simplices_to_tuples,
 )
 from topomodelx_attention.nn.simplicial.rope import simplicial_rope
 from topomodelx_attention.nn.simplicial.router import RouterContext, SimplicialRouter
@@ -71,12 +63,12 @@ ROPE_ON_COMPLEX = (
 
 
 def resolve_tuples(
-    tuples: Tensor | TupleMask | Any,
+    tuples: Tensor | masks.TupleMask | Any,
     order: int,
     include_lower: bool = False,
     self_loops: bool = False,
     causal: bool = False,
-) -> TupleMask:
+) -> masks.TupleMask:
     """Normalise the ``tuples`` argument of the modules into a :class:`TupleMask`.
 
     Parameters
@@ -98,13 +90,13 @@ def resolve_tuples(
     TupleMask
         The allowed tuples.
     """
-    if isinstance(tuples, TupleMask):
+    if isinstance(tuples, masks.TupleMask):
         mask = tuples
     elif isinstance(tuples, Tensor):
-        mask = TupleMask(tuples)
+        mask = masks.TupleMask(tuples)
     elif hasattr(tuples, "skeleton"):
-        mask = TupleMask(
-            simplices_to_tuples(tuples, order, include_lower=include_lower, self_loops=self_loops)
+        mask = masks.TupleMask(
+            masks.simplices_to_tuples(tuples, order, include_lower=include_lower, self_loops=self_loops)
         )
     else:
         raise TypeError(
@@ -116,8 +108,8 @@ def resolve_tuples(
     if causal:
         t = mask.tuples
         keys = t[:, 1:]
-        keep = ((keys <= t[:, :1]) | (keys == NULL_KEY)).all(dim=1)
-        mask = TupleMask(t[keep])
+        keep = ((keys <= t[:, :1]) | (keys == masks.NULL_KEY)).all(dim=1)
+        mask = masks.TupleMask(t[keep])
     return mask
 
 
@@ -247,7 +239,7 @@ class NSimplicialAttention(nn.Module):
         self.window = (
             None
             if window is None
-            else WindowMask(tuple(window) if not isinstance(window, int) else window, causal=causal)
+            else masks.WindowMask(tuple(window) if not isinstance(window, int) else window, causal=causal)
         )
         self.scale, self.chunk_size = scale, chunk_size
         self.include_lower = kv_bias if include_lower is None else include_lower
@@ -293,11 +285,11 @@ class NSimplicialAttention(nn.Module):
 
     def prepare_tuples(
         self,
-        tuples: Tensor | TupleMask | Any,
+        tuples: Tensor | masks.TupleMask | Any,
         num_tokens: int,
         *,
         device: torch.device | str | None = None,
-    ) -> TupleIndex:
+    ) -> masks.TupleIndex:
         """Prepare the ``tuples`` of :meth:`forward` once (outside ``torch.compile``).
 
         Applies the module's options (:func:`resolve_tuples`: lower-order tuples and self-loops
@@ -336,7 +328,7 @@ class NSimplicialAttention(nn.Module):
                     "tuples restrict the attention to a complex; they cannot be combined with a "
                     "router or a window (build the layer without router_k/window)"
                 )
-            if isinstance(tuples, TupleIndex):  # prepared by prepare_tuples: used as is
+            if isinstance(tuples, masks.TupleIndex):  # prepared by prepare_tuples: used as is
                 return tuples
             return resolve_tuples(
                 tuples, self.order, self.include_lower, self.self_loops, self.causal
@@ -345,7 +337,7 @@ class NSimplicialAttention(nn.Module):
             return mask
         if self.router is not None:
             sel = self.router(x, context=context, causal=self.causal)
-            return KeySelection(
+            return masks.KeySelection(
                 tuple(i.unsqueeze(-3) for i in sel.indices),
                 tuple(v.unsqueeze(-3) for v in sel.valid) if sel.valid is not None else None,
                 tuple(g.unsqueeze(-3) for g in sel.gate) if sel.gate is not None else None,
@@ -353,14 +345,14 @@ class NSimplicialAttention(nn.Module):
         if self.window is not None:
             return self.window
         if self.causal:
-            return CausalMask()
+            return masks.CausalMask()
         return None
 
     def forward(
         self,
         x: Tensor,
         *,
-        tuples: Tensor | TupleMask | TupleIndex | Any | None = None,
+        tuples: Tensor | masks.TupleMask | masks.TupleIndex | Any | None = None,
         mask: MaskLike = None,
         positions: Tensor | None = None,
         context: RouterContext | None = None,
@@ -411,7 +403,7 @@ class NSimplicialAttention(nn.Module):
         if (
             self.rope
             and positions is None
-            and (tuples is not None or isinstance(mask, (TupleMask, TupleIndex)))
+            and (tuples is not None or isinstance(mask, (masks.TupleMask, masks.TupleIndex)))
         ):
             raise ValueError(ROPE_ON_COMPLEX)
         squeeze = x.dim() == 2
