@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import toponetx as tnx
 import torch
@@ -16,6 +18,7 @@ from tests.helpers import (
 )
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, boundary_cycles, cell_orderings
+from topomodelx_attention.nn.graph.tokens import TOKEN_MODEL_OPTIONS
 from topomodelx_attention.transforms import (
     CellCycleLifting,
     LaplacianNodeId,
@@ -299,3 +302,15 @@ def test_feature_rows_must_match_the_cells():
     data.x_1 = data.x_1[:-1]
     with pytest.raises(ValueError, match="x_1 has 5 rows but the data has 6 rank-1 cells"):
         make_model(2)(data)
+
+
+def test_shared_options_are_keyword_only_with_the_same_defaults():
+    graph = inspect.signature(TokenGT).parameters
+    cells = inspect.signature(OrderKTokenGT).parameters
+    assert "n_layers" in TOKEN_MODEL_OPTIONS and "check_inputs" in TOKEN_MODEL_OPTIONS
+    shared = (set(graph) & set(cells)) - {"in_channels", "hidden_channels", "out_channels"}
+    assert set(TOKEN_MODEL_OPTIONS) <= shared
+    for name in sorted(shared):
+        assert graph[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert cells[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert graph[name].default == cells[name].default, name

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     LayoutArg,
@@ -51,6 +52,7 @@ process (``topomodelx_attention.nn.attention.dense.DENSE_MEMORY_BUDGET = ...``, 
 time, so that it applies to every model)."""
 
 
+@fill_doc
 def dense_attention(
     query: Tensor,
     key: Tensor,
@@ -78,16 +80,8 @@ def dense_attention(
 
     Parameters
     ----------
-    query : torch.Tensor, shape = (n_target, heads, d)
-        Projected queries.
-    key : torch.Tensor, shape = (n_source, heads, d)
-        Projected keys.
-    value : torch.Tensor, shape = (n_source, heads, d_v)
-        Projected values.
-    batch_target : torch.Tensor, shape = (n_target,), optional
-        Sorted complex index of every target token; ``None`` means one complex.
-    batch_source : torch.Tensor, shape = (n_source,), optional
-        Sorted complex index of every source token; ``None`` means one complex.
+    %(qkv)s
+    %(batches)s
     bias : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
         Neighbourhood ``N`` of shape ``(n_target, n_source)`` (sparse tensor whose values,
         shape ``(nnz,)`` or hybrid ``(nnz, heads)``, are used, an index pair meaning values 1,
@@ -97,15 +91,9 @@ def dense_attention(
     bias_scale : torch.Tensor or float, shape = () or (1,) or (heads,), optional
         The learnable :math:`\theta` multiplying ``N`` (one per head or shared). ``None``
         means 1 (values of ``bias`` already pre-multiplied).
-    scale : float, optional
-        Logit scale; ``1 / sqrt(d)`` by default (``1.0``: the paper's Eq. 2 without scaling).
-    dropout_p : float, default = 0.0
-        Dropout probability on the attention weights (only when ``training``).
-    training : bool, default = False
-        Whether dropout is active.
-    num_complexes : int, optional
-        Number of complexes ``B`` (inferred from the batch vectors otherwise; complexes beyond
-        the last index are empty).
+    %(scale)s
+    %(dropout)s
+    %(num_complexes)s
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed padding (:func:`~topomodelx_attention.nn.attention.padded_layout`): one
         layout for self-attention (``n_target = n_source = layout.num_tokens``) or the pair
@@ -119,8 +107,7 @@ def dense_attention(
 
     Returns
     -------
-    torch.Tensor, shape = (n_target, heads, d_v)
-        Attention output; zeros for targets whose complex has no source token.
+    %(attention_output)s
 
     Raises
     ------
@@ -152,6 +139,7 @@ def dense_attention(
     return target._unheads(out)
 
 
+@fill_doc
 def dense_attention_weights(
     query: Tensor,
     key: Tensor,
@@ -175,20 +163,15 @@ def dense_attention_weights(
 
     Parameters
     ----------
-    query : torch.Tensor, shape = (n_target, heads, d)
-        Projected queries.
-    key : torch.Tensor, shape = (n_source, heads, d)
-        Projected keys.
-    batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
-        Sorted complex index of every token; ``None`` means one complex.
+    %(query)s
+    %(key)s
+    %(batch_pair)s
     bias : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
         Neighbourhood bias ``N`` as in :func:`dense_attention`.
     bias_scale : torch.Tensor or float, optional
         :math:`\theta` as in :func:`dense_attention`.
-    scale : float, optional
-        Logit scale; ``1 / sqrt(d)`` by default.
-    num_complexes : int, optional
-        Number of complexes.
+    %(scale)s
+    %(num_complexes)s
     layout : PaddedLayout or tuple of PaddedLayout, optional
         Precomputed layout(s) as in :func:`dense_attention` (then slot ``p`` of graph ``b`` is
         the token ``t`` with ``layout.index[t] = b * L + p``).

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.dense import dense_attention, dense_attention_weights
 from topomodelx_attention.nn.attention.heads import check_dropout, positive_int
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
@@ -219,6 +220,7 @@ class AttentionKernel(nn.Module):
     def reset_parameters(self) -> None:
         """Reset the kernel's own parameters (none by default)."""
 
+    @fill_doc
     def forward(
         self,
         query: Tensor,
@@ -236,22 +238,15 @@ class AttentionKernel(nn.Module):
 
         Parameters
         ----------
-        query : torch.Tensor, shape = (n_target, heads, d)
-            Queries.
-        key : torch.Tensor, shape = (n_source, heads, d)
-            Keys.
-        value : torch.Tensor, shape = (n_source, heads, d_v)
-            Values (any ``d_v``).
+        %(qkv)s
         neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex, optional
             ``(n_target, n_source)`` neighbourhood: the mask of the sparse kind (required),
             the :math:`\theta N` bias of the dense kind (optional); must be ``None`` for the
             linear kind. Under ``torch.compile`` pass a
             :func:`~topomodelx_attention.nn.attention.prepare_neighborhood` result (sparse
             tensors cannot be traced).
-        batch_target, batch_source : torch.Tensor, shape = (n_target,) / (n_source,), optional
-            Sorted complex index of every target / source token.
-        num_complexes : int, optional
-            Number of complexes.
+        %(batch_pair)s
+        %(num_complexes)s
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding (dense and linear kinds; see
             :func:`~topomodelx_attention.nn.attention.padded_layout`): one layout for
@@ -306,6 +301,7 @@ class AttentionKernel(nn.Module):
 
 
 @register_kernel
+@fill_doc
 class SparseKernel(AttentionKernel):
     r"""Softmax over the entries of the neighbourhood ``N`` only (mask; Eq. 2, sparse kind).
 
@@ -313,10 +309,7 @@ class SparseKernel(AttentionKernel):
     ----------
     heads, head_channels : int
         Heads and query/key dimension per head.
-    scale : float, optional
-        Logit scale (``None``: :math:`1/\sqrt{d}`).
-    attention_dropout : float, default = 0.0
-        Dropout on the attention weights (training only).
+    %(kernel_scale_dropout)s
     """
 
     kind = "sparse"
@@ -342,6 +335,7 @@ class SparseKernel(AttentionKernel):
 
 
 @register_kernel
+@fill_doc
 class DenseKernel(AttentionKernel):
     r"""All pairs inside every complex, optional :math:`\theta N` bias (Eq. 2, dense kind).
 
@@ -349,10 +343,7 @@ class DenseKernel(AttentionKernel):
     ----------
     heads, head_channels : int
         Heads (size of a per-head :math:`\theta`) and query/key dimension per head.
-    scale : float, optional
-        Logit scale (``None``: :math:`1/\sqrt{d}`).
-    attention_dropout : float, default = 0.0
-        Dropout on the attention weights (training only).
+    %(kernel_scale_dropout)s
     neighborhood_bias : bool, default = True
         Whether the kernel takes a neighbourhood bias :math:`\theta N`. ``False``: plain
         softmax attention (e.g. TokenGT), no :math:`\theta` is created and passing a
@@ -525,14 +516,17 @@ class LinearKernel(AttentionKernel):
         generator : torch.Generator, optional
             CPU generator for reproducibility.
         """
-        new = orthogonal_random_matrix(
+        self.projection.copy_(self._draw_projection(generator))
+
+    def _draw_projection(self, generator: torch.Generator | None = None) -> Tensor:
+        """Draw a FAVOR+ projection of the ``projection`` buffer's shape, dtype and device."""
+        return orthogonal_random_matrix(
             self.projection.shape[0],
             self.projection.shape[1],
             generator=generator,
             dtype=self.projection.dtype,
             device=self.projection.device,
         )
-        self.projection.copy_(new)
 
     def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
         """FAVOR+ attention per complex (no neighbourhood)."""
@@ -543,12 +537,7 @@ class LinearKernel(AttentionKernel):
             )
         projection = self.projection
         if self.training and self.redraw_features_in_training:
-            projection = orthogonal_random_matrix(
-                projection.shape[0],
-                projection.shape[1],
-                dtype=projection.dtype,
-                device=projection.device,
-            )
+            projection = self._draw_projection()
         return linear_attention(
             query,
             key,

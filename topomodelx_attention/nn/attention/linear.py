@@ -14,6 +14,7 @@ import math
 import torch
 from torch import Tensor
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.heads import resolve_scale, safe_divide
 from topomodelx_attention.nn.attention.layout import LayoutArg, PaddedLayout, qkv_layouts
 from topomodelx_attention.nn.attention.scatter import scatter_max, scatter_sum
@@ -172,6 +173,7 @@ def favor_features(
     return torch.exp(logits) * (projection.shape[0] ** -0.5)
 
 
+@fill_doc
 def linear_attention(
     query: Tensor,
     key: Tensor,
@@ -222,22 +224,13 @@ def linear_attention(
 
     Parameters
     ----------
-    query : torch.Tensor, shape = (n_target, heads, d)
-        Projected queries.
-    key : torch.Tensor, shape = (n_source, heads, d)
-        Projected keys.
-    value : torch.Tensor, shape = (n_source, heads, d_v)
-        Projected values.
-    batch_target : torch.Tensor, shape = (n_target,), optional
-        Sorted complex index of every target token; ``None`` means one complex.
-    batch_source : torch.Tensor, shape = (n_source,), optional
-        Sorted complex index of every source token; ``None`` means one complex.
+    %(qkv)s
+    %(batches)s
     projection : torch.Tensor, shape = (m, d)
         Random projection shared by the heads (:func:`orthogonal_random_matrix`).
     scale : float, optional
         Logit scale of the approximated softmax; ``1 / sqrt(d)`` by default.
-    num_complexes : int, optional
-        Number of complexes.
+    %(num_complexes)s
     strategy : {"auto", "scatter", "padded"}, default = "auto"
         Evaluation strategy (see above); one complex always uses the padded products.
     layout : PaddedLayout or tuple of PaddedLayout, optional
@@ -249,8 +242,7 @@ def linear_attention(
 
     Returns
     -------
-    torch.Tensor, shape = (n_target, heads, d_v)
-        Attention output; zeros for targets whose complex has no source token.
+    %(attention_output)s
     """
     target, source = qkv_layouts(
         query, key, value, batch_target, batch_source, num_complexes, layout

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.heads import (
     HeadwiseLinear,
     check_features,
@@ -228,13 +229,11 @@ class MultiHeadAttention(nn.Module):
         out = lin(x)
         return out if isinstance(lin, HeadwiseLinear) else split_heads(out, self.heads)
 
+    @fill_doc
     def project_query(self, x_target: Tensor) -> Tensor:
         """Project the targets to queries :math:`X_t Q`, split into heads.
 
-        Parameters
-        ----------
-        x_target : torch.Tensor, shape = (n_target, in_channels)
-            Target features.
+        %(x_target_parameters)s
 
         Returns
         -------
@@ -243,13 +242,11 @@ class MultiHeadAttention(nn.Module):
         """
         return self._project(self.lin_query, x_target)
 
+    @fill_doc
     def project_key(self, x_source: Tensor) -> Tensor:
         """Project the sources to keys :math:`X_s K` (:math:`K = Q` if ``share_qk``), split.
 
-        Parameters
-        ----------
-        x_source : torch.Tensor, shape = (n_source, source_channels)
-            Source features.
+        %(x_source_parameters)s
 
         Returns
         -------
@@ -259,13 +256,11 @@ class MultiHeadAttention(nn.Module):
         lin = self.lin_query if self.lin_key is None else self.lin_key
         return self._project(lin, x_source)
 
+    @fill_doc
     def project_value(self, x_source: Tensor) -> Tensor:
         """Project the sources to values :math:`X_s V` (identity without ``value_projection``).
 
-        Parameters
-        ----------
-        x_source : torch.Tensor, shape = (n_source, source_channels)
-            Source features.
+        %(x_source_parameters)s
 
         Returns
         -------
@@ -314,6 +309,7 @@ class MultiHeadAttention(nn.Module):
             query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
 
+    @fill_doc
     def attention_weights(
         self,
         x_target: Tensor,
@@ -332,16 +328,14 @@ class MultiHeadAttention(nn.Module):
 
         Parameters
         ----------
-        x_target : torch.Tensor, shape = (n_target, in_channels)
-            Target (query) features.
+        %(x_target)s
         x_source : torch.Tensor, shape = (n_source, source_channels), optional
             Source (key) features; ``None`` for self-attention.
         neighborhood : torch.Tensor or tuple of torch.Tensor, optional
             The θ·N bias, as in :meth:`forward`.
         batch_target, batch_source : torch.Tensor, optional
             Sorted complex index of every token.
-        num_complexes : int, optional
-            Number of complexes.
+        %(num_complexes)s
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed layout(s) (replaces the batch vectors).
 
@@ -383,6 +377,7 @@ class MultiHeadAttention(nn.Module):
             )
         return x_target, batch_target if batch_source is None else batch_source
 
+    @fill_doc
     def forward(
         self,
         x_target: Tensor,
@@ -397,8 +392,7 @@ class MultiHeadAttention(nn.Module):
 
         Parameters
         ----------
-        x_target : torch.Tensor, shape = (n_target, in_channels)
-            Target (query) features.
+        %(x_target)s
         x_source : torch.Tensor, shape = (n_source, source_channels), optional
             Source (key/value) features; ``None`` means self-attention (``x_source = x_target``
             and ``batch_source = batch_target``).
@@ -408,12 +402,10 @@ class MultiHeadAttention(nn.Module):
             :class:`~topomodelx_attention.nn.attention.NeighborhoodIndex` (for
             ``torch.compile``). Required for ``sparse``, optional θ·N bias for ``dense``,
             forbidden for ``linear``.
-        batch_target : torch.Tensor, shape = (n_target,), optional
-            Sorted complex index of every target token (``None``: one complex).
+        %(batch_target)s
         batch_source : torch.Tensor, shape = (n_source,), optional
             Sorted complex index of every source token.
-        num_complexes : int, optional
-            Number of complexes (inferred otherwise).
+        %(num_complexes)s
         layout : PaddedLayout or tuple of PaddedLayout, optional
             Precomputed padding of the token set(s) (dense and linear kinds): computed once
             per forward by :func:`~topomodelx_attention.nn.attention.padded_layout` and shared

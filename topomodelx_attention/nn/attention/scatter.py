@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from topomodelx_attention._docs import fill_doc
+
 try:  # pragma: no cover - depends on the environment
     import torch_scatter as _torch_scatter
 except ImportError:  # pragma: no cover - depends on the environment
@@ -56,17 +58,13 @@ def _broadcast_index(index: Tensor, src: Tensor) -> Tensor:
     return index.view(-1, *([1] * (src.dim() - 1))).expand_as(src)
 
 
+@fill_doc
 def scatter_sum(src: Tensor, index: Tensor, dim_size: int, out: Tensor | None = None) -> Tensor:
     """Sum the rows of ``src`` into ``dim_size`` buckets given by ``index``.
 
     Parameters
     ----------
-    src : torch.Tensor, shape = (n_items, ...)
-        Values to reduce along the first dimension.
-    index : torch.Tensor, shape = (n_items,)
-        Bucket of each row, in ``[0, dim_size)``.
-    dim_size : int
-        Number of buckets.
+    %(scatter_inputs)s
     out : torch.Tensor, shape = (dim_size, ...), optional
         Accumulate into this tensor **in place** (not differentiable; for chunked kernels that
         run without autograd) instead of allocating a zero tensor.
@@ -85,17 +83,13 @@ def scatter_sum(src: Tensor, index: Tensor, dim_size: int, out: Tensor | None = 
     return out.index_add_(0, index, src)
 
 
+@fill_doc
 def scatter_max(src: Tensor, index: Tensor, dim_size: int) -> Tensor:
     """Maximum of the rows of ``src`` per bucket (empty buckets give ``-inf``).
 
     Parameters
     ----------
-    src : torch.Tensor, shape = (n_items, ...)
-        Values to reduce along the first dimension.
-    index : torch.Tensor, shape = (n_items,)
-        Bucket of each row, in ``[0, dim_size)``.
-    dim_size : int
-        Number of buckets.
+    %(scatter_inputs)s
 
     Returns
     -------

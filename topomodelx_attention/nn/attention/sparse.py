@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     Neighborhood,
@@ -407,6 +408,7 @@ def _from_storage(stored: Tensor, plan: SparsePlan) -> Tensor:
 # ----------------------------------------------------------------------------------------------
 # sparse attention
 # ----------------------------------------------------------------------------------------------
+@fill_doc
 def sparse_attention(
     query: Tensor,
     key: Tensor,
@@ -432,24 +434,15 @@ def sparse_attention(
 
     Parameters
     ----------
-    query : torch.Tensor, shape = (n_target, heads, d)
-        Projected queries.
-    key : torch.Tensor, shape = (n_source, heads, d)
-        Projected keys.
-    value : torch.Tensor, shape = (n_source, heads, d_v)
-        Projected values.
+    %(qkv)s
     neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
         Sparse ``(n_target, n_source)`` matrix, ``(2, nnz)`` edge index, pair
         ``(index_target, index_source)`` or a prepared
         :class:`~topomodelx_attention.nn.attention.layout.NeighborhoodIndex` (the form to use
         under ``torch.compile``); see
         :func:`~topomodelx_attention.nn.attention.layout.neighborhood_index`.
-    scale : float, optional
-        Logit scale; ``1 / sqrt(d)`` by default (``1.0``: the paper's Eq. 2 without scaling).
-    dropout_p : float, default = 0.0
-        Dropout probability on the attention weights (only when ``training``).
-    training : bool, default = False
-        Whether dropout is active.
+    %(scale)s
+    %(dropout)s
     edge_bias : torch.Tensor, shape = (nnz,) or (nnz, heads) or (nnz, 1), optional
         Additive logits, in the order of the (coalesced) entries of ``neighborhood``.
     plan : SparsePlan, optional

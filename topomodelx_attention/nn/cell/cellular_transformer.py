@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import scatter_sum
@@ -494,13 +495,11 @@ class CellularTransformer(nn.Module):
         counts = torch.stack([torch.bincount(b, minlength=num) for b in batch], dim=1)
         return CellularInputs(x, pe, batch, tuple(membership), structure, counts)
 
+    @fill_doc
     def encode(self, data: ComplexData | CellularInputs) -> list[Tensor]:
         """Hidden features of every cell after the last layer (and the final LayerNorm).
 
-        Parameters
-        ----------
-        data : ComplexData or CellularInputs
-            A complex or a batch of complexes, or its :meth:`prepare` result.
+        %(complex_data_parameters)s
 
         Returns
         -------
@@ -525,13 +524,11 @@ class CellularTransformer(nn.Module):
                 "readout): call encode(data) for the cell features, or build it with out_channels"
             )
 
+    @fill_doc
     def cell_outputs(self, data: ComplexData | CellularInputs) -> dict[int, Tensor]:
         """Per-cell predictions of the readout ranks (node- or cell-level tasks).
 
-        Parameters
-        ----------
-        data : ComplexData or CellularInputs
-            A complex or a batch, or its :meth:`prepare` result.
+        %(complex_data_parameters)s
 
         Returns
         -------
@@ -542,6 +539,7 @@ class CellularTransformer(nn.Module):
         h = self.encode(data)
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
+    @fill_doc
     def forward(self, data: ComplexData | CellularInputs) -> Tensor | dict[int, Tensor]:
         """Predict one output per complex (or per cell when ``outputs`` lists ranks).
 
@@ -552,10 +550,7 @@ class CellularTransformer(nn.Module):
         ``forward(data)`` is ``forward(prepare(data))``: the second form is the one to compile
         (``torch.compile(model, dynamic=True)(model.prepare(batch))``).
 
-        Parameters
-        ----------
-        data : ComplexData or CellularInputs
-            A complex or a batch of complexes, or its :meth:`prepare` result.
+        %(complex_data_parameters)s
 
         Returns
         -------

@@ -20,6 +20,7 @@ r"""Tokens of TokenGT and order-k TokenGT: the token set, the graph tokenizer, t
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import FeatureEncoder, segment_pool
@@ -36,6 +38,7 @@ from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTL
 __all__ = [
     "EDGE_TOKENS",
     "NODE_ID_HELP",
+    "TOKEN_MODEL_OPTIONS",
     "TokenBatch",
     "TokenGTTokenizer",
     "TokenModel",
@@ -43,6 +46,7 @@ __all__ = [
     "eigenvector_dropout",
     "non_negative_int",
     "random_sign_flip",
+    "token_model_options",
 ]
 
 #: ``"directed"``: one token per column of ``edge_index`` (both directions of an undirected
@@ -57,10 +61,18 @@ NODE_ID_HELP = (
     "node_id_dim=0 (no node identifiers)"
 )
 
+#: For a model with a feature encoder and data without the features: the model's channel
+#: option, what the data lacks, and why building with that option 0 fixes it.
+_MISSING_FEATURES: dict[str, tuple[str, str, str]] = {
+    "x": ("in_channels", "node features x", "for feature-less graphs"),
+    "edge_attr": ("edge_channels", "edge_attr", "to ignore edge features"),
+}
+
 
 # ----------------------------------------------------------------------------------------------
 # identifier regularisers (functional, training time)
 # ----------------------------------------------------------------------------------------------
+@fill_doc
 def random_sign_flip(node_id: Tensor, batch: Tensor, num_complexes: int) -> Tensor:
     """Multiply every (complex, eigenvector column) of the identifiers by a random ``±1`` (A.3.1).
 
@@ -70,12 +82,8 @@ def random_sign_flip(node_id: Tensor, batch: Tensor, num_complexes: int) -> Tens
 
     Parameters
     ----------
-    node_id : torch.Tensor, shape = (n, d_p)
-        Node identifiers.
-    batch : torch.Tensor, shape = (n,)
-        Complex (graph) of every node.
-    num_complexes : int
-        Number of complexes.
+    %(node_id)s
+    %(per_complex)s
 
     Returns
     -------
@@ -87,6 +95,7 @@ def random_sign_flip(node_id: Tensor, batch: Tensor, num_complexes: int) -> Tens
     return node_id * signs.index_select(0, batch)
 
 
+@fill_doc
 def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_complexes: int, p: float) -> Tensor:
     """Zero whole identifier columns per complex with probability ``p`` (A.3.1, A.3.3).
 
@@ -95,12 +104,8 @@ def eigenvector_dropout(node_id: Tensor, batch: Tensor, num_complexes: int, p: f
 
     Parameters
     ----------
-    node_id : torch.Tensor, shape = (n, d_p)
-        Node identifiers.
-    batch : torch.Tensor, shape = (n,)
-        Complex (graph) of every node.
-    num_complexes : int
-        Number of complexes.
+    %(node_id)s
+    %(per_complex)s
     p : float
         Drop probability in ``[0, 1)``.
 
@@ -275,6 +280,29 @@ class TokenGTTokenizer(nn.Module):
             f"type_identifiers={self.type_embedding is not None}"
         )
 
+    def _add_features(
+        self,
+        tokens: Tensor,
+        encoder: FeatureEncoder | None,
+        features: Tensor | None,
+        name: str,
+        dtype: torch.dtype,
+    ) -> Tensor:
+        """``tokens + encoder(features)`` (``tokens`` without an encoder); refuse missing features.
+
+        ``name`` (``"x"`` or ``"edge_attr"``) selects the wording of the ``ValueError`` raised
+        when the model has an encoder but the data has no such features.
+        """
+        if encoder is None:
+            return tokens
+        if features is None:
+            channels, what, why = _MISSING_FEATURES[name]
+            raise ValueError(
+                f"the model has {channels}={getattr(self, channels)} but the data has no {what}; "
+                f"build it with {channels}=0 {why}"
+            )
+        return tokens + encoder(features, dtype)
+
     def undirected_edges(
         self, edge_index: Tensor, edge_attr: Tensor | None, num_nodes: int
     ) -> tuple[Tensor, Tensor | None, Tensor]:
@@ -361,20 +389,8 @@ class TokenGTTokenizer(nn.Module):
         m = edge_index.shape[1]
         node = torch.zeros((num_nodes, self.hidden_channels), dtype=dtype, device=device)
         edge = torch.zeros((m, self.hidden_channels), dtype=dtype, device=device)
-        if self.node_encoder is not None:
-            if x is None:
-                raise ValueError(
-                    f"the model has in_channels={self.in_channels} but the data has no node "
-                    "features x; build it with in_channels=0 for feature-less graphs"
-                )
-            node = node + self.node_encoder(x, dtype)
-        if self.edge_encoder is not None:
-            if edge_attr is None:
-                raise ValueError(
-                    f"the model has edge_channels={self.edge_channels} but the data has no "
-                    "edge_attr; build it with edge_channels=0 to ignore edge features"
-                )
-            edge = edge + self.edge_encoder(edge_attr, dtype)
+        node = self._add_features(node, self.node_encoder, x, "x", dtype)
+        edge = self._add_features(edge, self.edge_encoder, edge_attr, "edge_attr", dtype)
         if self.id_first is not None:
             p = node_id.to(dtype)
             first, second = self.id_first(p), self.id_second(p)
@@ -605,3 +621,29 @@ class TokenModel(nn.Module):
                 f"(it has {self.outputs})"
             )
         return self.readouts[str(name)]
+
+
+#: The options :class:`~.tokengt.TokenGT` and :class:`~.order_k_tokengt.OrderKTokenGT` share:
+#: the keyword-only arguments of :meth:`TokenModel._build_common` (both constructors take them
+#: keyword-only, with the same defaults; ``tests/nn/graph/test_tokengt_orderk.py`` checks it).
+TOKEN_MODEL_OPTIONS: tuple[str, ...] = tuple(
+    p.name
+    for p in inspect.signature(TokenModel._build_common).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+
+
+def token_model_options(arguments: Mapping[str, object]) -> dict[str, object]:
+    """Pick :data:`TOKEN_MODEL_OPTIONS` out of a constructor's arguments.
+
+    Parameters
+    ----------
+    arguments : mapping of str to object
+        The constructor's ``locals()`` (every shared option by its name).
+
+    Returns
+    -------
+    dict of str to object
+        The keyword arguments of :meth:`TokenModel._build_common`.
+    """
+    return {name: arguments[name] for name in TOKEN_MODEL_OPTIONS}
