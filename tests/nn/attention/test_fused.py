@@ -12,6 +12,8 @@ from topomodelx_attention.nn.attention.fused import (
     fused_slots,
     fused_sparse_attention,
     prepare_fused,
+    prepare_fused_edges,
+    prepare_fused_index,
 )
 
 SIZES = (5, 4, 3)
@@ -97,3 +99,45 @@ def test_slots_and_errors(gen):
     other_scale = MultiHeadAttention(6, 6, 2, kernel_options={"scale": 1.0})
     with pytest.raises(ValueError, match="block 1 differs"):
         prepare_fused([blocks[0], other_scale], PAIRS[:2], neighborhoods[:2], SIZES)
+
+
+def test_prepare_fused_edges_joins_and_sorts_by_query_row(gen):
+    neighborhoods = _neighborhoods(gen)
+    slots = fused_slots(PAIRS, SIZES)
+    edges = [tuple(m.indices()) for m in neighborhoods]
+    query, key = prepare_fused_edges(PAIRS, edges, SIZES)
+    # reference: the joined rows of every block, stably sorted by query row in torch
+    rows, cols = [], []
+    for i, ((source, target), (t, s)) in enumerate(zip(PAIRS, edges)):
+        rows.append(
+            t * len(slots.targets[target])
+            + slots.q_offsets[target]
+            + slots.targets[target].index(i)
+        )
+        cols.append(
+            s * len(slots.sources[source])
+            + slots.kv_offsets[source]
+            + slots.sources[source].index(i)
+        )
+    rows, cols = torch.cat(rows), torch.cat(cols)
+    order = torch.argsort(rows, stable=True)
+    assert query.dtype == key.dtype == torch.long
+    assert torch.equal(query, rows[order]) and torch.equal(key, cols[order])
+
+
+def test_a_transposed_neighbourhood_read_swapped_equals_its_transpose(gen):
+    # transposes[i]: block i gets N_iᵀ given as N_i; its edges are N_i's index rows swapped
+    neighborhoods = _neighborhoods(gen)
+    transposes = [s != t for s, t in PAIRS]
+    given = [m.t().coalesce() if flip else m for m, flip in zip(neighborhoods, transposes)]
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            expected = prepare_fused_index(PAIRS, neighborhoods, SIZES, 2)
+            got = prepare_fused_index(PAIRS, given, SIZES, 2, transposes=transposes)
+        assert torch.equal(got.index.index_target, expected.index.index_target)
+        assert torch.equal(got.index.index_source, expected.index.index_source)
+        for name in ("crow", "col", "row", "position", "crow_t", "col_t", "to_transposed"):
+            a, b = getattr(got.plan, name), getattr(expected.plan, name)
+            assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), name
+    with pytest.raises(ValueError, match=r"block 3.*\(4, 5\).*given transposed"):
+        prepare_fused_index(PAIRS, neighborhoods, SIZES, 2, transposes=transposes)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -38,6 +39,7 @@ __all__ = [
     "fused_sparse_attention",
     "fused_sparse_attention_weights",
     "prepare_fused",
+    "prepare_fused_edges",
     "prepare_fused_index",
 ]
 
@@ -202,6 +204,7 @@ def prepare_fused_index(
     device: torch.device | str | None = None,
     names: Sequence[str] | None = None,
     transposed: bool | None = None,
+    transposes: Sequence[bool] | None = None,
 ) -> FusedNeighborhood:
     """Join the neighbourhoods of blocks given by their pairs and head count into one edge list.
 
@@ -210,7 +213,8 @@ def prepare_fused_index(
     pairs : sequence of (int, int)
         ``(source group, target group)`` of every block.
     neighborhoods : sequence of torch.Tensor
-        Coalesced sparse COO ``(n_target, n_source)`` neighbourhood of every block (a mask).
+        Coalesced sparse COO ``(n_target, n_source)`` neighbourhood of every block (a mask);
+        for a block with ``transposes[i]``, its transpose ``(n_source, n_target)``.
     sizes : sequence of int
         Tokens of every group.
     heads : int
@@ -222,6 +226,10 @@ def prepare_fused_index(
     transposed : bool, optional
         Whether the CPU plan holds the transposed pattern (read by backward only); default
         ``torch.is_grad_enabled()``.
+    transposes : sequence of bool, optional
+        Per block: ``neighborhoods[i]`` is the transpose of the block's neighbourhood (e.g. the
+        incidence ``B`` of an arrow attending along ``Bᵀ``); its edges are read with the two
+        index rows swapped, no transpose is built. Default: none.
 
     Returns
     -------
@@ -231,33 +239,22 @@ def prepare_fused_index(
     if len(pairs) != len(neighborhoods):
         raise ValueError("give one (source, target) pair and one neighbourhood per block")
     names = [f"block {i}" for i in range(len(pairs))] if names is None else list(names)
-    slots = fused_slots(pairs, sizes)
-    index_query, index_key = [], []
+    transposes = [False] * len(pairs) if transposes is None else [bool(t) for t in transposes]
+    edges = []
     for i, ((source, target), matrix) in enumerate(zip(pairs, neighborhoods)):
         expected = (sizes[target], sizes[source])
-        if tuple(matrix.shape) != expected:
+        shape = tuple(matrix.shape)[::-1] if transposes[i] else tuple(matrix.shape)
+        if shape != expected:
             raise ValueError(
-                f"neighbourhood of {names[i]} has shape {tuple(matrix.shape)} but must be "
+                f"neighbourhood of {names[i]} has shape {shape} but must be "
                 f"(n_target, n_source) = {expected}; neighbourhoods are oriented (target, source)"
+                + (" (it is given transposed)" if transposes[i] else "")
             )
-        t, s = matrix.indices()
-        index_query.append(
-            t * len(slots.targets[target])
-            + (slots.q_offsets[target] + slots.targets[target].index(i))
-        )
-        index_key.append(
-            s * len(slots.sources[source])
-            + (slots.kv_offsets[source] + slots.sources[source].index(i))
-        )
-    index_query, index_key = torch.cat(index_query), torch.cat(index_key)
-    # edges sorted by query row: the scatters of the attention kernels then write in order
-    # (a linear-time radix sort on CPU: a comparison sort dominated the plan at 10⁶ cells)
-    if index_query.device.type == "cpu":
-        order = _stable_argsort(index_query, slots.q_offsets[-1])
-    else:
-        order = torch.argsort(index_query, stable=True)
+        index = matrix.indices()
+        edges.append((index[1], index[0]) if transposes[i] else (index[0], index[1]))
+    slots = fused_slots(pairs, sizes)
     index = prepare_neighborhood(
-        (index_query[order], index_key[order]),
+        prepare_fused_edges(pairs, edges, sizes),
         slots.q_offsets[-1],
         slots.kv_offsets[-1],
         device=device,
@@ -269,6 +266,55 @@ def prepare_fused_index(
             transposed = torch.is_grad_enabled()
         plan = sparse_plan(index, heads, transposed=transposed)
     return FusedNeighborhood(index, plan)
+
+
+def prepare_fused_edges(
+    pairs: Sequence[tuple[int, int]],
+    edges: Sequence[tuple[Tensor, Tensor]],
+    sizes: Sequence[int],
+) -> tuple[Tensor, Tensor]:
+    """Join the edges of the blocks into one edge list on the rows of :class:`FusedSlots`.
+
+    Entry ``(t, s)`` of block ``i`` becomes the edge from query row
+    ``q_offsets[target_i] + t · len(targets[target_i]) + slot`` to key row
+    ``kv_offsets[source_i] + s · len(sources[source_i]) + slot``. The edges are sorted by
+    query row, stably (the entries of one query row, all of one block, keep their order: a
+    block given as the swapped index rows of a coalesced matrix gets the coalesced order of
+    its transpose); the scatters of the attention kernels then write in order. On CPU the
+    arithmetic runs in NumPy (a few small arrays: torch's per-operation cost dominated) and
+    the sort is a linear-time radix sort (a comparison sort dominated the plan at 10⁶ cells).
+
+    Parameters
+    ----------
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block.
+    edges : sequence of (torch.Tensor, torch.Tensor)
+        Per block: ``(index_target, index_source)``, int64 tensors of shape ``(nnz_i,)``
+        (entries in range; not checked here).
+    sizes : sequence of int
+        Tokens of every group.
+
+    Returns
+    -------
+    index_query, index_key : torch.Tensor
+        Query row and key row of every edge, shape ``(Σ nnz_i,)``, sorted by query row.
+    """
+    slots = fused_slots(pairs, sizes)
+    cpu = all(t.device.type == "cpu" and s.device.type == "cpu" for t, s in edges)
+    queries, keys = [], []
+    for i, ((source, target), (t, s)) in enumerate(zip(pairs, edges)):
+        if cpu:
+            t, s = t.numpy(), s.numpy()
+        targets, sources = slots.targets[target], slots.sources[source]
+        queries.append(t * len(targets) + (slots.q_offsets[target] + targets.index(i)))
+        keys.append(s * len(sources) + (slots.kv_offsets[source] + sources.index(i)))
+    if not cpu:
+        query, key = torch.cat(queries), torch.cat(keys)
+        order = torch.argsort(query, stable=True)
+        return query[order], key[order]
+    query, key = np.concatenate(queries), np.concatenate(keys)
+    order = _stable_argsort(torch.from_numpy(query), slots.q_offsets[-1]).numpy()
+    return torch.from_numpy(query[order]), torch.from_numpy(key[order])
 
 
 def fused_sparse_attention(

@@ -386,15 +386,30 @@ class CellularTransformerLayer(nn.Module):
                     f"the prepared neighbourhoods lack the arrows {missing} of this layer"
                 )
             return neighborhoods
+        return self._arrow_neighborhoods(self._converted(neighborhoods), self.arrows)
+
+    def _converted(self, neighborhoods: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """Every neighbourhood the arrows read, by key, as coalesced COO (not transposed)."""
         converted: dict[str, Tensor] = {}
-        prepared = ArrowNeighborhoods()
         for arrow in self.arrows:
-            key = arrow.neighborhood
-            if key not in converted:
-                converted[key] = replace(arrow, transpose=False).matrix(neighborhoods)
-            prepared[arrow] = _transposed(converted[key]) if arrow.transpose else converted[key]
+            if arrow.neighborhood not in converted:
+                converted[arrow.neighborhood] = replace(arrow, transpose=False).matrix(
+                    neighborhoods
+                )
+        return converted
+
+    def _arrow_neighborhoods(
+        self, converted: Mapping[str, Tensor], arrows: Sequence[Arrow]
+    ) -> ArrowNeighborhoods:
+        """Return the ``(n_target, n_source)`` matrix of each of ``arrows`` (warns on signs)."""
+        prepared = ArrowNeighborhoods()
+        for arrow in arrows:
+            matrix = converted[arrow.neighborhood]
+            prepared[arrow] = _transposed(matrix) if arrow.transpose else matrix
         if not torch.compiler.is_compiling():
             for arrow in self._bias_arrows:
+                if arrow not in prepared:
+                    continue
                 values = prepared[arrow].values()
                 if values.numel() and bool((values < 0).any()):
                     warnings.warn(
@@ -405,7 +420,7 @@ class CellularTransformerLayer(nn.Module):
                         "(adjacency_r, coadjacency_r, incidence_r) or kind='sparse' (a mask: values "
                         "ignored).",
                         UserWarning,
-                        stacklevel=2,
+                        stacklevel=3,
                     )
         return prepared
 
@@ -447,7 +462,13 @@ class CellularTransformerLayer(nn.Module):
         if num_complexes is None:
             num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
         sizes = tuple(int(b.shape[0]) for b in batch)
-        prepared = self.prepare_neighborhoods(neighborhoods)
+        converted: Mapping[str, Tensor] = {}
+        if isinstance(neighborhoods, ArrowNeighborhoods):
+            prepared = self.prepare_neighborhoods(neighborhoods)
+        else:  # the fused arrows read their (untransposed) matrices as they are
+            converted = self._converted(neighborhoods)
+            rest = [a for a in self.arrows if a not in self._fused_arrows]
+            prepared = self._arrow_neighborhoods(converted, rest)
         device = batch[0].device
         if self.attention == "general":
             general = general_layout = None
@@ -473,13 +494,16 @@ class CellularTransformerLayer(nn.Module):
         active = () if self.fused is None else self.fused.active(sizes)
         active = [self._fused_arrows[i] for i in active]
         if active:
+            # a transposed arrow reads the index rows of its matrix swapped (no transpose built)
+            swapped = [a not in prepared and a.transpose for a in active]
             fused = prepare_fused_index(
                 [(a.source, a.target) for a in active],
-                [prepared[a] for a in active],
+                [prepared[a] if a in prepared else converted[a.neighborhood] for a in active],
                 sizes,
                 self.heads,
                 device=device,
                 names=[a.label for a in active],
+                transposes=swapped,
             )
         per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
         for i, arrow in enumerate(self.arrows):
