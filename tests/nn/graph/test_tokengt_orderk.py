@@ -18,7 +18,7 @@ from tests.helpers import (
 )
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, boundary_cycles, cell_orderings
-from topomodelx_attention.nn.graph.tokens import TOKEN_MODEL_OPTIONS
+from topomodelx_attention.nn.graph.tokens import TokenModel
 from topomodelx_attention.transforms import (
     CellCycleLifting,
     LaplacianNodeId,
@@ -307,9 +307,15 @@ def test_feature_rows_must_match_the_cells():
 def test_shared_options_are_keyword_only_with_the_same_defaults():
     graph = inspect.signature(TokenGT).parameters
     cells = inspect.signature(OrderKTokenGT).parameters
-    assert "n_layers" in TOKEN_MODEL_OPTIONS and "check_inputs" in TOKEN_MODEL_OPTIONS
+    # the keyword-only options of the shared builder both constructors pass on explicitly
+    common = {
+        p.name
+        for p in inspect.signature(TokenModel._build_common).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert {"n_layers", "check_inputs"} <= common
     shared = (set(graph) & set(cells)) - {"in_channels", "hidden_channels", "out_channels"}
-    assert set(TOKEN_MODEL_OPTIONS) <= shared
+    assert common <= shared
     for name in sorted(shared):
         assert graph[name].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert cells[name].kind is inspect.Parameter.KEYWORD_ONLY, name

@@ -34,7 +34,6 @@ from topomodelx_attention.nn.graph.tokens import (
     TokenModel,
     check_outputs,
     non_negative_int,
-    token_model_options,
 )
 
 __all__ = ["IDENTIFIERS", "MAX_TOKENS", "OrderKTokenGT", "OrderKTokenGTInputs"]
@@ -285,7 +284,26 @@ class OrderKTokenGT(TokenModel):
             if type_identifiers and identifiers == "ordered"
             else None
         )
-        self._build_common(hidden_channels, out_channels, outputs, **token_model_options(locals()))
+        self._build_common(
+            hidden_channels,
+            out_channels,
+            outputs,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            kernel_options=kernel_options,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
+        )
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""

@@ -46,7 +46,6 @@ from topomodelx_attention.nn.graph.tokens import (
     TokenGTTokenizer,
     TokenModel,
     check_outputs,
-    token_model_options,
 )
 
 __all__ = ["TOKENGT_OUTPUTS", "TokenGT", "TokenGTInputs"]
@@ -265,7 +264,26 @@ class TokenGT(TokenModel):
             categorical=categorical,
             edge_categorical=edge_categorical,
         )
-        self._build_common(hidden_channels, out_channels, outputs, **token_model_options(locals()))
+        self._build_common(
+            hidden_channels,
+            out_channels,
+            outputs,
+            n_layers=n_layers,
+            heads=heads,
+            node_id_dim=node_id_dim,
+            kind=kind,
+            kernel_options=kernel_options,
+            ffn_channels=ffn_channels,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            embedding_dropout=embedding_dropout,
+            drop_path=drop_path,
+            sign_flip=sign_flip,
+            eigenvector_dropout=eigenvector_dropout,
+            bias=bias,
+            token_layout=token_layout,
+            check_inputs=check_inputs,
+        )
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
 
     def _prepared(self, data: object) -> TokenGTInputs:

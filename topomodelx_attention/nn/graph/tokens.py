@@ -20,7 +20,6 @@ r"""Tokens of TokenGT and order-k TokenGT: the token set, the graph tokenizer, t
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +37,6 @@ from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTL
 __all__ = [
     "EDGE_TOKENS",
     "NODE_ID_HELP",
-    "TOKEN_MODEL_OPTIONS",
     "TokenBatch",
     "TokenGTTokenizer",
     "TokenModel",
@@ -46,7 +44,6 @@ __all__ = [
     "eigenvector_dropout",
     "non_negative_int",
     "random_sign_flip",
-    "token_model_options",
 ]
 
 #: ``"directed"``: one token per column of ``edge_index`` (both directions of an undirected
@@ -622,28 +619,3 @@ class TokenModel(nn.Module):
             )
         return self.readouts[str(name)]
 
-
-#: The options :class:`~.tokengt.TokenGT` and :class:`~.order_k_tokengt.OrderKTokenGT` share:
-#: the keyword-only arguments of :meth:`TokenModel._build_common` (both constructors take them
-#: keyword-only, with the same defaults; ``tests/nn/graph/test_tokengt_orderk.py`` checks it).
-TOKEN_MODEL_OPTIONS: tuple[str, ...] = tuple(
-    p.name
-    for p in inspect.signature(TokenModel._build_common).parameters.values()
-    if p.kind is inspect.Parameter.KEYWORD_ONLY
-)
-
-
-def token_model_options(arguments: Mapping[str, object]) -> dict[str, object]:
-    """Pick :data:`TOKEN_MODEL_OPTIONS` out of a constructor's arguments.
-
-    Parameters
-    ----------
-    arguments : mapping of str to object
-        The constructor's ``locals()`` (every shared option by its name).
-
-    Returns
-    -------
-    dict of str to object
-        The keyword arguments of :meth:`TokenModel._build_common`.
-    """
-    return {name: arguments[name] for name in TOKEN_MODEL_OPTIONS}
