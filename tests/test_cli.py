@@ -176,7 +176,10 @@ def test_train_without_a_terminal_prints_no_bar_no_lightning_chatter(tmp_path):
 
 
 _SIGINT_WRAPPER = """
-import contextlib, sys
+import contextlib, signal, sys
+# Ctrl+C as in a terminal: a job started in the background (`cmd &` without job control, as CI
+# scripts do) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from topomodelx_attention import cli
 from topomodelx_attention.harness import training
