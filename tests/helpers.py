@@ -162,6 +162,26 @@ def batch_slice(items: list, size: int, start: int = 0):
     return Batch.from_data_list(items[start : start + size])
 
 
+#: Batch sizes of the compile tests: the warm-up batch, then two more sizes.
+COMPILE_SIZES = (5, 8, 3)
+
+
+def compile_graphs() -> list[Data]:
+    """MUTAG graphs enough for one batch of every size in :data:`COMPILE_SIZES`, shifted by one."""
+    return load_mutag(max(COMPILE_SIZES) + len(COMPILE_SIZES) + 1)
+
+
+def assert_compiles_across_sizes(model, graphs: list, out_channels: int) -> list:
+    """One graph without a break on a prepared batch, then one frame for every batch size.
+
+    The batches are ``graphs[i : i + size]`` for the i-th size of :data:`COMPILE_SIZES`;
+    returns their prepared inputs (:func:`assert_no_recompile`).
+    """
+    assert_one_graph(model, model.prepare(batch_slice(graphs, COMPILE_SIZES[0])))
+    batches = [(size, batch_slice(graphs, size, start=i)) for i, size in enumerate(COMPILE_SIZES)]
+    return assert_no_recompile(model, batches, out_channels)
+
+
 def assert_one_graph(model, inputs) -> None:
     """``model(inputs)`` traces into exactly one graph, without a graph break."""
     import torch._dynamo

@@ -110,8 +110,29 @@ data : ComplexData or CellularInputs
 _MODULES["x_target_parameters"] = _PARAMETERS + _MODULES["x_target"]
 _MODULES["x_source_parameters"] = _PARAMETERS + _MODULES["x_source"]
 
+_DATA = {
+    "rank_parameters": _PARAMETERS
+    + """\
+rank : int
+    Cell rank.""",
+    "dataset_cfg_parameters": _PARAMETERS
+    + """\
+cfg : mapping
+    The ``dataset`` config (keys of ``configs/dataset/graphuniverse.yaml``).""",
+}
+
+_MODELS = {
+    "readout_layers": """\
+readout_layers : int, default=1
+    Hidden layers of the readout MLP.""",
+    "check_inputs": """\
+check_inputs : bool, default=True
+    Reject NaN / Inf / huge float inputs and feature rows that do not match the cells, once
+    per forward (:func:`~topomodelx_attention.nn.common.check_inputs`).""",
+}
+
 #: Every shared fragment, by placeholder name (dedented; continuation lines by four spaces).
-DOCS: dict[str, str] = {**_QKV, **_KERNEL, **_SCATTER, **_MODULES}
+DOCS: dict[str, str] = {**_QKV, **_KERNEL, **_SCATTER, **_MODULES, **_DATA, **_MODELS}
 
 
 def _indent(text: str, indent: str) -> str:

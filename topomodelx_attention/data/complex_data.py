@@ -49,6 +49,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.data.coo import Coo
 from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
@@ -339,13 +340,11 @@ class ComplexData(Data):
         shape = self._store._mapping.get("shape", None)
         return int(shape.shape[0]) if isinstance(shape, Tensor) and shape.dim() == 2 else 1
 
+    @fill_doc
     def num_cells(self, rank: int) -> int:
         """Return the number of cells of ``rank`` (all complexes of a batch together).
 
-        Parameters
-        ----------
-        rank : int
-            Cell rank.
+        %(rank_parameters)s
 
         Returns
         -------
@@ -401,13 +400,11 @@ class ComplexData(Data):
         name = "signed_incidence" if signed else "incidence"
         return [torch_to_scipy(self.neighborhood(name, r)) for r in range(1, self.max_rank + 1)]
 
+    @fill_doc
     def vertex_cells(self, rank: int) -> Tensor:
         """Which vertices lie on each cell of ``rank``.
 
-        Parameters
-        ----------
-        rank : int
-            Cell rank.
+        %(rank_parameters)s
 
         Returns
         -------

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.harness.datasets import DatasetInfo
 from topomodelx_attention.harness.models import (
     check_outputs,
@@ -53,6 +54,7 @@ __all__ = [
 ]
 
 
+@fill_doc
 class Baseline(nn.Module):
     """Shared frame of the baselines: options, input checks and the readout of their cell states.
 
@@ -68,9 +70,7 @@ class Baseline(nn.Module):
         Width of the cell states.
     pooling : {"sum", "mean"}, default="sum"
         Pooling of the cells of a complex.
-    check_inputs : bool, default=True
-        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once per
-        forward (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
     """
@@ -197,6 +197,7 @@ def _baseline(
 # GIN
 # ----------------------------------------------------------------------------------------------
 @_baseline("gin", "graph", lambda model, info: {"x_0", "batch_0", "edge_index"})
+@fill_doc
 class GINBaseline(Baseline):
     """GIN on the graph (``edge_index``, ``x_0``): encoder, ``torch_geometric.nn.GIN``, pool, MLP.
 
@@ -213,12 +214,10 @@ class GINBaseline(Baseline):
         GIN layers.
     dropout : float, default=0.0
         Dropout inside GIN and the readout.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
+    %(readout_layers)s
     pooling : {"sum", "mean"}, default="sum"
         Global pooling.
-    check_inputs : bool, default=True
-        Reject NaN/Inf/huge float inputs once per forward.
+    %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
     """
@@ -358,6 +357,7 @@ EDGE_GRAPH_CONVS: dict[str, tuple[int, dict[str, Any]]] = {
 @_baseline("gine", "graph", _edge_graph_keys, conv="gine")
 @_baseline("gps", "graph", _edge_graph_keys, conv="gps")
 @_baseline("graph_transformer", "graph", _edge_graph_keys, conv="graph_transformer")
+@fill_doc
 class EdgeGraphBaseline(Baseline):
     """Graph baselines with edge features: GINE, GPS or a sparse graph transformer (``conv``).
 
@@ -403,14 +403,12 @@ class EdgeGraphBaseline(Baseline):
         attention-kind names.
     dropout : float, default=0.0
         Dropout on the block outputs, before the readout and inside the readout MLP.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
+    %(readout_layers)s
     pooling : {"sum", "mean"}, default="sum"
         Global pooling.
     pe_hidden_channels : int, default=8
         Columns of ``h_0`` given to the encoded PE (only with ``pe_0``).
-    check_inputs : bool, default=True
-        Validate float inputs once per forward.
+    %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex.
 
@@ -535,6 +533,7 @@ class _RankBaseline(Baseline):
     "cell",
     lambda model, info: rank_keys(2, "x", "batch") | {"adjacency_1", "incidence_1", "incidence_2"},
 )
+@fill_doc
 class CWNBaseline(_RankBaseline):
     """TopoModelX's CW Network on cell complexes: encoders, ``CWN``, sum pool of all ranks, MLP.
 
@@ -553,11 +552,8 @@ class CWNBaseline(_RankBaseline):
         CWN layers.
     dropout : float, default=0.0
         Dropout before the readout.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
-    check_inputs : bool, default=True
-        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
-        per forward.
+    %(readout_layers)s
+    %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex. TopoModelX's CWN updates only the edges
         (its vertex states are the projected inputs), so a vertex reads the final states
@@ -608,6 +604,7 @@ class CWNBaseline(_RankBaseline):
     | {"hodge_laplacian_0", "down_laplacian_1", "up_laplacian_1", "hodge_laplacian_2"}
     | {"signed_incidence_1", "signed_incidence_2"},
 )
+@fill_doc
 class SCCNNBaseline(_RankBaseline):
     """TopoModelX's SCCNN on simplicial (clique) complexes: encoders, ``SCCNN``, pool, MLP.
 
@@ -632,11 +629,8 @@ class SCCNNBaseline(_RankBaseline):
         Normalise aggregations by the neighbourhood size.
     dropout : float, default=0.0
         Dropout before the readout.
-    readout_layers : int, default=1
-        Hidden layers of the readout MLP.
-    check_inputs : bool, default=True
-        Reject NaN/Inf/huge float inputs and feature rows that do not match the cells, once
-        per forward.
+    %(readout_layers)s
+    %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on the final vertex states,
         which SCCNN updates from the edges and triangles).

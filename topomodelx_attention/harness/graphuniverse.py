@@ -18,6 +18,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.data.graphuniverse import (
     TASKS,
     challenge_split,
@@ -55,13 +56,11 @@ def _task(cfg: Mapping[str, Any]) -> str:
     return str(task)
 
 
+@fill_doc
 def parameters_from_config(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Return the generation parameters of the ``dataset`` config (levels, ``n_graphs``, ``universe``, ``family``).
 
-    Parameters
-    ----------
-    cfg : mapping
-        The ``dataset`` config (``graphuniverse.yaml``).
+    %(dataset_cfg_parameters)s
 
     Returns
     -------
@@ -87,13 +86,11 @@ def _split_options(cfg: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@fill_doc
 def cache_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Return what determines the processed complexes besides the lifting: task, generation, split.
 
-    Parameters
-    ----------
-    cfg : mapping
-        The ``dataset`` config.
+    %(dataset_cfg_parameters)s
 
     Returns
     -------
@@ -103,13 +100,11 @@ def cache_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {"task": _task(cfg), "generation": parameters_from_config(cfg), "split": _split_options(cfg)}
 
 
+@fill_doc
 def load_graphuniverse(cfg: Mapping[str, Any], cache_dir: str | os.PathLike) -> dict[str, list[Data]]:
     """Return the graphs of the configured task, split by graph as TopoBench does.
 
-    Parameters
-    ----------
-    cfg : mapping
-        The ``dataset`` config.
+    %(dataset_cfg_parameters)s
     cache_dir : path-like
         Cache root; the family is stored under ``<cache_dir>/graphuniverse/``.
 
@@ -127,6 +122,7 @@ def load_graphuniverse(cfg: Mapping[str, Any], cache_dir: str | os.PathLike) -> 
     return {name: [graphs[int(i)] for i in idx] for name, idx in zip(("train", "val", "test"), parts)}
 
 
+@fill_doc
 def task_protocol(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Return the ``dataset`` config with the harness task settings of its challenge task filled in.
 
@@ -135,10 +131,7 @@ def task_protocol(cfg: Mapping[str, Any]) -> dict[str, Any]:
     ``metrics`` take the protocol's value unless set (not null). A ``task_level`` that
     contradicts the task raises.
 
-    Parameters
-    ----------
-    cfg : mapping
-        The ``dataset`` config.
+    %(dataset_cfg_parameters)s
 
     Returns
     -------

@@ -12,24 +12,14 @@ import pytest
 import torch
 import torch._dynamo
 
-from tests.helpers import (
-    assert_compiled_gradients_match,
-    assert_no_recompile,
-    assert_one_graph,
-    batch_slice,
-    load_mutag,
-    to_double,
-)
+from tests import helpers
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
-
-SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 
 
 @pytest.fixture(scope="module")
 def mutag():
-    graphs = load_mutag(max(SIZES) + 4)
-    return [to_double(c) for c in CellCycleLifting().lift_many(graphs)]
+    return [helpers.to_double(c) for c in CellCycleLifting().lift_many(helpers.compile_graphs())]
 
 
 def _model(attention, kind, **kwargs):
@@ -46,16 +36,15 @@ def _model(attention, kind, **kwargs):
 )
 def test_compiled_ct_has_no_graph_break_and_no_recompile(mutag, attention, kind):
     model = _model(attention, kind, pooling="mean").eval()
-    assert_one_graph(model, model.prepare(batch_slice(mutag, SIZES[0])))
-    assert_no_recompile(model, [(size, batch_slice(mutag, size, start=i)) for i, size in enumerate(SIZES)], 2)
+    helpers.assert_compiles_across_sizes(model, mutag, 2)
 
 
 @pytest.mark.slow
 def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
     model = _model("pairwise", "sparse").eval()
-    batch = batch_slice(mutag, SIZES[1])
+    batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
     # prepare() is torch.compiler.disable-d: it runs eagerly, the rest is one graph
-    assert_one_graph(model, batch)
+    helpers.assert_one_graph(model, batch)
     compiled = torch.compile(model, backend="eager", dynamic=True)
     torch.testing.assert_close(compiled(batch), model(batch), atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
@@ -65,4 +54,5 @@ def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
 def test_compiled_ct_gradients_match_eager(mutag):
     """Training mode through aot_eager: same loss and parameter gradients as eager."""
     model = _model("pairwise", "sparse", dropout=0.0).train()
-    assert_compiled_gradients_match(model, model.prepare(batch_slice(mutag, SIZES[1])))
+    batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
+    helpers.assert_compiled_gradients_match(model, model.prepare(batch))

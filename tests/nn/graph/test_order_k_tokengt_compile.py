@@ -14,18 +14,21 @@ import torch
 import torch._dynamo
 import torch._dynamo.testing
 
-from tests.helpers import assert_compiled_gradients_match, batch_slice, load_mutag
+from tests.helpers import (
+    COMPILE_SIZES,
+    assert_compiled_gradients_match,
+    batch_slice,
+    compile_graphs,
+)
 from topomodelx_attention.nn.graph import OrderKTokenGT
 from topomodelx_attention.nn.graph.order_k_tokengt import OrderKTokenGTInputs
 from topomodelx_attention.transforms import LaplacianNodeId, SimplicialCliqueLifting
-
-SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 
 
 @pytest.fixture(scope="module")
 def skeletons():
     lifting = SimplicialCliqueLifting(complex_dim=1)
-    return [LaplacianNodeId(4)(c) for c in lifting.lift_many(load_mutag(max(SIZES) + 4))]
+    return [LaplacianNodeId(4)(c) for c in lifting.lift_many(compile_graphs())]
 
 
 def _model(identifiers: str, **kwargs) -> OrderKTokenGT:
@@ -45,7 +48,7 @@ def _breaks(model, batch) -> tuple[int, int, list]:
 @pytest.mark.parametrize("identifiers", ["sum", "ordered"])
 def test_compiled_orderk_tokengt_on_complex_data_has_no_graph_break(skeletons, identifiers):
     model = _model(identifiers).eval()
-    batch = batch_slice(skeletons, SIZES[1])
+    batch = batch_slice(skeletons, COMPILE_SIZES[1])
     graphs, breaks, reasons = _breaks(model, batch)
     assert (graphs, breaks) == (1, 0), reasons
     # the traced part is the one after prepare: the prepared form has no break either
@@ -75,13 +78,13 @@ def test_compiled_orderk_tokengt_does_not_recompile_across_batch_sizes(skeletons
 def test_compiled_orderk_tokengt_gradients_match_eager(skeletons):
     """Training mode through aot_eager on a raw batch: same loss and parameter gradients."""
     model = _model("sum").train()  # no dropout, no sign flip: deterministic
-    assert_compiled_gradients_match(model, batch_slice(skeletons, SIZES[1]))
+    assert_compiled_gradients_match(model, batch_slice(skeletons, COMPILE_SIZES[1]))
 
 
 def test_prepare_equals_raw_batch_and_keeps_the_checks(skeletons):
     """``model(model.prepare(b)) == model(b)``; bad inputs still fail in prepare, by name."""
     model = _model("sum").eval()
-    batch = batch_slice(skeletons, SIZES[0])
+    batch = batch_slice(skeletons, COMPILE_SIZES[0])
     torch.testing.assert_close(model(model.prepare(batch)), model(batch))
     bad = batch.clone()
     bad["x_0"] = bad["x_0"].clone()

@@ -5,22 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import (
-    assert_compiled_gradients_match,
-    assert_no_recompile,
-    assert_one_graph,
-    batch_slice,
-    load_mutag,
-)
+from tests import helpers
 from topomodelx_attention.nn.graph import TokenGT
 from topomodelx_attention.transforms import LaplacianNodeId
-
-SIZES = (5, 8, 3)  # warm-up batch, then two more batch sizes
 
 
 @pytest.fixture(scope="module")
 def mutag():
-    return [LaplacianNodeId(4)(g) for g in load_mutag(max(SIZES) + 4)]
+    return [LaplacianNodeId(4)(g) for g in helpers.compile_graphs()]
 
 
 def _model(kind, **kwargs):
@@ -34,9 +26,7 @@ def _model(kind, **kwargs):
 )
 def test_compiled_tokengt_has_no_graph_break_and_no_recompile(mutag, kind, token_layout):
     model = _model(kind, token_layout=token_layout).eval()
-    assert_one_graph(model, model.prepare(batch_slice(mutag, SIZES[0])))
-    batches = [(size, batch_slice(mutag, size, start=i)) for i, size in enumerate(SIZES)]
-    prepared = assert_no_recompile(model, batches, 2)
+    prepared = helpers.assert_compiles_across_sizes(model, mutag, 2)
     # one graph per padded/packed choice of the encoder (fixed by token_layout here)
     assert len({inputs.padded for inputs in prepared}) == 1
 
@@ -45,6 +35,6 @@ def test_compiled_tokengt_has_no_graph_break_and_no_recompile(mutag, kind, token
 def test_compiled_tokengt_on_graphs_breaks_only_at_prepare_and_matches_gradients(mutag):
     model = _model("dense", token_layout="packed").train()  # no dropout: deterministic
     model.sign_flip = False
-    batch = batch_slice(mutag, SIZES[1])
-    assert_one_graph(model, batch)
-    assert_compiled_gradients_match(model, batch)
+    batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
+    helpers.assert_one_graph(model, batch)
+    helpers.assert_compiled_gradients_match(model, batch)

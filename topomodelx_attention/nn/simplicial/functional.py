@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -273,19 +274,26 @@ def _sdpa_path(
     )
 
 
+class _Problem(NamedTuple):
+    """What the dense and gathered paths share besides the flattened tokens and the mask."""
+
+    lead_shape: torch.Size  # broadcast leading shape (batch, heads, ...)
+    n_real: tuple[int, ...]  # real keys per axis (without the bias slot)
+    has_bias: tuple[bool, ...]  # whether axis m carries a key/value bias slot
+    scale: float
+    chunk_size: int | tuple[int, int] | None
+    dropout_p: float
+
+
 def _dense_path(
     q: Tensor,
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
     mask: masks.CausalMask | Tensor | None,
-    lead_shape: torch.Size,
-    n_real: Sequence[int],
-    has_bias: Sequence[bool],
-    scale: float,
-    chunk_size: int | tuple[int, int] | None,
-    dropout_p: float,
+    problem: _Problem,
 ) -> Tensor:
     """All tuples, causal tuples or a boolean tensor mask: the streaming kernel."""
+    lead_shape, n_real, has_bias, scale, chunk_size, dropout_p = problem
     order, n = len(keys), q.shape[1]
     key_sizes = [k.shape[1] for k in keys]
     dense = None
@@ -315,14 +323,10 @@ def _gathered_path(
     keys: Sequence[Tensor],
     values: Sequence[Tensor],
     selection: masks.KeySelection,
-    lead_shape: torch.Size,
-    n_real: Sequence[int],
-    has_bias: Sequence[bool],
-    scale: float,
-    chunk_size: int | tuple[int, int] | None,
-    dropout_p: float,
+    problem: _Problem,
 ) -> Tensor:
     """Per-query key lists (windows, router): gather ``K_m`` keys per axis, joint softmax."""
+    lead_shape, n_real, has_bias, scale, chunk_size, dropout_p = problem
     lead, n, _ = q.shape
     order = len(keys)
     idx_l, valid_l, gate_l = [], [], []
@@ -573,5 +577,6 @@ def n_simplicial_attention(
         out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p)
     else:  # per-query key lists, or all / causal / masked tuples: same arguments
         path = _gathered_path if isinstance(mask, masks.KeySelection) else _dense_path
-        out = path(q_f, k_f, v_f, mask, lead_shape, n_real, has_bias, scale, chunk_size, dropout_p)
+        problem = _Problem(lead_shape, n_real, tuple(has_bias), scale, chunk_size, dropout_p)
+        out = path(q_f, k_f, v_f, mask, problem)
     return out.reshape(*lead_shape, n, out.shape[-1])
