@@ -192,7 +192,7 @@ def test_stacked_weights_load_a_state_dict_of_one_block_per_arrow(bias):
         other.load_state_dict({k: v for k, v in per_arrow.items() if "1->0" not in k})
 
 
-def test_fused_arrows_have_two_parameter_tensors_per_rank():
+def test_stacked_blocks_have_two_parameter_tensors_per_rank():
     # the optimiser steps over far fewer tensors: per layer 2 per rank for the 7 default arrows
     # (was 4 per arrow), and the LayerNorms / FFNs of all ranks as 2 / 4 stacked tensors (was 12 / 12)
     layer = CellularTransformerLayer(32, heads=4, max_rank=2)

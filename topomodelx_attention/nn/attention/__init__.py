@@ -19,7 +19,8 @@ r"""The attention core shared by every model family.
   projected module (Eq. 2 of the Cellular Transformer paper), and
   :class:`MultiGroupAttention` (one value projection per token group, Eq. 3).
 * :mod:`~topomodelx_attention.nn.attention.fused`: many sparse blocks between token groups in
-  one fused call.
+  one fused call; :mod:`~topomodelx_attention.nn.attention.stacked`: :class:`StackedBlocks`,
+  their Q/K/V/O weights stacked per group and role.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
@@ -59,6 +60,7 @@ from topomodelx_attention.nn.attention.scatter import (
     segment_softmax,
 )
 from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_attention, sparse_plan
+from topomodelx_attention.nn.attention.stacked import StackedBlocks
 
 # torch.export inputs
 register_prepared_inputs(NeighborhoodIndex, PaddedLayout, SparsePlan, FusedNeighborhood)
@@ -87,6 +89,7 @@ __all__ = [
     "PaddedLayout",
     "SparseKernel",
     "SparsePlan",
+    "StackedBlocks",
     "build_kernel",
     "default_num_random_features",
     "dense_attention",

@@ -3,7 +3,6 @@
 * :mod:`~.tensor_diagram`: the arrows of a tensor diagram (§4.3) and their neighbourhoods;
 * :mod:`~.cell_encoder`: the embedding of every rank's features and PE (Eq. 4);
 * :mod:`~.cellular_transformer_layer`: one pre-norm layer (pairwise / general attention);
-* :mod:`~.fused_arrows`: the layer's fused sparse arrows, their Q/K/V/O stacked per rank;
 * :mod:`~.per_rank`: the layer's per-rank LayerNorms / FFNs, stacked over the ranks;
 * :mod:`~.cellular_transformer`: the model: embedding, the layer stack, the readout.
 """

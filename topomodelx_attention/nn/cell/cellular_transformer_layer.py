@@ -15,7 +15,7 @@ package's shared attention core (:class:`~topomodelx_attention.nn.attention.Mult
 
 Execution of pairwise sparse attention: every arrow keeps its own Q/K/V/O and its own softmax.
 The sparse arrows' weights are stored stacked per rank and role in the layer's ``fused``
-module (:class:`~topomodelx_attention.nn.cell.fused_arrows.FusedArrows`), and the attention
+module (:class:`~topomodelx_attention.nn.attention.stacked.StackedBlocks`), and the attention
 core runs them together (:mod:`~topomodelx_attention.nn.attention.fused`: blocks keyed by
 their (source, target) ranks, one sparse call on the joined edge lists); the other arrows
 have one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` each in ``blocks``.
@@ -64,7 +64,7 @@ from topomodelx_attention.nn.attention import (
 from topomodelx_attention.nn.attention.fused import FusedNeighborhood, prepare_fused_index
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.attention.sparse import _stable_argsort
-from topomodelx_attention.nn.cell.fused_arrows import FusedArrows, block_weights, stackable
+from topomodelx_attention.nn.attention.stacked import StackedBlocks, projection_weights, stackable
 from topomodelx_attention.nn.cell.per_rank import RankFeedForwards, RankLayerNorms
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
@@ -224,7 +224,7 @@ class CellularTransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self._block_of = dict(zip(self.arrows, self.block_keys))
         self._fused_arrows: tuple[Arrow, ...] = ()
-        self.fused: FusedArrows | None = None
+        self.fused: StackedBlocks | None = None
         if attention == "pairwise":
             # one block per arrow, in arrow order (the random stream of the initialisation)
             built = {
@@ -240,12 +240,12 @@ class CellularTransformerLayer(nn.Module):
                 for arrow, key in zip(self.arrows, self.block_keys)
             }
             # sparse blocks with plain Q/K/V/O projections: one fused call of the core, on
-            # weights stored stacked (one parameter per rank and role, fused_arrows.py)
+            # weights stored stacked (one parameter per rank and role, nn/attention/stacked.py)
             fused_keys = [k for k in self.block_keys if stackable(built[k])]
             self._fused_arrows = tuple(a for a in self.arrows if self._block_of[a] in fused_keys)
             self.blocks = nn.ModuleDict({k: b for k, b in built.items() if k not in fused_keys})
             if fused_keys:
-                self.fused = FusedArrows(
+                self.fused = StackedBlocks(
                     [built[k] for k in fused_keys],
                     fused_keys,
                     [(a.source, a.target) for a in self._fused_arrows],
@@ -289,7 +289,7 @@ class CellularTransformerLayer(nn.Module):
 
         Pairwise attention only. The weights of the fused sparse arrows are slices of the
         stacked parameters ``fused.query_key_value[r]`` / ``fused.output[r]``
-        (:meth:`FusedArrows.arrow_weights`); the others are those of the arrow's block in
+        (:meth:`StackedBlocks.weights_of`); the others are those of the arrow's block in
         ``blocks``.
 
         Parameters
@@ -297,25 +297,25 @@ class CellularTransformerLayer(nn.Module):
         arrow : Arrow or str
             An arrow of the tensor diagram, or its block key (e.g. ``"1->0"``).
         grad : bool, default=False
-            The parameters' ``.grad`` instead (as :meth:`FusedArrows.arrow_weights`).
+            The parameters' ``.grad`` instead (as :meth:`StackedBlocks.weights_of`).
 
         Returns
         -------
         dict of str to (torch.Tensor or None)
-            The eight entries of :meth:`FusedArrows.arrow_weights` (``out`` and ``out_bias``
+            The eight entries of :meth:`StackedBlocks.weights_of` (``out`` and ``out_bias``
             are ``None`` without output projection).
         """
         key = self._arrow_key(arrow)
         if key in self.blocks:
-            return block_weights(self.blocks[key], grad=grad)
-        return self.fused.arrow_weights(key, grad=grad)
+            return projection_weights(self.blocks[key], grad=grad)
+        return self.fused.weights_of(key, grad=grad)
 
     def arrow_attention(self, arrow: Arrow | str) -> MultiHeadAttention:
         """One arrow's attention block as a :class:`MultiHeadAttention` (for references, tests).
 
         Pairwise attention only. A fused sparse arrow has no block of its own (its weights are
         slices of the stacked parameters): this returns a new block holding a copy of its
-        current weights (:meth:`FusedArrows.arrow_attention`). Other arrows return their block
+        current weights (:meth:`StackedBlocks.attention_of`). Other arrows return their block
         in ``blocks`` itself.
 
         Parameters
@@ -329,7 +329,7 @@ class CellularTransformerLayer(nn.Module):
             ``MHA(x_target, x_source, neighbourhood)`` of the arrow (Eq. 2).
         """
         key = self._arrow_key(arrow)
-        return self.blocks[key] if key in self.blocks else self.fused.arrow_attention(key)
+        return self.blocks[key] if key in self.blocks else self.fused.attention_of(key)
 
     def _load_former_layout(self, state_dict, prefix, *args) -> None:
         """Load-state-dict pre-hook: the former layouts of the fused arrows' weights."""

@@ -1,20 +1,23 @@
-"""The Q/K/V/O weights of a layer's fused sparse arrows, stacked per rank and role.
+"""Many attention blocks' Q/K/V/O weights stacked per group and role, run in one fused call.
 
-A pairwise :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer` runs its sparse
-arrows in one call of the attention core
-(:func:`~topomodelx_attention.nn.attention.fused.fused_sparse_attention_weights`). Their
-weights live in :class:`FusedArrows` as one parameter per rank and role instead of four per
-arrow: ``query_key_value[r]`` holds ``[W_Q…; W_K…; W_V…]`` (``nn.Linear`` convention: the
-query maps of the arrows into rank ``r``, then the key and the value maps of the arrows out of
-it, in arrow order) and ``output[r]`` holds ``[W_O… ]`` of the arrows into ``r`` side by side.
-The same computation as one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per
-arrow, with one GEMM per rank and role, and far fewer tensors for an optimiser to loop over.
+A layer that attends along several ``(source, target)`` pairs of token groups (the ranks of a
+complex, for the pairwise :class:`~topomodelx_attention.nn.cell.CellularTransformerLayer`: its
+sparse arrows) can run them all in one call of
+:func:`~topomodelx_attention.nn.attention.fused.fused_sparse_attention_weights`. Their weights
+then live in :class:`StackedBlocks` as one parameter per group and role instead of four per
+block: ``query_key_value[g]`` holds ``[W_Q…; W_K…; W_V…]`` (``nn.Linear`` convention: the query
+maps of the blocks into group ``g``, then the key and the value maps of the blocks out of it,
+in block order) and ``output[g]`` holds ``[W_O… ]`` of the blocks into ``g`` side by side. The
+same computation as one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per
+block, with one GEMM per group and role, and far fewer tensors for an optimiser to loop over.
 
-:class:`FusedArrows` answers "the weights of arrow ``key``" (:meth:`FusedArrows.arrow_weights`,
-views of the stacked parameters; :meth:`FusedArrows.arrow_attention`, a block holding a copy),
-"the weights for this forward" (:meth:`FusedArrows.weights`) and reads checkpoints of the
-former per-arrow layout (:meth:`FusedArrows.load_former_layout`). It knows its arrows by block key and
-``(source, target)`` ranks only (plain tuples: ``torch.compile`` traces them as constants).
+:class:`StackedBlocks` answers "the weights of block ``key``" (:meth:`StackedBlocks.weights_of`,
+views of the stacked parameters; :meth:`StackedBlocks.attention_of`, a block holding a copy),
+"the weights for this forward" (:meth:`StackedBlocks.weights`) and reads checkpoints of the
+former one-block-per-pair layout (:meth:`StackedBlocks.load_former_layout`). It knows its blocks
+by key and ``(source, target)`` group only (plain tuples: ``torch.compile`` traces them as
+constants). This is the only module besides
+:class:`~topomodelx_attention.nn.attention.MultiHeadAttention` that touches its projections.
 """
 
 from __future__ import annotations
@@ -24,30 +27,29 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention import MultiHeadAttention
 from topomodelx_attention.nn.attention.fused import (
     FusedNeighborhood,
     fusable,
     fused_slots,
     fused_sparse_attention_weights,
 )
+from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
 
-__all__ = ["ROLES", "FusedArrows", "block_weights", "stackable"]
+__all__ = ["ROLES", "StackedBlocks", "projection_weights", "stackable"]
 
-#: The projections of an arrow, in the order of :meth:`FusedArrows.arrow_weights`.
+#: The projections of a block, in the order of :meth:`StackedBlocks.weights_of`.
 ROLES = ("query", "key", "value", "out")
-#: The stacked parameters (``ParameterDict`` of one entry per rank), in registration order.
 
 Weights = tuple[Tensor, Tensor | None]
 
 
 def stackable(block: MultiHeadAttention) -> bool:
-    """Whether an arrow's block joins the fused call with stacked weights.
+    """Whether an attention block can join the fused call with stacked weights.
 
     Parameters
     ----------
     block : MultiHeadAttention
-        The arrow's attention block.
+        The attention block.
 
     Returns
     -------
@@ -58,7 +60,7 @@ def stackable(block: MultiHeadAttention) -> bool:
     return fusable(block) and not any(True for _ in block.kernel.parameters())
 
 
-def block_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict[str, Tensor | None]:
+def projection_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict[str, Tensor | None]:
     """Return the Q/K/V/O weights and biases of one attention block (its parameters).
 
     Parameters
@@ -71,7 +73,7 @@ def block_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict[str,
     Returns
     -------
     dict of str to (torch.Tensor or None)
-        As :meth:`FusedArrows.arrow_weights`.
+        As :meth:`StackedBlocks.weights_of`.
     """
     lins = (block.lin_query, block.lin_key, block.lin_value, block.lin_out)
     weights = {r: None if lin is None else _of(lin.weight, grad) for r, lin in zip(ROLES, lins)}
@@ -81,39 +83,39 @@ def block_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict[str,
     return {**weights, **biases}
 
 
-class FusedArrows(nn.Module):
-    """The fused sparse arrows of a layer: their stacked weights and their one attention call.
+class StackedBlocks(nn.Module):
+    """Attention blocks between token groups: their stacked weights and their one fused call.
 
-    Built from one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per arrow
-    (every block :func:`stackable`, all with the same kernel and the same bias setting): their
-    weights are copied into the stacked parameters (so a layer built under a seed has the same
-    weights as one block per arrow); the blocks themselves are not kept.
+    Built from one :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per
+    ``(source, target)`` pair (every block :func:`stackable`, all with the same kernel and the
+    same bias setting): their weights are copied into the stacked parameters (so a layer built
+    under a seed has the same weights as one block per pair); the blocks themselves are not kept.
 
     Parameters
     ----------
     blocks : sequence of MultiHeadAttention
-        The arrows' blocks, in arrow order.
+        The blocks.
     keys : sequence of str
-        The arrows' block keys (``"1->0"``, ``"1->1:adjacency_1"``), same order.
+        Their names (the CT's arrow keys ``"1->0"``, ``"1->1:adjacency_1"``), same order.
     pairs : sequence of (int, int)
-        The arrows' ``(source rank, target rank)``, same order.
+        Their ``(source group, target group)``, same order.
     ranks : int
-        Number of ranks ``0..max_rank`` of the layer.
+        Number of groups ``0..ranks-1`` (the ranks of a complex).
 
     Attributes
     ----------
     query_key_value : torch.nn.ParameterDict
-        ``query_key_value[str(r)]`` of shape ``((n_q + 2·n_kv)·C, C)`` for the ``n_q`` arrows
-        into rank ``r`` and the ``n_kv`` arrows out of it (ranks no arrow reads: no entry).
+        ``query_key_value[str(g)]`` of shape ``((n_q + 2·n_kv)·C, C)`` for the ``n_q`` blocks
+        into group ``g`` and the ``n_kv`` blocks out of it (groups no block reads: no entry).
     output : torch.nn.ParameterDict
-        ``output[str(r)]`` of shape ``(C, n_q·C)``.
+        ``output[str(g)]`` of shape ``(C, n_q·C)``.
     query_key_value_bias, output_bias : torch.nn.ParameterDict or None
-        Shapes ``((n_q + 2·n_kv)·C,)`` and ``(n_q, C)`` (one output bias per arrow); ``None``
+        Shapes ``((n_q + 2·n_kv)·C,)`` and ``(n_q, C)`` (one output bias per block); ``None``
         for blocks without bias.
     kernel : SparseKernel
-        The arrows' kernel (scale, attention dropout).
+        The blocks' kernel (scale, attention dropout).
     targets, sources : tuple of tuple of int
-        Per rank: the arrows (indices) whose target / source it is, in slot order.
+        Per group: the blocks (indices) whose target / source it is, in slot order.
     """
 
     def __init__(
@@ -126,7 +128,7 @@ class FusedArrows(nn.Module):
         super().__init__()
         if not blocks or not len(blocks) == len(keys) == len(pairs):
             raise ValueError(
-                f"FusedArrows needs one block, key and pair per arrow, got {len(blocks)} blocks, "
+                f"StackedBlocks needs one key and pair per block, got {len(blocks)} blocks, "
                 f"{len(keys)} keys, {len(pairs)} pairs"
             )
         if not all(stackable(block) for block in blocks):
@@ -167,7 +169,7 @@ class FusedArrows(nn.Module):
                         )
 
     def active(self, sizes: Sequence[int]) -> tuple[int, ...]:
-        """Return the arrows (indices) with cells at both ends, for ``sizes`` cells per rank."""
+        """Return the blocks (indices) with tokens at both ends, for ``sizes`` tokens per group."""
         return tuple(i for i, (s, t) in enumerate(self.pairs) if sizes[s] and sizes[t])
 
     def forward(
@@ -177,27 +179,27 @@ class FusedArrows(nn.Module):
         *,
         output_dropout: nn.Module | None = None,
     ) -> list[Tensor | None]:
-        """Attend along every active arrow in one fused sparse call (Eq. 2, summed per target).
+        """Attend along every active block in one fused sparse call (CT Eq. 2, summed per target).
 
         Parameters
         ----------
         x : sequence of torch.Tensor
-            ``x[r]`` of shape ``(n_r, C)``: the normalised cochains of every rank.
+            ``x[g]`` of shape ``(n_g, C)``: the (normalised) tokens of every group.
         neighborhood : FusedNeighborhood or None
-            The joined edge lists of the active arrows
+            The joined edge lists of the active blocks
             (:func:`~topomodelx_attention.nn.attention.fused.prepare_fused_index`, in the order
-            of :meth:`active`); ``None`` when no arrow is active.
+            of :meth:`active`); ``None`` when no block is active.
         output_dropout : torch.nn.Module, optional
-            Dropout on the output of every arrow.
+            Dropout on the output of every block.
 
         Returns
         -------
         list of (torch.Tensor or None)
-            Per rank: the sum of the arrows into it, shape ``(n_r, C)``; ``None`` for a rank no
-            active arrow reaches.
+            Per group: the sum of the blocks into it, shape ``(n_g, C)``; ``None`` for a group
+            no active block reaches.
         """
         active = self.active(tuple(xr.shape[0] for xr in x))
-        if not active:  # a rank absent from every complex: nothing to attend
+        if not active:  # a group without tokens everywhere: nothing to attend
             return [None] * len(x)
         projections, outputs = self.weights(active)
         head_channels = self.channels // self.heads
@@ -214,21 +216,21 @@ class FusedArrows(nn.Module):
         )
 
     def weights(self, active: Sequence[int]) -> tuple[list[Weights | None], list[Weights | None]]:
-        """Return the stacked ``(W, b)`` per rank for a forward on the ``active`` arrows.
+        """Return the stacked ``(W, b)`` per group for a forward on the ``active`` blocks.
 
         Parameters
         ----------
         active : sequence of int
-            The arrows that attend (:meth:`active`).
+            The blocks that attend (:meth:`active`).
 
         Returns
         -------
         projections : list of ((torch.Tensor, torch.Tensor or None) or None)
-            Per rank: ``(W, b)`` with ``W`` of shape ``((n_q + 2·n_kv)·C, C)`` for the active
-            arrows (the parameters themselves when all arrows are active, else the slices of the
-            active ones); ``None`` for a rank none of them reads.
+            Per group: ``(W, b)`` with ``W`` of shape ``((n_q + 2·n_kv)·C, C)`` for the active
+            blocks (the parameters themselves when all blocks are active, else the slices of the
+            active ones); ``None`` for a group none of them reads.
         outputs : list of ((torch.Tensor, torch.Tensor or None) or None)
-            Per rank: ``(W_O, b_O)`` of shapes ``(C, n_q·C)`` and ``(n_q, C)`` (or ``None``).
+            Per group: ``(W_O, b_O)`` of shapes ``(C, n_q·C)`` and ``(n_q, C)`` (or ``None``).
         """
         qkv, out = self.query_key_value, self.output
         qkv_bias, out_bias = self.query_key_value_bias, self.output_bias
@@ -248,7 +250,7 @@ class FusedArrows(nn.Module):
                 for g in ranks
             ]
             return projections, outputs
-        # a rank without cells in this batch: the slices of the arrows that still attend
+        # a group without tokens in this batch: the slices of the blocks that still attend
         c = self.channels
         projections, outputs = [], []
         for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
@@ -273,13 +275,13 @@ class FusedArrows(nn.Module):
                 outputs.append(None)
         return projections, outputs
 
-    def arrow_weights(self, key: str, *, grad: bool = False) -> dict[str, Tensor | None]:
-        """Return the Q/K/V/O weights and biases of one arrow (views of the stacked parameters).
+    def weights_of(self, key: str, *, grad: bool = False) -> dict[str, Tensor | None]:
+        """Return the Q/K/V/O weights and biases of one block (views of the stacked parameters).
 
         Parameters
         ----------
         key : str
-            The arrow's block key (one of :attr:`keys`).
+            The block's key (one of :attr:`keys`).
         grad : bool, default=False
             Return the same slices of the parameters' ``.grad`` instead (``None`` where a
             parameter has none).
@@ -292,7 +294,7 @@ class FusedArrows(nn.Module):
             ``out_bias`` of shape ``(C,)`` (``None`` without bias).
         """
         if key not in self.keys:
-            raise ValueError(f"no fused arrow with block key {key!r}; they are {list(self.keys)}")
+            raise ValueError(f"no stacked block with key {key!r}; they are {list(self.keys)}")
         i, c = self.keys.index(key), self.channels
         source, target = self.pairs[i]
         q, kv = self.targets[target].index(i), self.sources[source].index(i)
@@ -310,25 +312,25 @@ class FusedArrows(nn.Module):
         out["out_bias"] = None if bias is None else _of(bias[str(target)], grad, rows=q)
         return out
 
-    def arrow_attention(self, key: str) -> MultiHeadAttention:
-        """One arrow's attention block, holding a copy of its current weights.
+    def attention_of(self, key: str) -> MultiHeadAttention:
+        """One block as a :class:`MultiHeadAttention` of its own, holding a copy of its weights.
 
         A new :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` (not a parameter
-        of the layer; the global random state is left untouched) with the arrows' kernel and
-        this module's training mode: ``MHA(x_target, x_source, neighbourhood)`` of the arrow
-        (Eq. 2), for references and tests.
+        of the layer; the global random state is left untouched) with the blocks' kernel and
+        this module's training mode: ``MHA(x_target, x_source, neighbourhood)`` of the block
+        (CT Eq. 2), for references and tests.
 
         Parameters
         ----------
         key : str
-            The arrow's block key (one of :attr:`keys`).
+            The block's key (one of :attr:`keys`).
 
         Returns
         -------
         MultiHeadAttention
-            The arrow's block.
+            The block.
         """
-        weights = self.arrow_weights(key)
+        weights = self.weights_of(key)
         with torch.random.fork_rng(devices=[]):
             block = MultiHeadAttention(
                 self.channels,
@@ -352,7 +354,7 @@ class FusedArrows(nn.Module):
         """Rewrite, in place, the former layout of these weights in a state dict to this one.
 
         The former layout of the owning layer (state-dict prefix ``owner``) is one
-        :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per arrow
+        :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per block
         (``<owner>blocks.<key>.lin_<role>.weight`` / ``.bias``), stacked here. Keys of another
         layout are left as they are (a mismatched checkpoint fails in PyTorch's own check).
 
@@ -386,8 +388,8 @@ class FusedArrows(nn.Module):
                         state_dict[f"{prefix}output_bias.{g}"] = torch.stack(pieces)
 
     def extra_repr(self) -> str:
-        """Describe the arrows in ``repr``."""
-        return f"arrows={list(self.keys)}, channels={self.channels}, heads={self.heads}"
+        """Describe the blocks in ``repr``."""
+        return f"blocks={list(self.keys)}, channels={self.channels}, heads={self.heads}"
 
 
 def _of(
