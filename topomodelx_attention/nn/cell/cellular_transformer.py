@@ -196,7 +196,7 @@ class CellularTransformer(nn.Module):
         that every complex starts near the same output (a loss near ``ln C``) however many
         cells the pooling sums, while gradients still reach every parameter from the first
         step; with sum pooling over per-cell outputs the default initialisation starts at
-        logits that grow with the number of cells (issue 23: a first-epoch loss ~8x ln C on
+        logits that grow with the number of cells (a first-epoch loss several times ln C on
         30-vertex graphs). ``"zero"``: zero weights and bias (exactly ``ln C`` at the start,
         but no gradient reaches the layers below on the first step). Another key raises
         ``ValueError``.
