@@ -127,8 +127,9 @@ readout_layers : int, default=1
     Hidden layers of the readout MLP.""",
     "check_inputs": """\
 check_inputs : bool, default=True
-    Reject NaN / Inf / huge float inputs and feature rows that do not match the cells, once
-    per forward (:func:`~topomodelx_attention.nn.common.check_inputs`).""",
+    Reject NaN / Inf / huge float inputs once per forward
+    (:func:`~topomodelx_attention.nn.common.check_inputs`); feature rows that do not match
+    the cells are rejected either way.""",
 }
 
 #: Every shared fragment, by placeholder name (dedented; continuation lines by four spaces).

@@ -16,8 +16,8 @@ views of the stacked parameters; :meth:`StackedBlocks.attention_of`, a block hol
 "the weights for this forward" (:meth:`StackedBlocks.weights`) and reads checkpoints of the
 former one-block-per-pair layout (:meth:`StackedBlocks.load_former_layout`). It knows its blocks
 by key and ``(source, target)`` group only (plain tuples: ``torch.compile`` traces them as
-constants). This is the only module besides
-:class:`~topomodelx_attention.nn.attention.MultiHeadAttention` that touches its projections.
+constants). Only the attention core touches a block's projections: ``multihead.py`` (the
+block itself), ``fused.py`` (the fused call on unstacked blocks) and this module.
 """
 
 from __future__ import annotations
