@@ -41,7 +41,18 @@ Paths (``L`` = product of the leading dimensions, ``d`` = channels)
   :func:`~topomodelx_attention.nn.attention.sparse_attention` on the bipartite graph
   *query → distinct key tuple*, whose key is ``K^{(1)}_{k_1} ⊙ ⋯ ⊙ K^{(N)}_{k_N}`` and whose
   value is ``V^{(1)}_{k_1} ⊙ ⋯ ⊙ V^{(N)}_{k_N}`` (then ``Σ_a Q_{ia} (K^{(1)} ⊙ ⋯)_a`` is the
-  logit above), ``O(L · n_tuples · d)``.
+  logit above), ``O(L · n_tuples · d)``. Only this path takes ``cardinality_weight`` (below).
+
+Cardinality
+-----------
+The softmax makes ``O_i`` an average: it does not say how many tuples query ``i`` has (how many
+triangles a vertex lies on, say). With ``cardinality_weight`` ``w`` the output gains the
+unnormalised sum of the query's tuple values (the additive *cardinality-preserving attention* of
+Zhang & Xie, 2020, applied to tuples):
+
+.. math::
+
+    O_{ia} \mathrel{+}= w_a \sum_{(i, k_1, \dots, k_N) \in T} V^{(1)}_{k_1 a} \cdots V^{(N)}_{k_N a}.
 
 A query that has no allowed tuple gets a zero output (never NaN), and zero gradients. The dense
 path's backward is a hand-written first derivative (``once_differentiable``): double backward
@@ -60,6 +71,7 @@ from torch import Tensor
 
 from topomodelx_attention.nn.attention import (
     NeighborhoodIndex,
+    scatter_sum,
     segment_softmax,
     sparse_attention,
 )
@@ -464,11 +476,13 @@ def _tuple_path(
     index: masks.TupleIndex,
     scale: float,
     dropout_p: float,
+    cardinality_weight: Tensor | None = None,
 ) -> Tensor:
     """Explicit tuples: sparse attention of the queries over their distinct key tuples.
 
     The leading index ``L`` (batch × heads) plays the role of the core's heads. No
-    data-dependent step (all of it is in :func:`prepare_tuples`).
+    data-dependent step (all of it is in :func:`prepare_tuples`). ``cardinality_weight``
+    (``(L, 1, d_v)``) adds ``w ⊙ Σ_t V_t`` per query (module docstring, *Cardinality*).
     """
     tuple_key = tuple_value = None
     for m, source in enumerate(index.sources):
@@ -486,7 +500,13 @@ def _tuple_path(
         dropout_p=dropout_p,
         training=dropout_p > 0,
     )  # (n, L, d_v)
-    return out.transpose(0, 1)
+    out = out.transpose(0, 1)
+    if cardinality_weight is None:
+        return out
+    nb = index.neighborhood
+    per_tuple = tuple_value.index_select(1, nb.index_source.to(q.device))  # (L, n_tuples, d_v)
+    total = scatter_sum(per_tuple.transpose(0, 1), nb.index_target.to(q.device), q.shape[1])
+    return out + cardinality_weight * total.transpose(0, 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,6 +525,7 @@ def n_simplicial_attention(
     logit_form: str = "product",
     dropout_p: float = 0.0,
     training: bool = False,
+    cardinality_weight: Tensor | None = None,
 ) -> Tensor:
     """Exact N-simplicial attention (§2.2) with masks, tuple lists, routing and determinant logits.
 
@@ -539,11 +560,16 @@ def n_simplicial_attention(
         Dropout probability on the attention weights ``A`` (only when ``training``).
     training : bool, default=False
         Whether attention dropout is active.
+    cardinality_weight : torch.Tensor, shape = (..., 1, d_v), optional
+        ``w`` of the cardinality term ``w ⊙ Σ_t V_t`` (module docstring, *Cardinality*), which
+        tells a query how many tuples it has; broadcast like the values. Only with a tuple
+        list (``TupleMask`` or ``TupleIndex``): other masks raise ``ValueError``.
 
     Returns
     -------
     torch.Tensor, shape = (..., n, d_v)
-        Attention output; zeros for a query with no allowed tuple.
+        Attention output; zeros for a query with no allowed tuple (the cardinality term is
+        then zero too).
     """
     keys, values = _validate(query, keys, values, logit_form, dropout_p)
     dropout_p = dropout_p if training else 0.0
@@ -552,6 +578,12 @@ def n_simplicial_attention(
     n_real = tuple(k.shape[-2] for k in keys)
     has_bias = _append_bias(keys, values, key_bias, value_bias)
     mask = _normalise_mask(mask, n, n_real, has_bias, query.device)
+    if cardinality_weight is not None and not isinstance(mask, masks.TupleIndex):
+        raise ValueError(
+            "cardinality_weight needs a tuple list (TupleMask or TupleIndex, e.g. the tuples of "
+            "a complex): without one (no mask, a causal, window or router mask, a boolean "
+            "tensor) it is not implemented; drop cardinality there"
+        )
     if logit_form == "determinant":
         query, keys = determinant_expand(query, keys)
     lead_shape = torch.broadcast_shapes(
@@ -574,7 +606,8 @@ def n_simplicial_attention(
 
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
     if isinstance(mask, masks.TupleIndex):
-        out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p)
+        card = None if cardinality_weight is None else flat(cardinality_weight)
+        out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p, card)
     else:  # per-query key lists, or all / causal / masked tuples: same arguments
         path = _gathered_path if isinstance(mask, masks.KeySelection) else _dense_path
         problem = _Problem(lead_shape, n_real, tuple(has_bias), scale, chunk_size, dropout_p)

@@ -48,6 +48,7 @@ KERNEL_OPTIONS: Mapping[str, Any] = MappingProxyType(
         "chunk_size": None,
         "include_lower": None,
         "self_loops": False,
+        "cardinality": False,
     }
 )
 
@@ -183,6 +184,13 @@ class NSimplicialAttention(nn.Module):
         ``kv_bias``.
     self_loops : bool, default=False
         When ``tuples`` is a simplicial complex: add ``(i, ..., i)``.
+    cardinality : bool, default=False
+        Add ``w ⊙ Σ_t V_t``, the unnormalised sum of the values of the query's tuples, to each
+        head's output (additive cardinality-preserving attention, Zhang & Xie 2020; see
+        :mod:`~.functional`, *Cardinality*), with a learnable ``w`` per head channel
+        initialised to zero. The softmax output is an average over the tuples, so without it a
+        vertex cannot tell on how many triangles it lies (triangle counting needs that). Tuple
+        lists only (complexes): a sequence without ``tuples`` raises ``ValueError``.
     """
 
     def __init__(
@@ -203,6 +211,7 @@ class NSimplicialAttention(nn.Module):
         rope, logit_form, rope_base = options["rope"], options["logit_form"], options["rope_base"]
         scale, chunk_size = options["scale"], options["chunk_size"]
         include_lower, self_loops = options["include_lower"], options["self_loops"]
+        cardinality = bool(options["cardinality"])
         if channels < 1 or heads < 1 or channels % heads != 0:
             raise ValueError(
                 f"channels ({channels}) must be a positive multiple of heads ({heads})"
@@ -211,6 +220,11 @@ class NSimplicialAttention(nn.Module):
             raise ValueError(f"order must be >= 1, got {order}")
         if window is not None and router_k is not None:
             raise ValueError("choose either a sliding window or a router, not both")
+        if cardinality and (window is not None or router_k is not None):
+            raise ValueError(
+                "cardinality needs tuple lists (complexes); a window or a router fixes each "
+                "query's number of key tuples, so build the layer without window/router_k"
+            )
         dropout = check_dropout(dropout, "dropout")
         attention_dropout = check_dropout(attention_dropout, "attention_dropout")
         if rope and kv_bias and order % 2 == 1:
@@ -261,6 +275,10 @@ class NSimplicialAttention(nn.Module):
             self.register_buffer("rope_fixed", fixed, persistent=False)
         else:
             self.rope_fixed = None
+        if cardinality:
+            self.cardinality_weight = nn.Parameter(torch.zeros(heads, 1, head_dim))
+        else:
+            self.register_parameter("cardinality_weight", None)
         self.router = None
         if router_k is not None:
             self.router = SimplicialRouter(
@@ -269,7 +287,10 @@ class NSimplicialAttention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform init of every ``C × C`` projection block, zero biases, unit kv-bias."""
+        """Xavier-uniform init of every ``C × C`` projection block, zero biases, unit kv-bias.
+
+        The cardinality weight starts at zero: the layer starts as plain N-simplicial attention.
+        """
         c = self.channels
         with torch.no_grad():
             for block in range(1 + 2 * self.order):
@@ -282,6 +303,8 @@ class NSimplicialAttention(nn.Module):
             if self.key_bias is not None:
                 self.key_bias.fill_(1.0)
                 self.value_bias.fill_(1.0)
+            if self.cardinality_weight is not None:
+                self.cardinality_weight.zero_()
 
     def prepare_tuples(
         self,
@@ -444,6 +467,7 @@ class NSimplicialAttention(nn.Module):
             logit_form=self.logit_form,
             dropout_p=self.attention_dropout,
             training=self.training,
+            cardinality_weight=self.cardinality_weight,
         )  # (batch, heads, n, head_dim)
         out = out.transpose(1, 2).reshape(batch, n, self.channels)
         out = self.dropout(self.out_proj(out))
@@ -465,4 +489,6 @@ class NSimplicialAttention(nn.Module):
             parts.append("kv_bias=True")
         if self.router is not None:
             parts.append(f"router={self.router.scorer!r}, router_k={self.router.k}")
+        if self.cardinality_weight is not None:
+            parts.append("cardinality=True")
         return ", ".join(parts)

@@ -79,7 +79,8 @@ class NSimplicialTransformer(nn.Module):
         ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``,
         ``rope``, ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, and for complexes
         ``include_lower`` (lower-order tuples through the key/value bias; default ``kv_bias``)
-        and ``self_loops`` (add ``(i, ..., i)`` tuples). With ``router="paper"`` each layer's
+        ``self_loops`` (add ``(i, ..., i)`` tuples) and ``cardinality`` (tell each vertex how
+        many tuples it has: triangle counting needs it). With ``router="paper"`` each layer's
         router scores with the previous layer's queries and keys (§2.3). ``rope=True`` (§2.4)
         is defined on sequence positions: on complexes :meth:`forward` needs explicit
         ``positions`` (the cells have no canonical order; the cell index is a labelling) and

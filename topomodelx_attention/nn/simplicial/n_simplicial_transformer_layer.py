@@ -80,7 +80,7 @@ class NSimplicialTransformerLayer(nn.Module):
         Options of the attention (:data:`~.n_simplicial_attention.KERNEL_OPTIONS`: ``kv_bias``,
         ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``, ``rope``,
         ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, ``include_lower``,
-        ``self_loops``), passed to :class:`~.NSimplicialAttention` unchanged.
+        ``self_loops``, ``cardinality``), passed to :class:`~.NSimplicialAttention` unchanged.
     """
 
     def __init__(

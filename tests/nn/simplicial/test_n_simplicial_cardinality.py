@@ -1,0 +1,164 @@
+"""The cardinality term of N-simplicial attention (``kernel_options={"cardinality": True}``)."""
+
+from __future__ import annotations
+
+import pytest
+import scipy.sparse as sp
+import toponetx as tnx
+import torch
+from torch_geometric.loader import DataLoader
+
+from tests.helpers import random_simplicial_complex
+from topomodelx_attention.data import ComplexData, from_toponetx
+from topomodelx_attention.nn.simplicial import (
+    NSimplicialAttention,
+    NSimplicialTransformer,
+    NSimplicialTransformerLayer,
+    TupleMask,
+    n_simplicial_attention,
+    simplices_to_tuples,
+    tuples_batch,
+)
+
+OPTIONS = {"kv_bias": True, "cardinality": True}
+
+
+def _attention(channels: int = 12, heads: int = 2, **options) -> NSimplicialAttention:
+    torch.manual_seed(0)
+    attn = NSimplicialAttention(
+        channels, heads=heads, order=2, kernel_options={**OPTIONS, **options}
+    ).double()
+    with torch.no_grad():  # a nonzero weight: at its zero init the term is invisible
+        attn.cardinality_weight.uniform_(0.5, 1.5)
+    return attn
+
+
+def test_functional_term_equals_the_sum_over_the_tuples():
+    """O(w) - O(0) = w ⊙ Σ_{(i,j,k) ∈ T} V1_j ⊙ V2_k, bias slots (-1) included."""
+    torch.manual_seed(1)
+    n, d = 6, 4
+    q = torch.randn(3, n, d, dtype=torch.float64)
+    keys = [torch.randn(3, n, d, dtype=torch.float64) for _ in range(2)]
+    values = [torch.randn(3, n, d, dtype=torch.float64) for _ in range(2)]
+    value_bias = [torch.randn(3, d, dtype=torch.float64) for _ in range(2)]
+    key_bias = [torch.randn(3, d, dtype=torch.float64) for _ in range(2)]
+    tuples = torch.tensor([[0, 1, 2], [0, 2, 1], [0, 3, 4], [1, 0, -1], [2, -1, -1], [4, 5, 3]])
+    w = torch.randn(3, 1, d, dtype=torch.float64)
+    common = {"mask": TupleMask(tuples), "key_bias": key_bias, "value_bias": value_bias}
+    plain = n_simplicial_attention(q, keys, values, **common)
+    counted = n_simplicial_attention(q, keys, values, cardinality_weight=w, **common)
+    v1 = torch.cat([values[0], value_bias[0].unsqueeze(1)], dim=1)  # index n = bias slot
+    v2 = torch.cat([values[1], value_bias[1].unsqueeze(1)], dim=1)
+    want = torch.zeros_like(plain)
+    for i, j, k in tuples.tolist():
+        want[:, i] += v1[:, j] * v2[:, k]
+    torch.testing.assert_close(counted - plain, w * want)
+    assert (counted[:, 3] == 0).all()  # a query without tuples: zero, never NaN
+
+
+def test_vertices_on_more_triangles_are_told_apart():
+    """Same features everywhere: plain attention cannot count the triangles, cardinality can."""
+    sc = tnx.SimplicialComplex([[0, 1, 2], [3, 4, 5], [3, 5, 6], [3, 6, 7]])
+    x = torch.ones(8, 12, dtype=torch.float64)
+    attn = _attention()
+    plain = NSimplicialAttention(12, heads=2, order=2).double()
+    plain.load_state_dict(
+        {k: v for k, v in attn.state_dict().items() if k not in ("cardinality_weight",)},
+        strict=False,
+    )
+    tuples = simplices_to_tuples(sc, 2)
+    same = plain(x, tuples=tuples)
+    torch.testing.assert_close(same[0], same[3])  # vertex 0: 1 triangle, vertex 3: 3 triangles
+    counted = attn(x, tuples=simplices_to_tuples(sc, 2))
+    assert (counted[0] - counted[3]).abs().max() > 1e-3
+    # with constant values the term is linear in the number of tuples: 3 vs 1 triangle
+    torch.testing.assert_close(counted[3] - same[3], 3 * (counted[0] - same[0]))
+
+
+def test_zero_init_is_plain_attention():
+    torch.manual_seed(0)
+    counted = NSimplicialAttention(12, heads=2, order=2, kernel_options=OPTIONS)
+    torch.manual_seed(0)
+    plain = NSimplicialAttention(12, heads=2, order=2, kernel_options={"kv_bias": True})
+    assert torch.count_nonzero(counted.cardinality_weight) == 0
+    sc = random_simplicial_complex(0, n=7, p=0.6)
+    x = torch.randn(7, 12)
+    torch.testing.assert_close(counted(x, tuples=sc), plain(x, tuples=sc))
+    assert "cardinality=True" in repr(counted)
+
+
+def test_layer_permutation_equivariance_isolated_vertex_and_gradients():
+    torch.manual_seed(0)
+    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options=OPTIONS).double()
+    with torch.no_grad():
+        layer.attention.cardinality_weight.fill_(0.7)
+    sc = tnx.SimplicialComplex([[0, 1, 2], [1, 2, 3], [3, 4], [4, 5, 6]])
+    sc.add_node(7)
+    x = torch.randn(8, 12, dtype=torch.float64, requires_grad=True)
+    out = layer(x, tuples=sc)
+    perm = torch.randperm(8)
+    sc_perm = tnx.SimplicialComplex([[int(perm[v]) for v in s] for s in sc.simplices])
+    sc_perm.add_node(int(perm[7]))
+    x_perm = torch.empty_like(x)
+    x_perm[perm] = x
+    torch.testing.assert_close(layer(x_perm, tuples=sc_perm)[perm], out)
+    assert torch.isfinite(out).all()
+    out.square().sum().backward()
+    grad = layer.attention.cardinality_weight.grad
+    assert grad is not None and torch.isfinite(grad).all() and torch.count_nonzero(grad) > 0
+    assert torch.isfinite(x.grad).all()
+
+
+def test_layer_batched_equals_unbatched():
+    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options=OPTIONS).double()
+    with torch.no_grad():
+        layer.attention.cardinality_weight.fill_(0.3)
+    complexes = [random_simplicial_complex(s, n=6, p=0.6) for s in range(3)]
+    sizes = [len(list(c.skeleton(0))) for c in complexes]
+    xs = [torch.randn(n, 12, dtype=torch.float64) for n in sizes]
+    tuples, _ = tuples_batch(
+        [simplices_to_tuples(c, 2, include_lower=True) for c in complexes], sizes
+    )
+    full = layer(torch.cat(xs), tuples=tuples)
+    torch.testing.assert_close(full, torch.cat([layer(x, tuples=c) for x, c in zip(xs, complexes)]))
+
+
+def test_model_on_complex_data_batched_and_empty_complex():
+    torch.manual_seed(0)
+    model = NSimplicialTransformer(
+        4, 12, 1, n_layers=2, heads=2, pooling="sum", kernel_options=OPTIONS
+    ).double()
+    for layer in model.layers:
+        torch.nn.init.constant_(layer.attention.cardinality_weight, 0.2)
+    complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
+    datas = [
+        from_toponetx(
+            c,
+            features={0: torch.randn(len(list(c.skeleton(0))), 4, dtype=torch.float64)},
+            max_rank=2,
+            dtype=torch.float64,
+        )
+        for c in complexes
+    ]
+    zero = sp.csr_matrix((0, 0))
+    datas.append(  # an empty complex keeps its row
+        ComplexData.from_boundaries(
+            [zero, zero], [0, 0, 0], features={0: torch.zeros(0, 4)}, dtype=torch.float64
+        )
+    )
+    batch = next(iter(DataLoader(datas, batch_size=4)))
+    out = model(batch)
+    assert out.shape == (4, 1) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.cat([model(d) for d in datas]))
+    out.sum().backward()
+    assert all(torch.count_nonzero(la.attention.cardinality_weight.grad) > 0 for la in model.layers)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="cardinality needs tuple lists"):
+        NSimplicialAttention(12, heads=2, kernel_options={"cardinality": True, "window": 2})
+    with pytest.raises(ValueError, match="cardinality needs tuple lists"):
+        NSimplicialAttention(12, heads=2, kernel_options={"cardinality": True, "router_k": 2})
+    attn = _attention()
+    with pytest.raises(ValueError, match="cardinality_weight needs a tuple list"):
+        attn(torch.randn(2, 5, 12, dtype=torch.float64))  # a sequence: no tuples
