@@ -162,3 +162,28 @@ def test_errors_name_the_problem():
     attn = _attention()
     with pytest.raises(ValueError, match="cardinality_weight needs a tuple list"):
         attn(torch.randn(2, 5, 12, dtype=torch.float64))  # a sequence: no tuples
+
+
+def test_final_norm_false_keeps_the_count_unsaturated():
+    """Without the final LayerNorm the hub's token grows with its triangle count; with it, not."""
+    torch.manual_seed(0)
+    kwargs = {"n_layers": 1, "heads": 2, "pooling": "sum", "kernel_options": OPTIONS}
+    model = NSimplicialTransformer(4, 12, 1, final_norm=False, **kwargs).double()
+    assert model.norm is None
+    normed = NSimplicialTransformer(4, 12, 1, **kwargs).double()
+    assert isinstance(normed.norm, torch.nn.LayerNorm)
+    normed.load_state_dict(model.state_dict(), strict=False)
+    for m in (model, normed):
+        torch.nn.init.constant_(m.layers[0].attention.cardinality_weight, 1.0)
+
+    def hub_norm(m: NSimplicialTransformer, k: int) -> float:
+        """Norm of the token of vertex 0, the hub of a fan of ``k`` triangles."""
+        sc = tnx.SimplicialComplex([[0, i, i + 1] for i in range(1, k + 1)])
+        x = torch.ones(k + 2, 4, dtype=torch.float64)
+        with torch.no_grad():
+            return float(m.encode(x, sc)[0].norm())
+
+    grown = [hub_norm(model, k) for k in (8, 64, 512)]
+    assert grown[1] > 4 * grown[0] and grown[2] > 4 * grown[1]  # about linear in k
+    bounded = [hub_norm(normed, k) for k in (8, 64, 512)]
+    assert max(bounded) < 1.01 * 12**0.5  # LayerNorm (unit gain, zero shift): norm sqrt(C)

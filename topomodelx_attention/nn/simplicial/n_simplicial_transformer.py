@@ -72,6 +72,11 @@ class NSimplicialTransformer(nn.Module):
         Token rank when ``x`` is a ``ComplexData``.
     mlp_ratio, dropout, attention_dropout, activation, gating
         Options of every :class:`~.NSimplicialTransformerLayer` (same defaults).
+    final_norm : bool, default=True
+        A LayerNorm after the last layer, before the readout (usual in pre-norm transformers).
+        ``False`` keeps the residual stream linear up to the readout, so a count the layers
+        add (``kernel_options={"cardinality": True}``) reaches a sum pooling unsaturated: a
+        LayerNorm maps ``h + T·u`` to about ``u / |u|`` for large counts ``T``.
     kernel_options : mapping, optional
         Options of the attention of every layer, passed down unchanged
         (:data:`~.n_simplicial_attention.KERNEL_OPTIONS` are the keys and defaults; see
@@ -108,6 +113,7 @@ class NSimplicialTransformer(nn.Module):
         attention_dropout: float = 0.0,
         activation: str = "gelu",
         gating: str = "simplex",
+        final_norm: bool = True,
         kernel_options: Mapping[str, Any] | None = None,
         check_inputs: bool = True,
     ) -> None:
@@ -138,7 +144,7 @@ class NSimplicialTransformer(nn.Module):
         attention = self.layers[0].attention  # the options the tuples of a complex follow
         self.include_lower = bool(attention.include_lower)
         self.self_loops, self.causal = attention.self_loops, bool(attention.causal)
-        self.norm = nn.LayerNorm(hidden_channels)
+        self.norm = nn.LayerNorm(hidden_channels) if final_norm else None
         self.readout = None if out_channels is None else nn.Linear(hidden_channels, out_channels)
 
     @property
@@ -266,7 +272,7 @@ class NSimplicialTransformer(nn.Module):
                 h, tuples=tuples, mask=mask, positions=positions, context=context,
                 return_context=True,
             )
-        return self.norm(h)
+        return h if self.norm is None else self.norm(h)
 
     def encode(
         self,
