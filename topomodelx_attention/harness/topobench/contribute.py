@@ -102,7 +102,7 @@ CONTRIBUTIONS: dict[str, Contribution] = {
     ),
     "n_simplicial": Contribution(
         "n_simplicial", "simplicial", "NSimplicialTransformer", "NSimplicialWrapper",
-        ("n_simplicial",),
+        ("n_simplicial", "n_simplicial_counting"),
         "| NSimplicialTransformer | N-simplicial attention from *How Smoothing is N-simplicial "
         "Attention?* (Dussolle and Liò) |",
         "### Simplicial Complexes",
