@@ -246,3 +246,19 @@ def test_node_level_checkpoint_of_the_ct_is_retested_exactly(tmp_path):
     values = evaluate_checkpoint(cfg, prepared.info, best_checkpoint(tmp_path / "run", 0), test)
     assert set(values) == {"loss", "accuracy"}
     assert values["accuracy"] == pytest.approx(result.seeds[0].test, abs=1e-6)  # accuracy over the test vertices
+
+
+def test_counting_config_builds_the_cardinality_variant(tmp_path):
+    """``model=simplicial/n_simplicial_counting``: the cardinality term on, no final norm; it trains."""
+    cfg = compose_config(
+        [*TINY, "dataset.n_graphs=10", "seeds=[0]", "trainer.max_epochs=1", "plot=false",
+         "trainer.enable_progress_bar=false", f"paths.cache_dir={tmp_path / 'cache'}",
+         "dataset.task=triangle_counting"],
+        dataset="graphuniverse", model="simplicial/n_simplicial_counting",
+    )
+    prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cfg.paths.cache_dir)
+    model = build_model(cfg.model.name, cfg.model.params, prepared.info)
+    assert model.norm is None
+    assert all(layer.attention.cardinality_weight is not None for layer in model.layers)
+    result = run_experiment(cfg, output_dir=tmp_path / "run", verbose=False)
+    assert np.isfinite(result.seeds[0].test)
