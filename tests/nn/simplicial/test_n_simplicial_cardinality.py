@@ -17,7 +17,6 @@ from topomodelx_attention.nn.simplicial import (
     TupleMask,
     n_simplicial_attention,
     simplices_to_tuples,
-    tuples_batch,
 )
 
 OPTIONS = {"kv_bias": True, "cardinality": True}
@@ -109,18 +108,7 @@ def test_layer_permutation_equivariance_isolated_vertex_and_gradients():
     assert torch.isfinite(x.grad).all()
 
 
-def test_layer_batched_equals_unbatched():
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options=OPTIONS).double()
-    with torch.no_grad():
-        layer.attention.cardinality_weight.fill_(0.3)
-    complexes = [random_simplicial_complex(s, n=6, p=0.6) for s in range(3)]
-    sizes = [len(list(c.skeleton(0))) for c in complexes]
-    xs = [torch.randn(n, 12, dtype=torch.float64) for n in sizes]
-    tuples, _ = tuples_batch(
-        [simplices_to_tuples(c, 2, include_lower=True) for c in complexes], sizes
-    )
-    full = layer(torch.cat(xs), tuples=tuples)
-    torch.testing.assert_close(full, torch.cat([layer(x, tuples=c) for x, c in zip(xs, complexes)]))
+# batched = unbatched for a layer: tests/nn/simplicial/test_n_simplicial_layers.py (parametrised)
 
 
 def test_model_on_complex_data_batched_and_empty_complex():

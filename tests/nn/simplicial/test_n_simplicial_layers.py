@@ -163,11 +163,14 @@ def test_layer_isolated_vertex_no_nan_and_all_gradients():
     torch.testing.assert_close(msg[7], attn.out_proj.bias)
 
 
-def test_layer_complex_batched_equals_unbatched():
+@pytest.mark.parametrize("cardinality", [False, True])
+def test_layer_complex_batched_equals_unbatched(cardinality):
     _seed_modules()
     layer = NSimplicialTransformerLayer(
-        12, heads=2, order=2, kernel_options={"kv_bias": True}
+        12, heads=2, order=2, kernel_options={"kv_bias": True, "cardinality": cardinality}
     ).double()
+    if cardinality:  # a nonzero weight: at its zero init the count term is invisible
+        torch.nn.init.constant_(layer.attention.cardinality_weight, 0.3)
     complexes = [random_simplicial_complex(s, n=6, p=0.6) for s in range(3)]
     sizes = [len(list(c.skeleton(0))) for c in complexes]
     xs = [torch.randn(n, 12, dtype=torch.float64) for n in sizes]
