@@ -2,6 +2,8 @@ r"""The attention core shared by every model family.
 
 * :mod:`~topomodelx_attention.nn.attention.scatter`: scatter reductions and segment softmax.
 * :mod:`~topomodelx_attention.nn.attention.heads`: head split/merge, per-head projections.
+* :mod:`~topomodelx_attention.nn.attention.dropout`: the attention dropout factors of every
+  kernel (:func:`dropout_factors`, :func:`softmax_dropout`), eager and under ``torch.compile``.
 * :mod:`~topomodelx_attention.nn.attention.layout`: the padded layout of a batch of token sets
   and the prepared neighbourhood index (both computed once, outside ``torch.compile``).
 * :mod:`~topomodelx_attention.nn.attention.sparse` / :mod:`~.dense` / :mod:`~.linear`: the
@@ -25,6 +27,7 @@ r"""The attention core shared by every model family.
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
 from topomodelx_attention.nn.attention.dense import dense_attention, dense_attention_weights
+from topomodelx_attention.nn.attention.dropout import dropout_factors, softmax_dropout
 from topomodelx_attention.nn.attention.fused import FusedNeighborhood
 from topomodelx_attention.nn.attention.heads import HeadwiseLinear, merge_heads, split_heads
 from topomodelx_attention.nn.attention.kernels import (
@@ -94,6 +97,7 @@ __all__ = [
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
+    "dropout_factors",
     "favor_features",
     "kernel_class",
     "linear_attention",
@@ -106,6 +110,7 @@ __all__ = [
     "scatter_max",
     "scatter_sum",
     "segment_softmax",
+    "softmax_dropout",
     "sparse_attention",
     "sparse_plan",
     "split_heads",

@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from topomodelx_attention._docs import fill_doc
+from topomodelx_attention.nn.attention.dropout import dropout_factors
 from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     Neighborhood,
@@ -523,7 +523,7 @@ def _sparse_attention_composable(
     if weight_scale is not None:
         alpha = alpha * weight_scale
     elif dropout_p > 0.0:
-        alpha = F.dropout(alpha, p=dropout_p, training=True)
+        alpha = alpha * dropout_factors(alpha.shape, dropout_p, dtype=alpha.dtype, device=alpha.device)
     return _weighted_scatter(alpha, value, index_s, index_t, query.shape[0])
 
 
@@ -590,15 +590,17 @@ def _fused_sparse_attention(
 ) -> Tensor:
     """Draw the dropout mask, run the fused kernel: eager, or through its custom op when compiling.
 
-    The mask is the one ``F.dropout(alpha)`` would draw (same shape, same generator calls), as
+    The mask is the one the composable path draws for ``alpha`` (:func:`.dropout.dropout_factors`,
+    same shape, same generator calls), as
     factors in the plan's CSR storage order. While ``torch.compile`` traces (no edge bias
     there, :func:`_use_compiled_op`) the kernel is the custom op of :mod:`.sparse_op`, else
     the autograd Function :class:`_FusedSparseAttention`.
     """
     dropout_scale = None
     if dropout_p > 0.0:
-        ones = query.new_ones((plan.nnz, query.shape[1]))
-        dropout_scale = F.dropout(ones, p=dropout_p, training=True)
+        dropout_scale = dropout_factors(
+            (plan.nnz, query.shape[1]), dropout_p, dtype=query.dtype, device=query.device
+        )
     if plan.order is not None:
         edge_bias = None if edge_bias is None else edge_bias[plan.order]
         dropout_scale = None if dropout_scale is None else dropout_scale[plan.order]

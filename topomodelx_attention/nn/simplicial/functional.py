@@ -75,6 +75,7 @@ from topomodelx_attention.nn.attention import (
     segment_softmax,
     sparse_attention,
 )
+from topomodelx_attention.nn.attention.dropout import dropout_factors
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.simplicial import masks
 from topomodelx_attention.nn.simplicial.rope import determinant_expand
@@ -374,7 +375,8 @@ def _gathered_path(
         # joint softmax over the N key axes: one segment per (leading index, query) column
         flat = s.reshape(-1, math.prod(widths)).t()
         a = segment_softmax(flat, flat.new_zeros(flat.shape[0], dtype=torch.long), 1).t()
-        a = F.dropout(a, dropout_p, training=True) if dropout_p > 0 else a
+        if dropout_p > 0:
+            a = a * dropout_factors(a.shape, dropout_p, dtype=a.dtype, device=a.device)
         v_g = [v[rows, i[:, qs:qe]] for v, i in zip(values, idx_l)]
         outs.append(weighted_product(a.reshape(s.shape), v_g, gathered=True))
     return torch.cat(outs, dim=1) if outs else q.new_zeros(lead, 0, values[0].shape[-1])
