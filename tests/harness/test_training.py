@@ -18,6 +18,7 @@ from topomodelx_attention.harness.training import (
     _ddp_strategy,
     _training_augment,
     cosine_warmup_lambda,
+    decay_epochs,
     max_time_seconds,
     run_experiment,
     unused_parameters,
@@ -111,6 +112,28 @@ def test_max_time_formats(value, seconds):
 def test_bad_max_time_raises(value):
     with pytest.raises(ValueError, match="max_time"):
         max_time_seconds(value)
+
+
+# factor after epoch e (one step per epoch): 0.5 (1 + cos(pi e / horizon)), flat after the horizon
+COS_4 = [(2 + 2**0.5) / 4, 0.5, (2 - 2**0.5) / 4, 0.0]
+
+
+@pytest.mark.parametrize(("decay", "expected"), [(None, COS_4), (2, [0.5, 0.0, 0.0, 0.0])])
+def test_decay_epochs_sets_the_cosine_horizon(tmp_path, decay, expected):
+    """Cosine over trainer.max_epochs by default; over optimizer.decay_epochs when set, then flat."""
+    cfg = _cfg(
+        tmp_path, "gin", "trainer.max_epochs=4", "trainer.early_stopping_patience=null",
+        "optimizer.warmup_epochs=0", "optimizer.lr=0.01", f"optimizer.decay_epochs={decay or 'null'}",
+        "dataset.dataloader.batch_size=64",
+    )
+    (seed,) = run_experiment(cfg, tmp_path / "out", verbose=False).seeds
+    assert [row["lr"] for row in seed.history] == pytest.approx([0.01 * f for f in expected], abs=1e-12)
+
+
+@pytest.mark.parametrize("value", [0, 5, "ten", True, float("inf")])
+def test_bad_decay_epochs_raises(value):
+    with pytest.raises(ValueError, match="decay_epochs"):
+        decay_epochs(value, warmup_epochs=5)
 
 
 def test_time_budget_schedule_decays_with_elapsed_time():

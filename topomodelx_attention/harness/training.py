@@ -58,6 +58,7 @@ __all__ = [
     "adam_update_mode",
     "best_checkpoint",
     "cosine_warmup_lambda",
+    "decay_epochs",
     "default_output_dir",
     "evaluate_checkpoint",
     "is_rank_zero",
@@ -112,6 +113,44 @@ def cosine_warmup_lambda(
         return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * done))
 
     return factor
+
+
+def decay_epochs(value: Any, warmup_epochs: float = 0.0) -> float | None:
+    """Check ``optimizer.decay_epochs``: the epoch at which the cosine reaches ``min_lr_ratio``.
+
+    ``None`` (the default) decays over ``trainer.max_epochs``. A number decouples the schedule
+    from the epoch cap: under early stopping with a large cap (the GraphUniverse protocol's
+    500 epochs, runs that stop after 20–60) the cosine over the cap keeps the learning rate at
+    its peak for the whole run, where a short selection run with the cap at 20 decays to zero.
+    After ``decay_epochs`` the factor stays at ``min_lr_ratio``.
+
+    Parameters
+    ----------
+    value : float or None
+        ``optimizer.decay_epochs``; warmup included, so it must exceed ``warmup_epochs``.
+    warmup_epochs : float, default=0.0
+        ``optimizer.warmup_epochs``.
+
+    Returns
+    -------
+    float or None
+        The horizon in epochs, or ``None``.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not a number larger than ``warmup_epochs``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"optimizer.decay_epochs must be a number of epochs or null, got {value!r}")
+    if value <= warmup_epochs:
+        raise ValueError(
+            f"optimizer.decay_epochs={value} must be larger than optimizer.warmup_epochs="
+            f"{warmup_epochs} (the cosine decay starts after the warmup)"
+        )
+    return float(value)
 
 
 class _TimeProgress:
@@ -222,7 +261,7 @@ class GraphTaskModule(L.LightningModule):
         Task, task level, output width, loss and metrics of the data set.
     optimizer : mapping
         The ``optimizer`` config (``lr``, ``weight_decay``, ``betas``, ``eps``, ``scheduler``,
-        ``warmup_epochs``, ``min_lr_ratio``).
+        ``warmup_epochs``, ``min_lr_ratio``, ``decay_epochs``: see :func:`decay_epochs`).
     augment : callable, optional
         Transform applied to training batches (e.g. ``RandomSignFlip``).
     time_budget : float, optional
@@ -376,7 +415,9 @@ class GraphTaskModule(L.LightningModule):
                     "set trainer.max_epochs (>= 1) or trainer.max_time for the cosine schedule"
                 )
             total = int(self.trainer.estimated_stepping_batches)
-            factor = cosine_warmup_lambda(round(warmup_epochs * total / epochs), total, min_ratio)
+            decay = decay_epochs(cfg.get("decay_epochs"), warmup_epochs)
+            horizon = total if decay is None else max(round(decay * total / epochs), 1)
+            factor = cosine_warmup_lambda(round(warmup_epochs * total / epochs), horizon, min_ratio)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
@@ -388,7 +429,8 @@ class EpochHistory(L.Callback):
     ``epoch_seconds`` (wall time of the epoch's training part, collation included: from the
     epoch start to the validation start, or to the epoch end without validation) and
     ``wall_seconds`` (wall time since the start of training, validation included, at the end
-    of the epoch).
+    of the epoch) and ``lr`` (the learning rate of the first parameter group after the epoch's
+    last scheduler step).
     """
 
     def __init__(self) -> None:
@@ -419,6 +461,8 @@ class EpochHistory(L.Callback):
         for key, value in trainer.callback_metrics.items():
             if key.startswith(("train/", "val/")):
                 row[key] = float(value)
+        if trainer.optimizers:  # the learning rate the next step uses
+            row["lr"] = float(trainer.optimizers[0].param_groups[0]["lr"])
         self.rows.append(row)
 
 
