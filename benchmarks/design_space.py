@@ -262,7 +262,7 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[st
             "test": statistics.fmean(tests) if tests else float("nan"),
             "test_std": statistics.pstdev(tests) if len(tests) > 1 else 0.0,
             "params": group[0]["params"], "epochs": statistics.fmean(r["epochs"] for r in group),
-            "s_per_epoch": statistics.fmean(r["s_per_epoch"] for r in group),
+            "s_per_epoch": statistics.median(r["s_per_epoch"] for r in group),  # robust to one loaded run
             "first_loss": statistics.fmean(r["first_epoch_loss"] for r in group),
             "final_loss": statistics.fmean(r["train_loss"][-1] for r in group),
             "final_acc": statistics.fmean(r["train_acc"][-1] for r in group),
@@ -311,6 +311,14 @@ def select_lodo(agg: dict, datasets: list[str]) -> tuple[dict[str, str], str | N
     return choices, overall, all_ranks
 
 
+def _ties(overall: str | None, all_ranks: dict[str, float]) -> str:
+    """`` (tied with X, Y)`` when other variants share the winner's mean rank, else ``""``."""
+    if overall is None:
+        return ""
+    tied = [c for c, r in all_ranks.items() if c != overall and math.isclose(r, all_ranks[overall])]
+    return f" (tied with {', '.join(tied)}: the protocol does not separate them)" if tied else ""
+
+
 def _fmt(value: float, metric: str) -> str:
     if not math.isfinite(value):
         return "–"
@@ -357,7 +365,7 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
             if a:
                 lines.append(f"| {d} | {choices[d]} | {_fmt(a['val'], a['metric'])} | {_fmt(a['test'], a['metric'])} |")
     lines += ["", "Mean validation rank over all data sets (1 = best): " + ", ".join(
-        f"{c} {r:.2f}" for c, r in sorted(all_ranks.items(), key=lambda kv: kv[1])) + f"; winner: **{overall}**.", ""]
+        f"{c} {r:.2f}" for c, r in sorted(all_ranks.items(), key=lambda kv: kv[1])) + f"; winner: **{overall}**{_ties(overall, all_ranks)}.", ""]
     lines += ["### Comparison: LODO-chosen CT and the former packaged CT vs the baselines' best-validation configuration", ""]
     lines += [
         "Each cell: test at the best validation epoch (validation; parameters, epochs, s/epoch; "
