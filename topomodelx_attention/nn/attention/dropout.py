@@ -19,9 +19,11 @@ kernel followed by them. Measured on one CPU thread (``benchmarks/compile.py``; 
   recomputing it) and takes the tensor it draws for, so that two draws of the same shape in
   one graph stay two draws.
 
-Every attention kernel with dropout (dense, sparse composable and fused, N-simplicial tuples)
-draws its factors here: kernels given the same generator state draw the same factors, eager or
-compiled.
+The attention kernels with dropout draw their factors here: dense, sparse (composable and
+fused), and N-simplicial (tuples, and the streaming tiles with their per-tile generator). Kernels
+given the same generator state draw the same factors, eager or compiled. The one exception is the
+N-simplicial ``N = 1`` path without mask, which is a plain ``scaled_dot_product_attention`` call
+with SDPA's own dropout.
 """
 
 from __future__ import annotations
@@ -84,7 +86,12 @@ _UNIFORM_LIKE, _SOFTMAX_DROPOUT = _define_ops()
 
 
 def dropout_factors(
-    shape: Sequence[int], p: float, *, dtype: torch.dtype, device: torch.device
+    shape: Sequence[int],
+    p: float,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    generator: torch.Generator | None = None,
 ) -> Tensor:
     r"""Dropout factors :math:`\mathrm{Bernoulli}(1 - p) / (1 - p)` of the given shape.
 
@@ -99,17 +106,21 @@ def dropout_factors(
         Floating dtype of the factors (the uniforms are drawn in it).
     device : torch.device
         Device of the factors.
+    generator : torch.Generator, optional
+        Draw from this generator instead of the default one (eager only): the streaming
+        N-simplicial kernel reseeds one per tile to redraw the same factors in its backward.
 
     Returns
     -------
     torch.Tensor, shape = shape
-        ``0`` with probability ``p``, else ``1 / (1 - p)``: one ``torch.rand`` draw from the
-        default generator of ``device``, eager or (through ``uniform_like``) compiled.
+        ``0`` with probability ``p``, else ``1 / (1 - p)``: one ``torch.rand`` draw from
+        ``generator`` or the default generator of ``device``, eager or (through
+        ``uniform_like``) compiled.
     """
-    if torch.compiler.is_compiling():
+    if generator is None and torch.compiler.is_compiling():
         uniform = _UNIFORM_LIKE(torch.empty(list(shape), dtype=dtype, device=device))
     else:
-        uniform = torch.rand(list(shape), dtype=dtype, device=device)
+        uniform = torch.rand(list(shape), dtype=dtype, device=device, generator=generator)
     return (uniform >= p).to(dtype) * (1.0 / (1.0 - p))
 
 

@@ -22,6 +22,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from topomodelx_attention.nn.attention.dropout import dropout_factors
+
 __all__ = ["TILE_BUDGET", "DenseSpec", "dense_n_simplicial", "resolve_chunks"]
 
 #: Default number of logit elements of one tile when ``chunk_size`` is ``None``.
@@ -247,8 +249,9 @@ def _keep_scale(spec: DenseSpec, tile: int, like: Tensor) -> Tensor | None:
     if spec.dropout_p <= 0.0:
         return None
     gen = torch.Generator(device=like.device).manual_seed(spec.seed + tile)
-    keep = torch.rand(like.shape, generator=gen, device=like.device, dtype=like.dtype)
-    return (keep >= spec.dropout_p).to(like.dtype).div_(1.0 - spec.dropout_p)
+    return dropout_factors(
+        like.shape, spec.dropout_p, dtype=like.dtype, device=like.device, generator=gen
+    )
 
 
 def _expand_rows(x: Tensor, order: int) -> Tensor:
