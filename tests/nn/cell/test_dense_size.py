@@ -94,7 +94,11 @@ def lifted(n, m, seed=0):
 @pytest.mark.parametrize("attention", ["general", "pairwise"])
 def test_cellular_transformer_dense_names_the_alternatives(monkeypatch, attention):
     data = lifted(60, 120)  # 60 + 120 + 61 = 241 cells
-    model = CellularTransformer([3, 3, 3], 16, 2, n_layers=1, heads=4, attention=attention, kind="dense")
+    # every rank read out: the one layer attends into every rank (the largest is the edges)
+    model = CellularTransformer(
+        [3, 3, 3], 16, 2, n_layers=1, heads=4, attention=attention, kind="dense",
+        readout_options={"ranks": "all"},
+    )
     model(data)  # within the default budget
     cells = sum(data.cell_counts())
     longest = cells if attention == "general" else max(data.cell_counts())

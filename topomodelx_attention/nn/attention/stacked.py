@@ -168,9 +168,29 @@ class StackedBlocks(nn.Module):
                             torch.stack([lin.bias for lin in outs])
                         )
 
-    def active(self, sizes: Sequence[int]) -> tuple[int, ...]:
-        """Return the blocks (indices) with tokens at both ends, for ``sizes`` tokens per group."""
-        return tuple(i for i, (s, t) in enumerate(self.pairs) if sizes[s] and sizes[t])
+    def active(
+        self, sizes: Sequence[int], targets: Sequence[int] | None = None
+    ) -> tuple[int, ...]:
+        """Return the blocks (indices) that attend, in block order.
+
+        Parameters
+        ----------
+        sizes : sequence of int
+            Tokens of every group: a block attends when both its groups have tokens.
+        targets : sequence of int, optional
+            Only the blocks into these groups (the outputs a caller reads, e.g. the readout
+            ranks of a model's last layer); default every group.
+
+        Returns
+        -------
+        tuple of int
+            Indices into :attr:`pairs`.
+        """
+        return tuple(
+            i
+            for i, (s, t) in enumerate(self.pairs)
+            if sizes[s] and sizes[t] and (targets is None or t in targets)
+        )
 
     def forward(
         self,
@@ -178,6 +198,7 @@ class StackedBlocks(nn.Module):
         neighborhood: FusedNeighborhood | None,
         *,
         output_dropout: nn.Module | None = None,
+        targets: Sequence[int] | None = None,
     ) -> list[Tensor | None]:
         """Attend along every active block in one fused sparse call (CT Eq. 2, summed per target).
 
@@ -191,6 +212,9 @@ class StackedBlocks(nn.Module):
             of :meth:`active`); ``None`` when no block is active.
         output_dropout : torch.nn.Module, optional
             Dropout on the output of every block.
+        targets : sequence of int, optional
+            Attend only along the blocks into these groups (:meth:`active`); ``neighborhood``
+            must then hold exactly those blocks' edge lists.
 
         Returns
         -------
@@ -198,7 +222,7 @@ class StackedBlocks(nn.Module):
             Per group: the sum of the blocks into it, shape ``(n_g, C)``; ``None`` for a group
             no active block reaches.
         """
-        active = self.active(tuple(xr.shape[0] for xr in x))
+        active = self.active(tuple(xr.shape[0] for xr in x), targets)
         if not active:  # a group without tokens everywhere: nothing to attend
             return [None] * len(x)
         projections, outputs = self.weights(active)

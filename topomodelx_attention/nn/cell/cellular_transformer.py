@@ -491,7 +491,9 @@ class CellularTransformer(nn.Module):
             name, rank = arrow.neighborhood.rsplit("_", 1)
             neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
         # convert (any sparse layout → index tensors, layouts) and check once for the whole stack
-        structure = self.layers[0].prepare(neighborhoods, batch, num)
+        structure = self.layers[0].prepare(
+            neighborhoods, batch, num, output_ranks=self._last_layer_ranks
+        )
         counts = torch.stack([torch.bincount(b, minlength=num) for b in batch], dim=1)
         return CellularInputs(x, pe, batch, tuple(membership), structure, counts)
 
@@ -506,16 +508,33 @@ class CellularTransformer(nn.Module):
         list of torch.Tensor
             ``h[r]`` of shape ``(n_r, hidden_channels)`` for ``r = 0..max_rank``.
         """
-        inputs = self._prepared(data)
+        return self._encode(self._prepared(data), None)
+
+    @property
+    def _last_layer_ranks(self) -> tuple[int, ...] | None:
+        """Ranks the last layer updates in :meth:`forward`: the readout ranks (``None``: all)."""
+        if self.readouts is None or len(self.readout_ranks) == self.max_rank + 1:
+            return None
+        return tuple(sorted(self.readout_ranks))
+
+    def _encode(self, inputs: CellularInputs, ranks: tuple[int, ...] | None) -> list[Tensor | None]:
+        """:meth:`encode`; with ``ranks``, the last layer updates only those (others ``None``)."""
         h = self._embed(inputs)
         if self.embedding_norms is not None:
             h = [norm(hr) for norm, hr in zip(self.embedding_norms, h)]
         h = [self.embedding_dropout(hr) for hr in h]
-        for layer in self.layers:
+        for layer in self.layers[:-1]:
             h = layer(h, inputs.structure)
+        if ranks is not None and inputs.structure.output_ranks != ranks:
+            ranks = None  # prepared by another model: the full last layer (same result)
+        h = self.layers[-1](h, inputs.structure, ranks=ranks)
         if self.final_norms is None:
             return h
-        return [norm(hr) for norm, hr in zip(self.final_norms, h)]
+        return [None if hr is None else norm(hr) for norm, hr in zip(self.final_norms, h)]
+
+    def _readout_features(self, inputs: CellularInputs) -> list[Tensor | None]:
+        """Hidden features of the readout ranks (the last layer skips the arrows into the others)."""
+        return self._encode(inputs, self._last_layer_ranks)
 
     def _require_readouts(self) -> None:
         if self.readouts is None:
@@ -536,7 +555,7 @@ class CellularTransformer(nn.Module):
             ``{rank: (n_rank, out_channels)}`` for every readout rank.
         """
         self._require_readouts()
-        h = self.encode(data)
+        h = self._readout_features(self._prepared(data))
         return {r: self.readouts[str(r)](h[r]) for r in self.readout_ranks}
 
     @fill_doc
@@ -562,7 +581,7 @@ class CellularTransformer(nn.Module):
         num = inputs.num_complexes
         if not self.readout_before_pooling:  # MLP(Σ_c h_c) per readout rank
             self._require_readouts()
-            h = self.encode(inputs)
+            h = self._readout_features(inputs)
             return sum(
                 self.readouts[str(r)](segment_pool(h[r], inputs.batch[r], num, self.pooling))
                 for r in self.readout_ranks

@@ -109,6 +109,12 @@ class CellStructure:
     general_layout : PaddedLayout or None
         Padding of the cells of all ranks per complex (general attention with a kernel that
         needs a layout).
+    output_ranks : tuple of int or None
+        The ranks a layer called with ``ranks=output_ranks`` updates (the last layer of a
+        model that reads only its readout ranks); ``None``: prepared for full layers only.
+    output_fused : FusedNeighborhood or None
+        Joined edge lists of the fused sparse arrows into ``output_ranks`` (the fused call of
+        such a layer); ``None`` when none of them attends.
     """
 
     neighborhoods: tuple[NeighborhoodIndex | None, ...]
@@ -116,6 +122,8 @@ class CellStructure:
     layouts: tuple[PaddedLayout, ...]
     general: NeighborhoodIndex | None
     general_layout: PaddedLayout | None
+    output_ranks: tuple[int, ...] | None = None
+    output_fused: FusedNeighborhood | None = None
 
 
 def _reads_neighborhood(kind: str) -> bool:
@@ -430,6 +438,8 @@ class CellularTransformerLayer(nn.Module):
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
         batch: Sequence[Tensor],
         num_complexes: int | None = None,
+        *,
+        output_ranks: Sequence[int] | None = None,
     ) -> CellStructure:
         """Build the :class:`CellStructure` of a batch (eager; once per forward, for a whole stack).
 
@@ -438,6 +448,10 @@ class CellularTransformerLayer(nn.Module):
         kernel needs a layout. The result depends on the configuration (kind, attention,
         tensor diagram), not on the parameters: every layer of a stack built with the same
         options can use it.
+
+        With ``output_ranks``, the structure also serves a layer called with
+        ``ranks=output_ranks`` (:meth:`forward`): the edge lists of the fused arrows into those
+        ranks are joined a second time, on their own.
 
         Parameters
         ----------
@@ -448,12 +462,16 @@ class CellularTransformerLayer(nn.Module):
             ``r = 0..max_rank`` (zeros for one complex).
         num_complexes : int, optional
             Number of complexes (inferred when omitted).
+        output_ranks : sequence of int, optional
+            Ranks updated by a layer of the stack called with ``ranks=output_ranks`` (e.g. the
+            readout ranks, for the last layer).
 
         Returns
         -------
         CellStructure
             The index tensors and layouts the layers read.
         """
+        output_ranks = self._output_ranks(output_ranks)
         batch = list(batch)
         if len(batch) != self.max_rank + 1 or not all(
             isinstance(b, Tensor) and b.dim() == 1 for b in batch
@@ -486,25 +504,20 @@ class CellularTransformerLayer(nn.Module):
                     cls.needs_layout
                 ):  # tokens in rank-major order: the packed layout needs no sorting
                     general_layout = padded_layout(torch.cat(batch).to(device), num_complexes)
-            return CellStructure((None,) * len(self.arrows), None, (), general, general_layout)
+            return CellStructure(
+                (None,) * len(self.arrows), None, (), general, general_layout, output_ranks
+            )
         layouts: tuple[PaddedLayout, ...] = ()
         if any(self._kernel(a).needs_layout for a in self.arrows):
             layouts = tuple(padded_layout(b, num_complexes) for b in batch)
-        fused = None
-        active = () if self.fused is None else self.fused.active(sizes)
-        active = [self._fused_arrows[i] for i in active]
-        if active:
-            # a transposed arrow reads the index rows of its matrix swapped (no transpose built)
-            swapped = [a not in prepared and a.transpose for a in active]
-            fused = prepare_fused_index(
-                [(a.source, a.target) for a in active],
-                [prepared[a] if a in prepared else converted[a.neighborhood] for a in active],
-                sizes,
-                self.heads,
-                device=device,
-                names=[a.label for a in active],
-                transposes=swapped,
-            )
+        fused = output_fused = None
+        if self.fused is not None:
+            matrices = (prepared, converted, sizes, device)
+            every = self.fused.active(sizes)
+            fused = self._fused_index(every, *matrices)
+            if output_ranks is not None:
+                active = self.fused.active(sizes, output_ranks)
+                output_fused = fused if active == every else self._fused_index(active, *matrices)
         per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
         for i, arrow in enumerate(self.arrows):
             empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
@@ -521,7 +534,48 @@ class CellularTransformerLayer(nn.Module):
                 device=device,
                 name=arrow.label,
             )
-        return CellStructure(tuple(per_arrow), fused, layouts, None, None)
+        return CellStructure(
+            tuple(per_arrow), fused, layouts, None, None, output_ranks, output_fused
+        )
+
+    def _fused_index(
+        self,
+        active: Sequence[int],
+        prepared: ArrowNeighborhoods,
+        converted: Mapping[str, Tensor],
+        sizes: Sequence[int],
+        device: torch.device,
+    ) -> FusedNeighborhood | None:
+        """Join the edge lists of the fused arrows ``active`` (:meth:`StackedBlocks.active`)."""
+        arrows = [self._fused_arrows[i] for i in active]
+        if not arrows:
+            return None
+        # a transposed arrow reads the index rows of its matrix swapped (no transpose built)
+        swapped = [a not in prepared and a.transpose for a in arrows]
+        return prepare_fused_index(
+            [(a.source, a.target) for a in arrows],
+            [prepared[a] if a in prepared else converted[a.neighborhood] for a in arrows],
+            sizes,
+            self.heads,
+            device=device,
+            names=[a.label for a in arrows],
+            transposes=swapped,
+        )
+
+    def _output_ranks(self, ranks: Sequence[int] | None) -> tuple[int, ...] | None:
+        """``ranks`` as a sorted tuple of distinct ranks of the layer (``None`` stays ``None``)."""
+        if ranks is None:
+            return None
+        if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Sequence):
+            raise TypeError(f"ranks must be a sequence of ranks, got {ranks!r}")
+        if not ranks or any(
+            isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= self.max_rank
+            for r in ranks
+        ):
+            raise ValueError(
+                f"ranks must be a non-empty sequence of ranks in 0..{self.max_rank}, got {ranks!r}"
+            )
+        return tuple(sorted(set(int(r) for r in ranks)))
 
     # ------------------------------------------------------------------ forward
     def forward(
@@ -530,8 +584,10 @@ class CellularTransformerLayer(nn.Module):
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods | CellStructure,
         batch: Sequence[Tensor] | None = None,
         num_complexes: int | None = None,
-    ) -> list[Tensor]:
-        """Update the cochains of every rank.
+        *,
+        ranks: Sequence[int] | None = None,
+    ) -> list[Tensor | None]:
+        """Update the cochains of every rank (or of ``ranks`` only).
 
         Parameters
         ----------
@@ -547,11 +603,17 @@ class CellularTransformerLayer(nn.Module):
             ``dense``/``linear`` attention on a batch; ``None`` means a single complex).
         num_complexes : int, optional
             Number of complexes in the batch (inferred when omitted).
+        ranks : sequence of int, optional
+            Update only these ranks (e.g. the readout ranks in the last layer of a stack):
+            pairwise attention skips the arrows into the other ranks, and their FFNs are
+            skipped (general attention still attends over every cell, its one token set). The
+            result equals the full layer's on these ranks. A :class:`CellStructure` passed as
+            ``neighborhoods`` must come from :meth:`prepare` with ``output_ranks=ranks``.
 
         Returns
         -------
-        list of torch.Tensor
-            Updated ``x[r]``, same shapes.
+        list of (torch.Tensor or None)
+            Updated ``x[r]``, same shapes; ``None`` for a rank not in ``ranks``.
         """
         x = list(x)
         if len(x) != self.max_rank + 1:
@@ -562,18 +624,27 @@ class CellularTransformerLayer(nn.Module):
             if not isinstance(xr, Tensor) or xr.dim() != 2 or xr.shape[1] != self.channels:
                 shape = tuple(xr.shape) if isinstance(xr, Tensor) else type(xr).__name__
                 raise ValueError(f"x[{r}] must have shape (n_{r}, {self.channels}), got {shape}")
+        ranks = self._output_ranks(ranks)
+        if ranks == tuple(range(self.max_rank + 1)):
+            ranks = None  # every rank: the full layer
         if isinstance(neighborhoods, CellStructure):
             structure = neighborhoods
+            if ranks is not None and structure.output_ranks != ranks:
+                raise ValueError(
+                    f"ranks={ranks} needs a CellStructure prepared for them: call "
+                    f"prepare(..., output_ranks={ranks}) (this one has output_ranks="
+                    f"{structure.output_ranks})"
+                )
         else:
             if batch is None:
                 batch = [torch.zeros(xr.shape[0], dtype=torch.long, device=xr.device) for xr in x]
             batch = list(batch)
             if len(batch) != len(x) or any(b.numel() != xr.shape[0] for b, xr in zip(batch, x)):
                 raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
-            structure = self.prepare(neighborhoods, batch, num_complexes)
+            structure = self.prepare(neighborhoods, batch, num_complexes, output_ranks=ranks)
         normed = self.norm_attention(x)
         if self.attention == "pairwise":
-            update = self._pairwise(normed, structure)
+            update = self._pairwise(normed, structure, ranks)
         elif sum(xr.shape[0] for xr in normed):
             update = [
                 self.dropout(u)
@@ -582,18 +653,34 @@ class CellularTransformerLayer(nn.Module):
         else:  # no cell in the whole batch: nothing to attend
             update = [None] * len(x)
         h = [xr + u if u is not None else xr for xr, u in zip(x, update)]
+        if ranks is None:
+            return [
+                hr + self.ffn(nr, *weights)
+                for hr, nr, weights in zip(h, self.norm_ffn(h), self.ffn.per_rank())
+            ]
+        weights = self.ffn.per_rank()
         return [
-            hr + self.ffn(nr, *weights)
-            for hr, nr, weights in zip(h, self.norm_ffn(h), self.ffn.per_rank())
+            h[r] + self.ffn(self.norm_ffn.rank_forward(h[r], r), *weights[r])
+            if r in ranks
+            else None
+            for r in range(len(h))
         ]
 
-    def _pairwise(self, x: list[Tensor], structure: CellStructure) -> list[Tensor | None]:
+    def _pairwise(
+        self, x: list[Tensor], structure: CellStructure, ranks: tuple[int, ...] | None
+    ) -> list[Tensor | None]:
         update: list[Tensor | None] = [None] * len(x)
         if self.fused is not None:  # the sparse arrows: one fused call
-            update = self.fused(x, structure.fused, output_dropout=self.dropout)
+            fused = structure.fused if ranks is None else structure.output_fused
+            update = self.fused(x, fused, output_dropout=self.dropout, targets=ranks)
         for i, (arrow, key) in enumerate(zip(self.arrows, self.block_keys)):
             source, target = x[arrow.source], x[arrow.target]
-            if source.shape[0] == 0 or target.shape[0] == 0 or arrow in self._fused_arrows:
+            if (
+                source.shape[0] == 0
+                or target.shape[0] == 0
+                or arrow in self._fused_arrows
+                or (ranks is not None and arrow.target not in ranks)
+            ):
                 continue
             attention = self.blocks[key]
             layout = None
