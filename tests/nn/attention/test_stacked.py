@@ -49,7 +49,7 @@ def test_weights_of_and_attention_of_return_each_block():
     for key, block, (source, target), matrix in zip(KEYS, blocks, PAIRS, _neighborhoods(gen)):
         want = projection_weights(block)
         got = stacked.weights_of(key)
-        assert set(got) == set(want) == {*ROLES, *(f"{r}_bias" for r in ROLES)}
+        assert set(got) == set(want) == {*ROLES, *(f"{r}_bias" for r in ROLES), "cardinality"}
         for name in want:
             torch.testing.assert_close(got[name], want[name], rtol=0, atol=0)
         copy = stacked.attention_of(key)

@@ -51,8 +51,14 @@ def test_compiled_ct_on_complex_data_breaks_only_at_prepare(mutag):
 
 
 @pytest.mark.slow
-def test_compiled_ct_gradients_match_eager(mutag):
+@pytest.mark.parametrize("cardinality", [False, True])
+def test_compiled_ct_gradients_match_eager(mutag, cardinality):
     """Training mode through aot_eager: same loss and parameter gradients as eager."""
-    model = _model("pairwise", "sparse", dropout=0.0).train()
+    options = {"kernel_options": {"cardinality": True}} if cardinality else {}
+    model = _model("pairwise", "sparse", dropout=0.0, **options).train()
+    if cardinality:  # non-zero weights: the term reaches the loss
+        for name, param in model.named_parameters():
+            if "cardinality" in name:
+                torch.nn.init.normal_(param, std=0.3)
     batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
     helpers.assert_compiled_gradients_match(model, model.prepare(batch))

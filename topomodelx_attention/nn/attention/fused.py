@@ -29,7 +29,12 @@ from torch.nn import functional as F
 from topomodelx_attention.nn.attention.kernels import SparseKernel
 from topomodelx_attention.nn.attention.layout import NeighborhoodIndex, prepare_neighborhood
 from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
-from topomodelx_attention.nn.attention.sparse import SparsePlan, _stable_argsort, sparse_plan
+from topomodelx_attention.nn.attention.sparse import (
+    SparsePlan,
+    _stable_argsort,
+    neighborhood_sum,
+    sparse_plan,
+)
 
 __all__ = [
     "FusedNeighborhood",
@@ -148,14 +153,16 @@ def _check_blocks(blocks: Sequence[MultiHeadAttention]) -> MultiHeadAttention:
                 "Q/K/V/O projections (output_projection=True), all with or all without bias"
             )
         shape = (block.heads, block.head_channels, block.value_channels)
-        options = (block.kernel.scale, block.kernel.attention_dropout)
+        options = (block.kernel.scale, block.kernel.attention_dropout, block.kernel.cardinality)
         if shape != (first.heads, first.head_channels, first.value_channels) or options != (
             first.kernel.scale,
             first.kernel.attention_dropout,
+            first.kernel.cardinality,
         ):
             raise ValueError(
                 f"block {i} differs from block 0 in heads / head widths / kernel options "
-                f"(scale, attention_dropout): fused blocks share one sparse attention call"
+                f"(scale, attention_dropout, cardinality): fused blocks share one sparse "
+                "attention call"
             )
     return first
 
@@ -353,6 +360,7 @@ def fused_sparse_attention(
     slots = fused_slots(pairs, sizes)
     projections: list[tuple[Tensor, Tensor | None] | None] = []
     outputs: list[tuple[Tensor, Tensor | None] | None] = []
+    cardinality: list[Tensor | None] | None = [] if first.kernel.cardinality else None
     for g in range(len(x)):
         lins = [blocks[i].lin_query for i in slots.targets[g]]
         lins += [blocks[i].lin_key for i in slots.sources[g]]
@@ -360,6 +368,9 @@ def fused_sparse_attention(
         projections.append(_stacked_weights(lins, dim=0) if lins else None)
         outs = [blocks[i].lin_out for i in slots.targets[g]]
         outputs.append(_stacked_weights(outs, dim=1) if outs else None)
+        if cardinality is not None:
+            weights = [blocks[i].cardinality_weight for i in slots.targets[g]]
+            cardinality.append(torch.stack(weights) if weights else None)
     return fused_sparse_attention_weights(
         x,
         first.kernel,
@@ -370,6 +381,7 @@ def fused_sparse_attention(
         head_channels=first.head_channels,
         value_channels=first.value_channels,
         output_dropout=output_dropout,
+        cardinality=cardinality,
     )
 
 
@@ -384,6 +396,7 @@ def fused_sparse_attention_weights(
     head_channels: int,
     value_channels: int,
     output_dropout: nn.Module | None = None,
+    cardinality: Sequence[Tensor | None] | None = None,
 ) -> list[Tensor | None]:
     r""":func:`fused_sparse_attention` on weights already stacked per group.
 
@@ -416,6 +429,10 @@ def fused_sparse_attention_weights(
         Width of a head's queries / keys and of its values.
     output_dropout : torch.nn.Module, optional
         As in :func:`fused_sparse_attention`.
+    cardinality : sequence of (torch.Tensor or None), optional
+        The kernel's ``cardinality`` term: per target group, the weights ``w`` of its blocks
+        stacked, shape ``(n_t, heads, value_channels)`` (slot order); each block's attention
+        output gains ``w ⊙ Σ_{s∈N(t)} v_s`` before the output projection. ``None``: no term.
 
     Returns
     -------
@@ -440,6 +457,11 @@ def fused_sparse_attention_weights(
         neighborhood.index,
         plan=neighborhood.plan,
     )
+    totals = None
+    if cardinality is not None:  # Σ_{s∈N(t)} v_s of every query row (every block's own)
+        totals = neighborhood_sum(
+            value.view(-1, heads, value_channels), neighborhood.index, out.shape[0]
+        )
     per_block_dropout = (
         output_dropout is not None
         and output_dropout.training
@@ -449,9 +471,13 @@ def fused_sparse_attention_weights(
     for g, targets in enumerate(slots.targets):
         if not targets:
             continue
-        rows = out[slots.q_offsets[g] : slots.q_offsets[g + 1]].reshape(
-            sizes[g], len(targets) * v_width
-        )
+        rows = out[slots.q_offsets[g] : slots.q_offsets[g + 1]]
+        if totals is not None:
+            total = totals[slots.q_offsets[g] : slots.q_offsets[g + 1]]
+            rows = rows + (
+                total.view(sizes[g], len(targets), heads, value_channels) * cardinality[g]
+            ).view_as(rows)
+        rows = rows.reshape(sizes[g], len(targets) * v_width)
         weight, bias = outputs[g]
         if per_block_dropout:  # dropout on each block's output, as the per-block sum
             pieces = rows.split(v_width, dim=1)

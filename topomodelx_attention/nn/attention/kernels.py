@@ -190,6 +190,9 @@ class AttentionKernel(nn.Module):
     returns_weights: ClassVar[bool] = False
     #: The kernel forms attention weights, so ``attention_dropout`` applies.
     has_weights: ClassVar[bool] = True
+    #: The attention block adds the weighted neighbourhood sum ``w ⊙ Σ_{s∈N(t)} v_s``
+    #: (:func:`~.sparse.neighborhood_sum`; the sparse kind's ``cardinality`` option).
+    cardinality: bool = False
 
     def __init__(
         self,
@@ -310,10 +313,32 @@ class SparseKernel(AttentionKernel):
     heads, head_channels : int
         Heads and query/key dimension per head.
     %(kernel_scale_dropout)s
+    cardinality : bool, default = False
+        The attention block (:class:`~.multihead.MultiHeadAttention`, the fused sparse call)
+        adds :math:`w \odot \sum_{s \in N(t)} v_s` to every target's output, a learnt
+        ``(heads, d_v)`` weight ``w`` per block starting at zero (the block owns it): the
+        softmax averages the neighbours, this term counts them (degree, rings around a
+        vertex), as a GIN-style sum aggregation does; see :func:`~.sparse.neighborhood_sum`.
+        The kernel's own output is unchanged.
     """
 
     kind = "sparse"
     needs_neighborhood = True
+    options = ("cardinality",)
+
+    def __init__(
+        self,
+        heads: int,
+        head_channels: int,
+        *,
+        scale: float | None = None,
+        attention_dropout: float = 0.0,
+        cardinality: bool = False,
+    ) -> None:
+        super().__init__(heads, head_channels, scale=scale, attention_dropout=attention_dropout)
+        if not isinstance(cardinality, bool):
+            raise TypeError(f"cardinality must be a bool, got {cardinality!r}")
+        self.cardinality = cardinality
 
     def attend(self, query: Tensor, key: Tensor, value: Tensor, tokens: AttentionTokens) -> Tensor:
         """Sparse attention; ``N`` carries the block structure (batch vectors, layout unused)."""

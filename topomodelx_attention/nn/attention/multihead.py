@@ -32,6 +32,7 @@ from topomodelx_attention.nn.attention.kernels import (
     build_kernel,
 )
 from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum
 
 __all__ = ["MultiGroupAttention", "MultiHeadAttention"]
 
@@ -192,6 +193,10 @@ class MultiHeadAttention(nn.Module):
         self.lin_out = (
             nn.Linear(out_channels, out_channels, bias=bias) if output_projection else None
         )
+        if self.kernel.cardinality:  # w of the cardinality term w ⊙ Σ_{s∈N(t)} v_s
+            self.cardinality_weight = nn.Parameter(torch.zeros(heads, self.value_channels))
+        else:
+            self.register_parameter("cardinality_weight", None)
         self.reset_parameters()
 
     def _projection(self, channels: int, head_width: int) -> nn.Module:
@@ -202,10 +207,12 @@ class MultiHeadAttention(nn.Module):
 
     # ------------------------------------------------------------------------------------------
     def reset_parameters(self) -> None:
-        r"""Reset: Xavier-uniform weights, zero biases, the kernel's own parameters."""
+        r"""Reset: Xavier-uniform weights, zero biases and cardinality weight, the kernel's own."""
         for lin in (self.lin_query, self.lin_key, self.lin_value, self.lin_out):
             if lin is not None:
                 _reset_projection(lin)
+        if self.cardinality_weight is not None:
+            nn.init.zeros_(self.cardinality_weight)
         self.kernel.reset_parameters()
 
     def redraw_features(self, generator: torch.Generator | None = None) -> None:
@@ -303,11 +310,22 @@ class MultiHeadAttention(nn.Module):
         The kernel's call, :meth:`AttentionKernel.forward
         <topomodelx_attention.nn.attention.kernels.AttentionKernel.forward>`, with the same
         arguments (documented there): queries / keys ``(n, heads, head_channels)``, values
-        ``(n_source, heads, d_v)`` of any ``d_v``; returns ``(n_target, heads, d_v)``.
+        ``(n_source, heads, d_v)`` of any ``d_v``; returns ``(n_target, heads, d_v)``. With the
+        kernel's ``cardinality`` option, plus ``cardinality_weight ⊙ Σ_{s∈N(t)} v_s``
+        (:func:`~topomodelx_attention.nn.attention.sparse.neighborhood_sum`).
         """
-        return self.kernel(
+        out = self.kernel(
             query, key, value, neighborhood, batch_target, batch_source, num_complexes, layout
         )
+        if self.cardinality_weight is None:
+            return out
+        if self.cardinality_weight.shape[1] != value.shape[2]:
+            raise ValueError(
+                f"the cardinality weight is for values of width {self.cardinality_weight.shape[1]} "
+                f"per head, got {value.shape[2]}"
+            )
+        total = neighborhood_sum(value, neighborhood, query.shape[0])
+        return out + self.cardinality_weight * total
 
     @fill_doc
     def attention_weights(

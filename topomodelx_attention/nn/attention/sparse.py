@@ -45,7 +45,13 @@ from topomodelx_attention.nn.attention.sparse_op import (
     sparse_attention_csr,
 )
 
-__all__ = ["SPARSE_CHUNK_ELEMENTS", "SparsePlan", "sparse_attention", "sparse_plan"]
+__all__ = [
+    "SPARSE_CHUNK_ELEMENTS",
+    "SparsePlan",
+    "neighborhood_sum",
+    "sparse_attention",
+    "sparse_plan",
+]
 
 #: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the
 #: composable sparse kernels (the fused CPU kernel builds no such chunk): 4 MiB in float32, a
@@ -497,6 +503,37 @@ def sparse_attention(
     return _sparse_attention_composable(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p
     )
+
+
+def neighborhood_sum(value: Tensor, neighborhood: Neighborhood, n_target: int) -> Tensor:
+    r"""Sum of the values of every target's neighbours, per head (the cardinality term).
+
+    :math:`\sum_{s \in N(t)} v_s` for every target ``t`` and head: the unnormalised aggregation
+    that a softmax, a weighted *mean*, cannot give (it does not see how many neighbours there
+    are). The sparse kernel's ``cardinality`` option adds it, weighted, to the attention
+    output (additive cardinality-preserving attention, Zhang & Xie 2020: the term of the
+    N-simplicial transformer's ``cardinality``, here on a neighbourhood mask). The values of
+    ``N`` are ignored, as in :func:`sparse_attention`.
+
+    Parameters
+    ----------
+    value : torch.Tensor, shape = (n_source, heads, d_v)
+        Head-split values.
+    neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
+        The ``(n_target, n_source)`` mask, in any form :func:`sparse_attention` takes.
+    n_target : int
+        Number of targets.
+
+    Returns
+    -------
+    torch.Tensor, shape = (n_target, heads, d_v)
+        The sums; zeros for a target without neighbours.
+    """
+    index_t, index_s, _ = neighborhood_index(neighborhood, n_target, value.shape[0])
+    index_t = index_t.to(value.device).contiguous()
+    index_s = index_s.to(value.device).contiguous()
+    ones = value.new_ones((index_t.shape[0], value.shape[1]))
+    return _weighted_scatter(ones, value, index_s, index_t, n_target)
 
 
 def _sparse_attention_composable(

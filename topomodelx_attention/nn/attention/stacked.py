@@ -80,7 +80,8 @@ def projection_weights(block: MultiHeadAttention, *, grad: bool = False) -> dict
     biases = {
         f"{r}_bias": None if lin is None else _of(lin.bias, grad) for r, lin in zip(ROLES, lins)
     }
-    return {**weights, **biases}
+    cardinality = getattr(block, "cardinality_weight", None)
+    return {**weights, **biases, "cardinality": _of(cardinality, grad)}
 
 
 class StackedBlocks(nn.Module):
@@ -112,6 +113,10 @@ class StackedBlocks(nn.Module):
     query_key_value_bias, output_bias : torch.nn.ParameterDict or None
         Shapes ``((n_q + 2·n_kv)·C,)`` and ``(n_q, C)`` (one output bias per block); ``None``
         for blocks without bias.
+    cardinality : torch.nn.ParameterDict or None
+        ``cardinality[str(g)]`` of shape ``(n_q, heads, C / heads)``: the weights of the
+        cardinality term of the blocks into group ``g`` (the kernel's ``cardinality``
+        option); ``None`` without it.
     kernel : SparseKernel
         The blocks' kernel (scale, attention dropout).
     targets, sources : tuple of tuple of int
@@ -142,6 +147,7 @@ class StackedBlocks(nn.Module):
         # plain tuples: torch.compile reconstructs them at a graph break, not a frozen dataclass
         self.targets, self.sources = slots.targets, slots.sources
         with_bias = blocks[0].lin_query.bias is not None
+        self.cardinality = nn.ParameterDict() if self.kernel.cardinality else None
         self.query_key_value = nn.ParameterDict()
         self.output = nn.ParameterDict()
         self.query_key_value_bias = nn.ParameterDict() if with_bias else None
@@ -167,6 +173,10 @@ class StackedBlocks(nn.Module):
                         self.output_bias[str(g)] = nn.Parameter(
                             torch.stack([lin.bias for lin in outs])
                         )
+                if outs and self.cardinality is not None:
+                    self.cardinality[str(g)] = nn.Parameter(
+                        torch.stack([blocks[i].cardinality_weight for i in targets])
+                    )
 
     def active(
         self, sizes: Sequence[int], targets: Sequence[int] | None = None
@@ -227,6 +237,15 @@ class StackedBlocks(nn.Module):
             return [None] * len(x)
         projections, outputs = self.weights(active)
         head_channels = self.channels // self.heads
+        cardinality = None
+        if self.cardinality is not None:
+            keep = set(active)
+            cardinality = [None] * len(self.targets)
+            for g, targets in enumerate(self.targets):
+                slots = [j for j, i in enumerate(targets) if i in keep]
+                if slots:
+                    weight = self.cardinality[str(g)]
+                    cardinality[g] = weight if len(slots) == len(targets) else weight[slots]
         return fused_sparse_attention_weights(
             x,
             self.kernel,
@@ -237,6 +256,7 @@ class StackedBlocks(nn.Module):
             head_channels=head_channels,
             value_channels=head_channels,
             output_dropout=output_dropout,
+            cardinality=cardinality,
         )
 
     def weights(self, active: Sequence[int]) -> tuple[list[Weights | None], list[Weights | None]]:
@@ -315,7 +335,8 @@ class StackedBlocks(nn.Module):
         dict of str to (torch.Tensor or None)
             ``query``, ``key``, ``value``, ``out`` of shape ``(C, C)`` (``nn.Linear``
             convention: ``(out, in)``) and ``query_bias``, ``key_bias``, ``value_bias``,
-            ``out_bias`` of shape ``(C,)`` (``None`` without bias).
+            ``out_bias`` of shape ``(C,)`` (``None`` without bias); ``cardinality`` of shape
+            ``(heads, C / heads)``, the weight of the cardinality term (``None`` without it).
         """
         if key not in self.keys:
             raise ValueError(f"no stacked block with key {key!r}; they are {list(self.keys)}")
@@ -334,6 +355,8 @@ class StackedBlocks(nn.Module):
         out["out"] = _of(self.output[str(target)], grad, cols=slice(q * c, (q + 1) * c))
         bias = self.output_bias
         out["out_bias"] = None if bias is None else _of(bias[str(target)], grad, rows=q)
+        weight = self.cardinality
+        out["cardinality"] = None if weight is None else _of(weight[str(target)], grad, rows=q)
         return out
 
     def attention_of(self, key: str) -> MultiHeadAttention:
@@ -372,6 +395,8 @@ class StackedBlocks(nn.Module):
                 lin.weight.copy_(weights[role])
                 if lin.bias is not None:
                     lin.bias.copy_(weights[f"{role}_bias"])
+            if block.cardinality_weight is not None:
+                block.cardinality_weight.copy_(weights["cardinality"])
         return block.train(self.training)
 
     def load_former_layout(self, state_dict: dict[str, Tensor], owner: str, prefix: str) -> None:
@@ -410,6 +435,11 @@ class StackedBlocks(nn.Module):
                         state_dict[f"{prefix}output.{g}"] = torch.cat(pieces, dim=1)
                     else:
                         state_dict[f"{prefix}output_bias.{g}"] = torch.stack(pieces)
+            weights = [f"{owner}blocks.{self.keys[i]}.cardinality_weight" for i in targets]
+            if weights and all(k in state_dict for k in weights):
+                state_dict[f"{prefix}cardinality.{g}"] = torch.stack(
+                    [state_dict.pop(k) for k in weights]
+                )
 
     def extra_repr(self) -> str:
         """Describe the blocks in ``repr``."""

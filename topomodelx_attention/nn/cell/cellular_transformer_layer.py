@@ -310,7 +310,7 @@ class CellularTransformerLayer(nn.Module):
         Returns
         -------
         dict of str to (torch.Tensor or None)
-            The eight entries of :meth:`StackedBlocks.weights_of` (``out`` and ``out_bias``
+            The nine entries of :meth:`StackedBlocks.weights_of` (``out`` and ``out_bias``
             are ``None`` without output projection).
         """
         key = self._arrow_key(arrow)
