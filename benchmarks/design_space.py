@@ -111,6 +111,15 @@ CT_VARIANTS: dict[str, list[str]] = {
     "packaged": [],
 }
 
+#: Checks of single changes to the packaged default, run on every data set and seed of the
+#: protocol but neither candidates of the selection nor part of the budget (the baselines keep
+#: ``len(CT_VARIANTS)`` trials, so their configurations do not move): evidence for or against a
+#: change of the default, read against "packaged" in the checks table.
+CT_CHECKS: dict[str, list[str]] = {
+    # the sparse kernel's cardinality term w ⊙ Σ_{s∈N(t)} v_s on every arrow (GINE-style counting)
+    "packaged_cardinality": ["+model.params.kernel_options.cardinality=true"],
+}
+
 #: Search space of the baselines (their equal-budget configurations).
 BASELINE_SPACE: dict[str, list[Any]] = {
     "optimizer.lr": [0.001, 0.0003, 0.003],
@@ -176,6 +185,7 @@ def configurations(models: list[str]) -> list[tuple[str, str, list[str]]]:
     from topomodelx_attention.harness.budget import search_trials
 
     out = [("cellular_transformer", name, list(ov)) for name, ov in CT_VARIANTS.items()]
+    out += [("cellular_transformer", name, list(ov)) for name, ov in CT_CHECKS.items()]
     trials = search_trials(BASELINE_SPACE, len(CT_VARIANTS), SEARCH_SEED)
     for model in BASELINES:
         for index, values in enumerate(trials):
@@ -292,7 +302,8 @@ def _ranks(agg: dict, dataset: str, model: str) -> dict[str, float]:
 
 def select_lodo(agg: dict, datasets: list[str]) -> tuple[dict[str, str], str | None, dict[str, float]]:
     """Leave-one-out choices per held-out data set, the all-data choice and mean ranks (validation only)."""
-    candidates = {k: v for k, v in agg.items() if k[2] != "packaged"}  # the shipped check is no candidate
+    # the shipped default and the checks of changes to it are no candidates
+    candidates = {k: v for k, v in agg.items() if k[2] != "packaged" and k[2] not in CT_CHECKS}
     ranks = {d: _ranks(candidates, d, "cellular_transformer") for d in datasets}
     configs = sorted({c for r in ranks.values() for c in r}, key=list(CT_VARIANTS).index)
     complete = [c for c in configs if all(c in ranks[d] for d in datasets if ranks[d])]
@@ -401,7 +412,31 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
                 f"{a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
             )
         lines.append(f"| {d} | {horizon:.0f} | " + " | ".join(cells) + " |")
+    lines += _checks_table(agg, datasets)
     return "\n".join(lines)
+
+
+def _checks_table(agg: dict, datasets: list[str]) -> list[str]:
+    """The packaged CT, each of :data:`CT_CHECKS` and GPS's best-validation trial, per data set."""
+    checks = [c for c in CT_CHECKS if any(k[1] == "cellular_transformer" and k[2] == c for k in agg)]
+    if not checks:
+        return []
+    names = ["packaged", *checks]
+    lines = ["", "### Checks: single changes to the packaged CT (not candidates of the selection)", ""]
+    lines.append("Each cell: test mean ± std over seeds (validation; s/epoch). GPS: its best-validation trial.")
+    lines += ["", "| data set | " + " | ".join(names) + " | gps |", "|---|" + "---:|" * (len(names) + 1)]
+    for d in datasets:
+        entries = [agg.get((d, "cellular_transformer", c)) for c in names]
+        ranks = _ranks(agg, d, "gps")
+        entries.append(agg.get((d, "gps", min(ranks, key=ranks.get))) if ranks else None)
+        cells = [
+            "–" if a is None else
+            f"{_fmt(a['test'], a['metric'])} ± {_fmt(a['test_std'], a['metric'])} "
+            f"(val {_fmt(a['val'], a['metric'])}; {a['s_per_epoch']:.2f} s/ep)"
+            for a in entries
+        ]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _trial_counts(agg: dict) -> str:

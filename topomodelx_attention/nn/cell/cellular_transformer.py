@@ -564,6 +564,10 @@ class CellularTransformer(nn.Module):
 
         The readout MLP runs on every cell of the readout ranks, then a global add (or mean)
         pool over the cells of each complex; several readout ranks are summed (Appendix A).
+        The last layer updates only the readout ranks (its arrows into the other ranks and
+        their FFNs are skipped: nothing reads them; same result as :meth:`encode`, which
+        updates every rank); their parameters then get no gradient, as the final norms of
+        ranks that are not read out.
         With ``readout_options={"before_pooling": False}`` the cells are pooled first, then the
         MLP.
         ``forward(data)`` is ``forward(prepare(data))``: the second form is the one to compile
