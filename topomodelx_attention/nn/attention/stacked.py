@@ -235,17 +235,8 @@ class StackedBlocks(nn.Module):
         active = self.active(tuple(xr.shape[0] for xr in x), targets)
         if not active:  # a group without tokens everywhere: nothing to attend
             return [None] * len(x)
-        projections, outputs = self.weights(active)
+        projections, outputs, cardinality = self.weights(active)
         head_channels = self.channels // self.heads
-        cardinality = None
-        if self.cardinality is not None:
-            keep = set(active)
-            cardinality = [None] * len(self.targets)
-            for g, targets in enumerate(self.targets):
-                slots = [j for j, i in enumerate(targets) if i in keep]
-                if slots:
-                    weight = self.cardinality[str(g)]
-                    cardinality[g] = weight if len(slots) == len(targets) else weight[slots]
         return fused_sparse_attention_weights(
             x,
             self.kernel,
@@ -259,7 +250,9 @@ class StackedBlocks(nn.Module):
             cardinality=cardinality,
         )
 
-    def weights(self, active: Sequence[int]) -> tuple[list[Weights | None], list[Weights | None]]:
+    def weights(
+        self, active: Sequence[int]
+    ) -> tuple[list[Weights | None], list[Weights | None], list[Tensor | None] | None]:
         """Return the stacked ``(W, b)`` per group for a forward on the ``active`` blocks.
 
         Parameters
@@ -275,9 +268,13 @@ class StackedBlocks(nn.Module):
             active ones); ``None`` for a group none of them reads.
         outputs : list of ((torch.Tensor, torch.Tensor or None) or None)
             Per group: ``(W_O, b_O)`` of shapes ``(C, n_q·C)`` and ``(n_q, C)`` (or ``None``).
+        cardinality : list of (torch.Tensor or None), or None
+            Per group: the cardinality weights ``(n_q, heads, C / heads)`` of the active blocks
+            into it (``None`` for a group none of them targets); ``None`` without the term.
         """
         qkv, out = self.query_key_value, self.output
         qkv_bias, out_bias = self.query_key_value_bias, self.output_bias
+        card = self.cardinality
         keep = set(active)
         if len(keep) == len(self.pairs):  # the usual case: the parameters as they are
             ranks = range(len(self.targets))
@@ -293,10 +290,12 @@ class StackedBlocks(nn.Module):
                 else None
                 for g in ranks
             ]
-            return projections, outputs
-        # a group without tokens in this batch: the slices of the blocks that still attend
+            cardinality = None if card is None else [card.get(str(g)) for g in ranks]
+            return projections, outputs, cardinality
+        # a group without tokens in this batch, or targets left out: the active blocks' slices
         c = self.channels
         projections, outputs = [], []
+        cardinality = None if card is None else []
         for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
             n_q, n_kv = len(targets), len(sources)
             rows = [j for j, i in enumerate(targets) if i in keep]
@@ -317,7 +316,9 @@ class StackedBlocks(nn.Module):
                 outputs.append((w, b))
             else:
                 outputs.append(None)
-        return projections, outputs
+            if cardinality is not None:
+                cardinality.append(card[str(g)][cols] if cols else None)
+        return projections, outputs, cardinality
 
     def weights_of(self, key: str, *, grad: bool = False) -> dict[str, Tensor | None]:
         """Return the Q/K/V/O weights and biases of one block (views of the stacked parameters).

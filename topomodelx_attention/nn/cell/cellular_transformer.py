@@ -25,6 +25,7 @@ from topomodelx_attention.nn.cell.cell_encoder import (
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     CellStructure,
     CellularTransformerLayer,
+    valid_ranks,
 )
 from topomodelx_attention.nn.cell.tensor_diagram import Arrow, parse_tensor_diagram
 from topomodelx_attention.nn.common import (
@@ -112,11 +113,7 @@ def _check_outputs(outputs: object, max_rank: int) -> str | tuple[int, ...]:
             )
         return outputs
     ranks = tuple(outputs) if isinstance(outputs, Sequence) else (outputs,)
-    if (
-        not ranks
-        or any(isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= max_rank for r in ranks)
-        or len(set(ranks)) != len(ranks)
-    ):
+    if not valid_ranks(ranks, max_rank) or len(set(ranks)) != len(ranks):
         raise ValueError(
             f"outputs must be 'complex' or distinct ranks in 0..{max_rank}, got {outputs!r}"
         )
@@ -310,7 +307,7 @@ class CellularTransformer(nn.Module):
         elif readout_ranks == "all":
             readout_ranks = tuple(range(self.max_rank + 1))
         self.readout_ranks = tuple(int(r) for r in readout_ranks)
-        if not self.readout_ranks or any(not 0 <= r <= self.max_rank for r in self.readout_ranks):
+        if not valid_ranks(self.readout_ranks, self.max_rank):
             raise ValueError(
                 f"readout_options['ranks'] must be ranks in 0..{self.max_rank} (or 'all'), "
                 f"got {readout_ranks}"

@@ -126,6 +126,13 @@ class CellStructure:
     output_fused: FusedNeighborhood | None = None
 
 
+def valid_ranks(ranks: Sequence[object], max_rank: int) -> bool:
+    """Whether ``ranks`` is a non-empty sequence of int ranks in ``0..max_rank`` (no bools)."""
+    return bool(ranks) and all(
+        not isinstance(r, bool) and isinstance(r, int) and 0 <= r <= max_rank for r in ranks
+    )
+
+
 def _reads_neighborhood(kind: str) -> bool:
     """Whether the kernel of ``kind`` reads a neighbourhood (a mask or a θ·N bias)."""
     cls = kernel_class(kind)
@@ -568,10 +575,7 @@ class CellularTransformerLayer(nn.Module):
             return None
         if isinstance(ranks, (str, bytes)) or not isinstance(ranks, Sequence):
             raise TypeError(f"ranks must be a sequence of ranks, got {ranks!r}")
-        if not ranks or any(
-            isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= self.max_rank
-            for r in ranks
-        ):
+        if not valid_ranks(ranks, self.max_rank):
             raise ValueError(
                 f"ranks must be a non-empty sequence of ranks in 0..{self.max_rank}, got {ranks!r}"
             )
