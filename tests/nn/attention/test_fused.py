@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
 import pytest
 import torch
 
@@ -11,10 +14,12 @@ from topomodelx_attention.nn.attention.fused import (
     fusable,
     fused_slots,
     fused_sparse_attention,
+    fused_subset,
     prepare_fused,
     prepare_fused_edges,
     prepare_fused_index,
 )
+from topomodelx_attention.nn.attention.sparse import SparsePlan, plan_rows, sparse_plan
 
 SIZES = (5, 4, 3)
 # (source, target): two blocks join group 1 to itself, group 2 only sends
@@ -141,3 +146,83 @@ def test_a_transposed_neighbourhood_read_swapped_equals_its_transpose(gen):
             assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), name
     with pytest.raises(ValueError, match=r"block 3.*\(4, 5\).*given transposed"):
         prepare_fused_index(PAIRS, neighborhoods, SIZES, 2, transposes=transposes)
+
+
+def _assert_same_plan(got: SparsePlan, expected: SparsePlan) -> None:
+    for field in dataclasses.fields(SparsePlan):
+        a, b = getattr(got, field.name), getattr(expected, field.name)
+        if isinstance(b, torch.Tensor) or b is None:
+            assert (a is None) == (b is None), field.name
+            assert a is None or (a.dtype == b.dtype and torch.equal(a, b)), field.name
+        else:
+            assert a == b, field.name
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_the_subset_into_some_groups_is_sliced_out_of_the_joined_index(gen, grad, heads):
+    # every target-closed subset (all blocks into some groups) equals its own joined index
+    neighborhoods = _neighborhoods(gen)
+    with torch.set_grad_enabled(grad):
+        joined = prepare_fused_index(PAIRS, neighborhoods, SIZES, heads)
+        for k in (1, 2):
+            for groups in itertools.combinations((0, 1), k):
+                subset = [i for i, (_, t) in enumerate(PAIRS) if t in groups]
+                pairs = [PAIRS[i] for i in subset]
+                expected = prepare_fused_index(pairs, [neighborhoods[i] for i in subset], SIZES, heads)
+                got = fused_subset(joined, PAIRS, subset, SIZES)
+                assert got.index.shape == expected.index.shape
+                assert torch.equal(got.index.index_target, expected.index.index_target)
+                assert torch.equal(got.index.index_source, expected.index.index_source)
+                _assert_same_plan(got.plan, expected.plan)
+                assert (got.plan.crow_t is not None) == grad
+                # without a plan (another device): the index alone, by its query-row ranges
+                bare = fused_subset(dataclasses.replace(joined, plan=None), PAIRS, subset, SIZES)
+                assert bare.plan is None and bare.index.shape == expected.index.shape
+                assert torch.equal(bare.index.index_target, expected.index.index_target)
+                assert torch.equal(bare.index.index_source, expected.index.index_source)
+
+
+def test_a_sliced_index_gives_the_subset_s_attention(gen):
+    blocks = _blocks(True)
+    neighborhoods = _neighborhoods(gen)
+    x = [torch.randn(n, 6, generator=gen, dtype=torch.float64) for n in SIZES]
+    subset = [i for i, (_, t) in enumerate(PAIRS) if t == 1]
+    joined = prepare_fused(blocks, PAIRS, neighborhoods, SIZES)
+    sliced = fused_subset(joined, PAIRS, subset, SIZES)
+    pairs = [PAIRS[i] for i in subset]
+    got = fused_sparse_attention(x, [blocks[i] for i in subset], pairs, sliced)
+    full = fused_sparse_attention(x, blocks, PAIRS, joined)
+    assert got[0] is None and got[2] is None
+    torch.testing.assert_close(got[1], full[1], rtol=0, atol=1e-12)
+
+
+def test_fused_subset_refuses_a_subset_that_splits_a_target_group(gen):
+    joined = prepare_fused_index(PAIRS, _neighborhoods(gen), SIZES, 2)
+    with pytest.raises(ValueError, match="only some of the blocks into group 1"):
+        fused_subset(joined, PAIRS, [1, 2], SIZES)  # blocks 3 and 5 also target group 1
+    for bad in ([], [2, 1], [0, 0], [0, 6]):
+        with pytest.raises(ValueError, match="increasing, distinct"):
+            fused_subset(joined, PAIRS, bad, SIZES)
+
+
+def test_plan_rows_slices_target_rows_and_renames_sources(gen):
+    # rows 1..2 and 4..5 of a 6 × 5 mask, sources renamed by a reversal
+    mask = torch.rand(6, 5, generator=gen) < 0.6
+    mask[2] = False  # a kept row without entries
+    rows, rename = [(1, 3), (4, 6)], torch.arange(4, -1, -1)
+    plan = sparse_plan(mask.double().to_sparse().coalesce(), 2)
+    kept = torch.cat([mask[a:b] for a, b in rows])
+    # the reversal flips the order of a row's sources, so compare the patterns as sets
+    expected = kept.flip(1)
+    got = plan_rows(plan, rows, rename, 5)
+    assert got.shape == (4, 5) and got.nnz == int(kept.sum())
+    dense = torch.zeros(4, 5, dtype=torch.bool)
+    dense[got.index_target, got.index_source] = True
+    assert torch.equal(dense, expected)
+    # an order-keeping renaming (the key rows of fused blocks) gives the sub-mask's own plan
+    identity = plan_rows(plan, rows, torch.arange(5), 5)
+    _assert_same_plan(identity, sparse_plan(kept.double().to_sparse().coalesce(), 2))
+    unsorted = dataclasses.replace(plan, order=torch.arange(plan.nnz))
+    with pytest.raises(ValueError, match="target-sorted"):
+        plan_rows(unsorted, rows, rename, 5)

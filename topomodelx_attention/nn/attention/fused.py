@@ -33,6 +33,7 @@ from topomodelx_attention.nn.attention.sparse import (
     SparsePlan,
     _stable_argsort,
     neighborhood_sum,
+    plan_rows,
     sparse_plan,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "fused_slots",
     "fused_sparse_attention",
     "fused_sparse_attention_weights",
+    "fused_subset",
     "prepare_fused",
     "prepare_fused_edges",
     "prepare_fused_index",
@@ -273,6 +275,85 @@ def prepare_fused_index(
             transposed = torch.is_grad_enabled()
         plan = sparse_plan(index, heads, transposed=transposed)
     return FusedNeighborhood(index, plan)
+
+
+def fused_subset(
+    neighborhood: FusedNeighborhood,
+    pairs: Sequence[tuple[int, int]],
+    subset: Sequence[int],
+    sizes: Sequence[int],
+) -> FusedNeighborhood:
+    """Slice the joined edge lists of some of the blocks out of those of all of them.
+
+    For a subset of blocks that keeps *every* block into each of its target groups (e.g. the
+    blocks into the readout ranks, :meth:`~.stacked.StackedBlocks.active` with ``targets``),
+    the query rows of those groups are the same rows, shifted, as in the joined problem of all
+    blocks, and its edges are the edges of those rows with the key rows renumbered to the
+    subset's :class:`FusedSlots`. This builds that index (and its CPU plan,
+    :func:`~.sparse.plan_rows`) from ``neighborhood`` without joining, sorting or laying out
+    the edges again; the result equals :func:`prepare_fused_index` of the subset's
+    neighbourhoods.
+
+    Parameters
+    ----------
+    neighborhood : FusedNeighborhood
+        :func:`prepare_fused_index` of the blocks ``pairs``.
+    pairs : sequence of (int, int)
+        ``(source group, target group)`` of every block of ``neighborhood``.
+    subset : sequence of int
+        Increasing indices into ``pairs`` of the blocks kept.
+    sizes : sequence of int
+        Tokens of every group.
+
+    Returns
+    -------
+    FusedNeighborhood
+        The joined index of the blocks ``subset`` (in that order) and, when ``neighborhood``
+        has one, its plan (with the transposed pattern when that one has it).
+    """
+    subset = [int(i) for i in subset]
+    if not subset or subset != sorted(set(subset)) or not 0 <= subset[0] <= subset[-1] < len(pairs):
+        raise ValueError(f"subset must be increasing, distinct block indices, got {subset}")
+    full, sub = fused_slots(pairs, sizes), fused_slots([pairs[i] for i in subset], sizes)
+    rows, offsets = [], []
+    for g, targets in enumerate(sub.targets):
+        if targets and [subset[i] for i in targets] != list(full.targets[g]):
+            raise ValueError(
+                f"the subset keeps only some of the blocks into group {g}: a sliced joined index "
+                "needs every block into each of its target groups (build it with "
+                "prepare_fused_index instead)"
+            )
+        if targets:
+            rows.append((full.q_offsets[g], full.q_offsets[g + 1]))
+            offsets.append(full.q_offsets[g] - sub.q_offsets[g])
+    # key row of the full problem → key row of the subset (-1: a block not kept)
+    source_map = np.full(full.kv_offsets[-1], -1, dtype=np.int64)
+    for g, sources in enumerate(sub.sources):
+        width, n = len(full.sources[g]), sizes[g]
+        for slot, i in enumerate(sources):
+            start = full.kv_offsets[g] + full.sources[g].index(subset[i])
+            source_map[start : start + n * width : width] = (
+                sub.kv_offsets[g] + slot + len(sources) * np.arange(n)
+            )
+    index = neighborhood.index
+    device = index.index_target.device
+    source_map = torch.from_numpy(source_map).to(device)
+    shape = (sub.q_offsets[-1], sub.kv_offsets[-1])
+    if neighborhood.plan is not None:
+        plan = plan_rows(neighborhood.plan, rows, source_map, shape[1])
+        return FusedNeighborhood(
+            NeighborhoodIndex(plan.index_target, plan.index_source, None, shape), plan
+        )
+    starts = torch.tensor([r for pair in rows for r in pair], device=device)
+    bounds = torch.searchsorted(index.index_target, starts).tolist()  # edges are query-sorted
+    targets, sources = [], []
+    for k, offset in enumerate(offsets):
+        e0, e1 = bounds[2 * k], bounds[2 * k + 1]
+        targets.append(index.index_target[e0:e1] - offset)
+        sources.append(source_map.index_select(0, index.index_source[e0:e1]))
+    return FusedNeighborhood(
+        NeighborhoodIndex(torch.cat(targets), torch.cat(sources), None, shape), None
+    )
 
 
 def prepare_fused_edges(

@@ -21,6 +21,7 @@ and memory. Three executions of the same equations:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -49,6 +50,7 @@ __all__ = [
     "SPARSE_CHUNK_ELEMENTS",
     "SparsePlan",
     "neighborhood_sum",
+    "plan_rows",
     "sparse_attention",
     "sparse_plan",
 ]
@@ -252,6 +254,74 @@ def _with_transpose(plan: SparsePlan) -> SparsePlan:
     to_transposed = torch.empty(nnz * heads, dtype=torch.int32)
     to_transposed.scatter_(0, position_t.view(-1), plan.position.view(-1).to(torch.int32))
     return replace(plan, crow_t=crow_t, col_t=col_t, to_transposed=to_transposed)
+
+
+def plan_rows(
+    plan: SparsePlan,
+    rows: Sequence[tuple[int, int]],
+    source_map: Tensor,
+    n_source: int,
+) -> SparsePlan:
+    """Slice the plan of some target rows out of ``plan``, their sources renumbered.
+
+    The sub-neighbourhood keeps the entries of the target rows ``[start, stop)`` of every
+    range in ``rows``, in that order (its target ``i`` is the ``i``-th kept row), with source
+    ``s`` renamed ``source_map[s]``. Its pattern is a slice of ``plan``'s (a node's stored
+    values are contiguous and nodes are stored in order), so no edge list is joined, sorted or
+    laid out again: the result equals :func:`sparse_plan` of the sub-neighbourhood, field by
+    field, when the renaming keeps the order of the sources of each kept row (e.g. the key rows
+    of a subset of fused blocks). The transposed pattern is built when ``plan`` has one.
+
+    Parameters
+    ----------
+    plan : SparsePlan
+        A plan of target-sorted edges (``plan.order is None``).
+    rows : sequence of (int, int)
+        Increasing, disjoint ranges of target rows of ``plan``.
+    source_map : torch.Tensor, shape = (n_source_of_plan,)
+        New index of every source of ``plan`` (read for the kept entries only).
+    n_source : int
+        Sources of the sub-neighbourhood.
+
+    Returns
+    -------
+    SparsePlan
+        The plan of the sub-neighbourhood.
+    """
+    if plan.order is not None:
+        raise ValueError("plan_rows slices a plan of target-sorted edges (plan.order is None)")
+    heads, crow = plan.heads, plan.crow
+    stored = [(int(crow[a * heads]), int(crow[b * heads])) for a, b in rows]
+    kept_rows = kept_values = 0
+    crows, cols, segments, lengths, positions, targets, sources = ([] for _ in range(7))
+    for (a, b), (s0, s1) in zip(rows, stored):
+        e0, e1 = s0 // heads, s1 // heads  # a node stores degree · heads values
+        shift = s0 - kept_values
+        crows.append(crow[a * heads : b * heads] - shift)
+        cols.append(plan.col[s0:s1])
+        segments.append(plan.row[s0:s1] - (a - kept_rows) * heads)
+        lengths.append(plan.lengths[:, a * heads : b * heads])
+        positions.append(plan.position[e0:e1] - shift)
+        targets.append(plan.index_target[e0:e1] - (a - kept_rows))
+        sources.append(plan.index_source[e0:e1])
+        kept_rows, kept_values = kept_rows + b - a, kept_values + s1 - s0
+    crows.append(crow.new_full((1,), kept_values))
+    col = torch.cat(cols)
+    node = torch.div(col, heads, rounding_mode="floor")
+    col = source_map.to(col.dtype).index_select(0, node).mul_(heads).add_(col - node * heads)
+    sliced = SparsePlan(
+        heads,
+        (kept_rows, int(n_source)),
+        torch.cat(targets),
+        source_map.index_select(0, torch.cat(sources)),
+        None,
+        torch.cat(crows),
+        col,
+        torch.cat(segments),
+        torch.cat(lengths, dim=1),
+        torch.cat(positions),
+    )
+    return _with_transpose(sliced) if plan.crow_t is not None else sliced
 
 
 def _stable_argsort(index: Tensor, size: int) -> Tensor:

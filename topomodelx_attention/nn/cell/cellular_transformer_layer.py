@@ -61,7 +61,11 @@ from topomodelx_attention.nn.attention import (
     padded_layout,
     prepare_neighborhood,
 )
-from topomodelx_attention.nn.attention.fused import FusedNeighborhood, prepare_fused_index
+from topomodelx_attention.nn.attention.fused import (
+    FusedNeighborhood,
+    fused_subset,
+    prepare_fused_index,
+)
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.attention.sparse import _stable_argsort
 from topomodelx_attention.nn.attention.stacked import StackedBlocks, projection_weights, stackable
@@ -524,7 +528,11 @@ class CellularTransformerLayer(nn.Module):
             fused = self._fused_index(every, *matrices)
             if output_ranks is not None:
                 active = self.fused.active(sizes, output_ranks)
-                output_fused = fused if active == every else self._fused_index(active, *matrices)
+                output_fused = fused
+                if active != every:  # the arrows into output_ranks: their rows of the joined index
+                    subset = [every.index(i) for i in active]
+                    pairs = [self.fused.pairs[i] for i in every]
+                    output_fused = fused_subset(fused, pairs, subset, sizes) if subset else None
         per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
         for i, arrow in enumerate(self.arrows):
             empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
