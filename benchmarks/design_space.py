@@ -118,6 +118,11 @@ CT_VARIANTS: dict[str, list[str]] = {
 CT_CHECKS: dict[str, list[str]] = {
     # the sparse kernel's cardinality term w ⊙ Σ_{s∈N(t)} v_s on every arrow (GINE-style counting)
     "packaged_cardinality": ["+model.params.kernel_options.cardinality=true"],
+    # the optimiser, which the ten CT variants never vary while every baseline trial draws its
+    # learning rate from {1e-3, 3e-4, 3e-3}: a 3x learning rate, a 1-epoch warmup (of 10), both
+    "packaged_lr3e-3": ["optimizer.lr=0.003"],
+    "packaged_warmup1": ["optimizer.warmup_epochs=1"],
+    "packaged_lr3e-3_warmup1": ["optimizer.lr=0.003", "optimizer.warmup_epochs=1"],
 }
 
 #: Search space of the baselines (their equal-budget configurations).

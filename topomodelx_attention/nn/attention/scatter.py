@@ -161,7 +161,7 @@ def segment_softmax_sorted(scores: Tensor, index: Tensor, lengths: Tensor) -> Te
         Weights that sum to one inside every segment that has a finite score.
     """
     seg_max = torch.segment_reduce(scores, "max", lengths=lengths, axis=1, unsafe=True)
-    seg_max = torch.where(torch.isfinite(seg_max), seg_max, torch.zeros_like(seg_max))
+    seg_max = seg_max.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # 0 where not finite
     exp = (scores - seg_max.index_select(1, index)).exp_()
     denom = torch.segment_reduce(exp, "sum", lengths=lengths, axis=1, unsafe=True)
     return exp.div_(denom.clamp_min_(torch.finfo(exp.dtype).tiny).index_select(1, index))
