@@ -118,7 +118,9 @@ class CellStructure:
         model that reads only its readout ranks); ``None``: prepared for full layers only.
     output_fused : FusedNeighborhood or None
         Joined edge lists of the fused sparse arrows into ``output_ranks`` (the fused call of
-        such a layer); ``None`` when none of them attends.
+        such a layer), sliced out of ``fused``
+        (:func:`~topomodelx_attention.nn.attention.fused.fused_subset`); ``None`` when none of
+        them attends.
     """
 
     neighborhoods: tuple[NeighborhoodIndex | None, ...]
@@ -461,8 +463,8 @@ class CellularTransformerLayer(nn.Module):
         options can use it.
 
         With ``output_ranks``, the structure also serves a layer called with
-        ``ranks=output_ranks`` (:meth:`forward`): the edge lists of the fused arrows into those
-        ranks are joined a second time, on their own.
+        ``ranks=output_ranks`` (:meth:`forward`): the joined index of the fused arrows into those
+        ranks is sliced out of the full one (their query rows, with the key rows renumbered).
 
         Parameters
         ----------
