@@ -24,6 +24,8 @@ Tables
    graph breaks counted by ``torch._dynamo.explain`` for the plain call (batch vectors, sparse
    COO neighbourhood) and for the precomputed call, and the number of compilations over three
    batch sizes.
+6. With ``--cardinality``: the sparse kernel's cardinality sum (``neighborhood_sum``) as a
+   gather + scatter against one CSR product on the plan's pattern, forward + backward.
 
 Usage::
 
@@ -31,6 +33,7 @@ Usage::
     python benchmarks/attention_core.py --quick    # seconds
     python benchmarks/attention_core.py --quick --compile   # + compiled-vs-eager table
     OMP_NUM_THREADS=1 python benchmarks/attention_core.py --quick --sparse-backward --threads 1
+    OMP_NUM_THREADS=1 python benchmarks/attention_core.py --cardinality --threads 1
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from topomodelx_attention.nn.attention import (  # noqa: E402
     prepare_neighborhood,
     sparse_attention,
 )
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum, sparse_plan  # noqa: E402
 
 #: revision before the fused CPU kernel of ``sparse_attention`` (the default "before")
 SPARSE_BASE = "268424d"
@@ -409,6 +413,49 @@ def sparse_backward_table(args: argparse.Namespace, device: torch.device) -> Non
     )
 
 
+def cardinality_table(args: argparse.Namespace, device: torch.device) -> None:
+    """Table 6: the cardinality sum ``Σ_{s∈N(t)} v_s``, gather + scatter vs one CSR product.
+
+    ``neighborhood_sum`` without a plan (the baseline: gather the ``(nnz, heads, d_v)`` source
+    rows, ``index_add_`` them into the targets; backward the same, transposed) against
+    ``neighborhood_sum(..., plan=)`` (one CSR × dense product on the plan's pattern with unit
+    values, the transposed pattern for the gradient), forward + backward, same inputs.
+    """
+    gen = torch.Generator().manual_seed(0)
+    shapes = [("CT joined call, MUTAG batch", 1800, random_graph(1800, 3, gen)[:, :7300], 4, 8)]
+    # a GraphUniverse h_lo_d_hi batch of the grid: ~23k cells, ~0.45M joined edges, 4 heads x 16
+    n_big = 23000 if not args.quick else 5000
+    shapes.append(("GraphUniverse-sized batch", n_big, random_graph(n_big, 20, gen), 4, 16))
+    rows = []
+    for label, n, index, heads, width in shapes:
+        order = torch.argsort(index[0], stable=True)
+        pair = (index[0, order].to(device), index[1, order].to(device))
+        plan = sparse_plan(pair, heads, n_target=n, n_source=n) if device.type == "cpu" else None
+        value = torch.randn(n, heads, width, generator=gen).to(device).requires_grad_()
+        grad = torch.randn(n, heads, width, generator=gen).to(device)
+        cases = {"gather + scatter": None, "CSR product (plan)": plan}
+        calls = {
+            name: (lambda p=p: torch.autograd.backward(neighborhood_sum(value, pair, n, plan=p), grad))
+            for name, p in cases.items()
+        }
+        times = time_round_robin(calls, device, args.repeats, args.warmup, args.calls)
+        base = times["gather + scatter"]
+        for name in cases:
+            rows.append(
+                [
+                    f"{label} ({index.shape[1]} edges, {heads}x{width})",
+                    name,
+                    f"{times[name] * 1e3:.3f}",
+                    f"{times[name] / base:.2f}x",
+                ]
+            )
+    print_table(
+        "cardinality sum, forward + backward (process time, min over round-robin rounds)",
+        ["shape", "implementation", "ms fwd+bwd", "vs gather + scatter"],
+        rows,
+    )
+
+
 def time_round_robin(
     calls: dict[str, Callable[[], None]],
     device: torch.device,
@@ -444,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
         help="only the sparse_attention before/after table",
     )
     parser.add_argument("--sparse-base", default=SPARSE_BASE, help="git revision of the 'before'")
+    parser.add_argument(
+        "--cardinality", action="store_true", help="only the cardinality-sum table"
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -467,6 +517,9 @@ def main(argv: list[str] | None = None) -> None:
         f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
         f"memory = {'peak allocated' if device.type == 'cuda' else 'saved for backward'}"
     )
+    if args.cardinality:
+        cardinality_table(args, device)
+        return
     if args.sparse_backward:
         if args.quick:
             args.repeats = 7

@@ -17,7 +17,7 @@ from topomodelx_attention.nn.attention import (
 )
 from topomodelx_attention.nn.attention.fused import fused_sparse_attention, prepare_fused
 from topomodelx_attention.nn.attention.heads import merge_heads, split_heads
-from topomodelx_attention.nn.attention.sparse import neighborhood_sum
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum, sparse_plan
 
 CARDINALITY = {"kernel_options": {"cardinality": True}}
 
@@ -35,6 +35,30 @@ def test_neighborhood_sum_is_the_mask_times_the_values_per_head():
     (got,) = torch.autograd.grad(total, value, grad)
     (want,) = torch.autograd.grad(expected, value, grad)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_neighborhood_sum_on_a_plan_is_one_csr_product_with_the_same_values(transposed):
+    gen = torch.Generator().manual_seed(3)
+    mask = torch.rand(7, 5, generator=gen) < 0.4
+    mask[1] = False
+    matrix = mask.double().to_sparse().coalesce()
+    plan = sparse_plan(matrix, 3, transposed=transposed)
+    value = torch.randn(5, 3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    expected = torch.einsum("ts,shd->thd", mask.double(), value)
+    total = neighborhood_sum(value, matrix, 7, plan=plan)
+    # the CSR product's own autograd node when its gradient can be taken (transposed pattern),
+    # or no gradient wanted; otherwise the gather / scatter path
+    assert (type(total.grad_fn).__name__ == "_CsrSumBackward") == transposed
+    torch.testing.assert_close(total, expected)
+    grad = torch.randn(7, 3, 4, generator=gen, dtype=torch.float64)
+    (got,) = torch.autograd.grad(total, value, grad)
+    torch.testing.assert_close(got, torch.einsum("ts,thd->shd", mask.double(), grad))
+    inference = sparse_plan(matrix, 3, transposed=False)
+    with torch.no_grad():
+        torch.testing.assert_close(neighborhood_sum(value, matrix, 7, plan=inference), expected)
+    if transposed:  # double backward through the differentiable fallback of its backward
+        torch.autograd.gradgradcheck(lambda v: neighborhood_sum(v, matrix, 7, plan=plan), (value,))
 
 
 def test_block_adds_the_weighted_sum_before_the_output_projection():

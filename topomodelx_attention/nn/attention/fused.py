@@ -541,7 +541,10 @@ def fused_sparse_attention_weights(
     totals = None
     if cardinality is not None:  # Σ_{s∈N(t)} v_s of every query row (every block's own)
         totals = neighborhood_sum(
-            value.view(-1, heads, value_channels), neighborhood.index, out.shape[0]
+            value.view(-1, heads, value_channels),
+            neighborhood.index,
+            out.shape[0],
+            plan=neighborhood.plan,
         )
     per_block_dropout = (
         output_dropout is not None

@@ -41,6 +41,9 @@ from topomodelx_attention.nn.attention.scatter import (
     segment_softmax,
 )
 from topomodelx_attention.nn.attention.sparse_op import (
+    _csr,
+    _rows,
+    _spmm,
     csr_attention,
     csr_attention_backward,
     sparse_attention_csr,
@@ -575,7 +578,9 @@ def sparse_attention(
     )
 
 
-def neighborhood_sum(value: Tensor, neighborhood: Neighborhood, n_target: int) -> Tensor:
+def neighborhood_sum(
+    value: Tensor, neighborhood: Neighborhood, n_target: int, *, plan: SparsePlan | None = None
+) -> Tensor:
     r"""Sum of the values of every target's neighbours, per head (the cardinality term).
 
     :math:`\sum_{s \in N(t)} v_s` for every target ``t`` and head: the unnormalised aggregation
@@ -593,17 +598,58 @@ def neighborhood_sum(value: Tensor, neighborhood: Neighborhood, n_target: int) -
         The ``(n_target, n_source)`` mask, in any form :func:`sparse_attention` takes.
     n_target : int
         Number of targets.
+    plan : SparsePlan, optional
+        :func:`sparse_plan` of the neighbourhood for ``heads`` heads: in eager CPU calls the
+        sum is then one CSR × dense product on its pattern with unit values (its transposed
+        pattern for the gradient, which it must hold when one is wanted), instead of a gather
+        and a scatter of ``(nnz, heads, d_v)`` rows.
 
     Returns
     -------
     torch.Tensor, shape = (n_target, heads, d_v)
         The sums; zeros for a target without neighbours.
     """
+    if (
+        plan is not None
+        and _use_fused(value, value, plan.nnz)
+        and plan.shape == (n_target, value.shape[0])
+        and plan.heads == value.shape[1]
+        and (plan.crow_t is not None or not (torch.is_grad_enabled() and value.requires_grad))
+    ):
+        return _CsrSum.apply(value, plan)
     index_t, index_s, _ = neighborhood_index(neighborhood, n_target, value.shape[0])
     index_t = index_t.to(value.device).contiguous()
     index_s = index_s.to(value.device).contiguous()
     ones = value.new_ones((index_t.shape[0], value.shape[1]))
     return _weighted_scatter(ones, value, index_s, index_t, n_target)
+
+
+class _CsrSum(torch.autograd.Function):
+    """``Σ_{s∈N(t)} v_s`` per head as one CSR × dense product on a plan's pattern (unit values).
+
+    Backward is the product with the transposed pattern; under ``create_graph`` it takes the
+    differentiable gather / scatter path instead.
+    """
+
+    @staticmethod
+    def forward(ctx, value: Tensor, plan: SparsePlan) -> Tensor:
+        ctx.plan = plan
+        n_t, heads = plan.shape[0], plan.heads
+        shape = (n_t * heads, value.shape[0] * heads)
+        ones = _csr(plan.crow, plan.col, value.new_ones(plan.col.shape[0]), shape)
+        return _spmm(ones, _rows(value)).view(n_t, heads, value.shape[2])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        plan = ctx.plan
+        n_s, heads = plan.shape[1], plan.heads
+        if torch.is_grad_enabled():  # double backward: differentiable scatter
+            ones = grad.new_ones((plan.nnz, heads))
+            index_t, index_s = plan.index_target, plan.index_source
+            return _WeightedScatter.apply(ones, grad, index_t, index_s, n_s), None
+        values = grad.new_ones(plan.col_t.shape[0])
+        ones_t = _csr(plan.crow_t, plan.col_t, values, (n_s * heads, grad.shape[0] * heads))
+        return _spmm(ones_t, _rows(grad)).view(n_s, heads, grad.shape[2]), None
 
 
 def _sparse_attention_composable(
