@@ -99,6 +99,24 @@ def test_neighborhood_selection():
         data.neighborhood("hodge_laplacian", 1)
 
 
+def test_neighborhoods_given_as_data_keys_select_their_names():
+    # a model's neighborhood_keys (rank-suffixed data keys) select the same matrices, every rank
+    by_name = from_toponetx(nx.cycle_graph(4), neighborhoods=["down_laplacian", "adjacency"])
+    by_key = from_toponetx(nx.cycle_graph(4), neighborhoods=["down_laplacian_1", "adjacency_0"])
+    assert set(by_name.keys()) - set(by_key.keys()) == {"down_laplacian_0", "adjacency_1"}
+    for key in ("down_laplacian_1", "adjacency_0"):
+        assert torch.equal(by_key[key].to_dense(), by_name[key].to_dense())
+    # a bare name next to one of its keys: every rank
+    mixed = from_toponetx(nx.cycle_graph(4), neighborhoods=["adjacency_0", "adjacency"])
+    assert {"adjacency_0", "adjacency_1"} <= set(mixed.keys())
+    for bad in (["adjacency_x"], ["laplace_0"]):
+        with pytest.raises(ValueError, match="unknown neighborhoods"):
+            from_toponetx(nx.path_graph(3), neighborhoods=bad)
+    # a neighbourhood name is still only a name where a key's rank is given separately
+    with pytest.raises(ValueError, match="unknown neighborhoods"):
+        by_key.neighborhood("adjacency_0", 0)
+
+
 def test_empty_complex_and_isolated_vertices():
     data = from_toponetx(nx.Graph(), max_rank=2)
     assert data.shape.tolist() == [[0, 0, 0]]

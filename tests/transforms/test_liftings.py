@@ -66,6 +66,17 @@ def test_k4_basis_versus_chordless_and_cliques():
         assert torch.equal(simplicial[key].to_dense(), reference[key].to_dense()), key
 
 
+def test_a_model_s_neighborhood_keys_select_what_the_lifting_computes(square_with_diagonal):
+    # the CT's default tensor diagram reads these keys (CellularTransformer.neighborhood_keys)
+    keys = ["adjacency_0", "coadjacency_1", "coadjacency_2", "incidence_1", "incidence_2"]
+    lifted = CellCycleLifting(neighborhoods=keys)(square_with_diagonal)
+    full = CellCycleLifting()(square_with_diagonal)
+    sparse = {k for k, v in lifted.items() if isinstance(v, torch.Tensor) and v.is_sparse}
+    assert sparse == set(keys)  # those ranks only
+    for key in keys:
+        assert torch.equal(lifted[key].to_dense(), full[key].to_dense())
+
+
 def test_tree_has_no_two_cells_but_keeps_the_rank(path_graph):
     data = CellCycleLifting()(path_graph)
     assert counts(data) == [4, 3, 0]

@@ -376,7 +376,7 @@ class ComplexData(Data):
         value = self._store._mapping.get(f"{name}_{rank}", None)
         if value is not None and name in NEIGHBORHOODS:
             return value
-        check_neighborhoods([name])
+        check_neighborhoods([name], keys=False)
         key = f"{name}_{rank}"
         available = sorted(k for k in self.keys() if _NEIGHBORHOOD_KEY.match(k))
         raise ValueError(

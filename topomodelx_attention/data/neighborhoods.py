@@ -92,7 +92,17 @@ def row_rank(name: str, rank: int) -> int:
     return rank
 
 
-def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = True) -> tuple[str, ...]:
+def _name_of_key(name: str) -> str:
+    """``"adjacency_0"`` → ``"adjacency"`` for a data key of a known neighbourhood, else ``name``."""
+    if name in NEIGHBORHOODS:
+        return name
+    base, _, rank = name.rpartition("_")
+    return base if rank.isdigit() and base in NEIGHBORHOODS else name
+
+
+def check_neighborhoods(
+    neighborhoods: Iterable[str] | None, oriented: bool = True, *, keys: bool = True
+) -> tuple[str, ...]:
     """Validate a ``neighborhoods=`` argument and return it as a tuple.
 
     Parameters
@@ -100,9 +110,14 @@ def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = Tr
     neighborhoods : iterable of str or None
         Names from :data:`NEIGHBORHOODS`. ``None`` selects, for an oriented complex, all but
         :data:`CHAIN_DERIVED_NEIGHBORHOODS`; for an unoriented (combinatorial) complex, all
-        unoriented ones, ``vertex_incidence`` included.
+        unoriented ones, ``vertex_incidence`` included. With ``keys``, data keys with a rank
+        suffix (``"adjacency_0"``, ``"down_laplacian_1"``: e.g. a model's
+        ``neighborhood_keys``) select their name (:func:`build_neighborhoods` then builds
+        that neighbourhood at the given ranks only).
     oriented : bool, default=True
         Whether the complex carries an orientation.
+    keys : bool, default=True
+        Accept data keys ``f"{name}_{rank}"`` for ``name``.
 
     Returns
     -------
@@ -120,7 +135,7 @@ def check_neighborhoods(neighborhoods: Iterable[str] | None, oriented: bool = Tr
                 f"neighborhoods must be a list of names, got the string {neighborhoods!r}; "
                 f"write [{neighborhoods!r}]"
             )
-        selected = set(neighborhoods)
+        selected = {_name_of_key(name) if keys else name for name in neighborhoods}
         unknown = selected - set(NEIGHBORHOODS)
         if unknown:
             raise ValueError(
@@ -160,7 +175,9 @@ def build_neighborhoods(
     shape : sequence of int
         Cells per rank ``(n_0, ..., n_R)``; ``len(shape) == len(boundaries) + 1``.
     neighborhoods : iterable of str, optional
-        Names from :data:`NEIGHBORHOODS` (default: all that the orientation allows).
+        Names from :data:`NEIGHBORHOODS` (default: all that the orientation allows), built at
+        every rank, and / or data keys ``f"{name}_{rank}"`` (e.g. a model's
+        ``neighborhood_keys``), built at those ranks only.
     oriented : bool, default=True
         Whether ``boundaries`` are oriented. Without orientation, signed incidences and
         Laplacians cannot be built.
@@ -175,10 +192,12 @@ def build_neighborhoods(
     Returns
     -------
     dict of str to torch.Tensor
-        Keys ``f"{name}_{r}"`` for every selected name and every rank ``r = 0..R``; coalesced
-        ``torch.sparse_coo`` tensors with no explicit zeros.
+        Keys ``f"{name}_{r}"`` for every selected name and every rank ``r = 0..R`` (only the
+        given ranks of a name selected by data keys alone); coalesced ``torch.sparse_coo``
+        tensors with no explicit zeros.
     """
     names = set(check_neighborhoods(neighborhoods, oriented))
+    ranks = _requested_ranks(neighborhoods)
     shape = [int(n) for n in shape]
     if len(boundaries) != len(shape) - 1:
         raise ValueError(
@@ -214,11 +233,12 @@ def build_neighborhoods(
     def square_empty(n: int) -> Coo:
         return Coo.build([], [], [], (n, n))
 
-    # B_r^T B_r (down Laplacian, lower-adjacency counts) and B_{r+1} B_{r+1}^T (up), one join each.
-    need_lower = bool(names & {"coadjacency", "down_laplacian", "hodge_laplacian"})
-    need_upper = bool(names & {"adjacency", "up_laplacian", "hodge_laplacian"})
     mats: dict[str, Coo] = {}
     for r in range(max_rank + 1):
+        here = {name for name in names if ranks.get(name) is None or r in ranks[name]}
+        # B_r^T B_r (down Laplacian, lower-adjacency counts) and B_{r+1} B_{r+1}^T (up), one join each
+        need_lower = bool(here & {"coadjacency", "down_laplacian", "hodge_laplacian"})
+        need_upper = bool(here & {"adjacency", "up_laplacian", "hodge_laplacian"})
         empty = square_empty(shape[r])
         lower = upper = (empty, empty)
         if need_lower and r > 0:
@@ -237,9 +257,21 @@ def build_neighborhoods(
             "vertex_incidence": lambda r=r: vertex_sets[r],
         }
         for name in NEIGHBORHOODS:
-            if name in names:
+            if name in here:
                 mats[f"{name}_{r}"] = candidates[name]()
     return Coo.many_to_torch(mats, dtype)
+
+
+def _requested_ranks(neighborhoods: Iterable[str] | None) -> dict[str, set[int] | None]:
+    """Per name selected by data keys alone, the ranks of those keys (``None``: every rank)."""
+    ranks: dict[str, set[int] | None] = {}
+    for entry in neighborhoods or ():
+        name = _name_of_key(entry)
+        if name == entry:  # a bare name: every rank
+            ranks[name] = None
+        elif name not in ranks or ranks[name] is not None:
+            ranks.setdefault(name, set()).add(int(entry.rpartition("_")[2]))
+    return ranks
 
 
 def shared_face_counts(incidence: sp.spmatrix | Coo, upper: bool) -> Coo:
