@@ -7,8 +7,10 @@ run and interleaved, what such a loop costs for
 * **CT**: :class:`~topomodelx_attention.nn.cell.CellularTransformer` as ``benchmarks/ct_step.py``
   builds it (pairwise sparse attention, width 32, 2 layers, 4 heads, cellular random-walk PE of
   dim 8, ConcatPE) on ``CellCycleLifting`` of MUTAG, the complexes keeping the keys the model
-  reads (``--keys model``, as the harness batches them) or every key of the lifting
-  (``--keys all``, the README's loop);
+  reads (``--keys model``, as the harness batches them), every key of a lifting told the
+  model's neighbourhoods (``--keys lifting``: ``CellCycleLifting(neighborhoods=
+  model.neighborhood_keys)``, the README's loop) or every key of the default lifting
+  (``--keys all``);
 * **GPS** (the named baseline): ``ct_step.GPS`` (``GPSConv`` with a ``GINEConv`` local model and
   multi-head attention, RWSE of dim 8) on the same graphs as plain PyG ``Data``.
 
@@ -38,6 +40,7 @@ Usage::
 
     python benchmarks/user_loop.py --quick
     python benchmarks/user_loop.py --repeats 15 --keys all
+    python benchmarks/user_loop.py --quick --keys lifting
     python benchmarks/user_loop.py --repeats 6 --before BEFORE_DIR
 """
 
@@ -99,6 +102,11 @@ from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
 
 BATCH_SIZE = 32
 CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
+KEYS_LABEL = {
+    "model": "the keys the CT reads",
+    "lifting": "the lifting's keys, neighbourhoods restricted to the CT's (the README's loop)",
+    "all": "every key of the default lifting",
+}
 
 
 def training_epoch(model: nn.Module, items: list, loader_class: type, seed: int) -> Callable[[], None]:
@@ -158,9 +166,11 @@ def main(argv: list[str] | None = None) -> None:
     add_common_args(parser, repeats=10, quick="4 repeats, 1 warm-up round", clocks=CLOCKS, clock="thread")
     parser.add_argument(
         "--keys",
-        choices=("model", "all"),
+        choices=("model", "lifting", "all"),
         default="model",
-        help="model: the complexes keep the keys the CT reads (as the harness); all: every key",
+        help="model: the complexes keep the keys the CT reads (as the harness); lifting: every "
+        "key of a lifting given neighborhoods=model.neighborhood_keys (the README's loop); "
+        "all: every key of the default lifting",
     )
     parser.add_argument(
         "--before", metavar="DIR", help="also time the CT of the package copy in DIR (before / after)"
@@ -178,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         keep = {f"{k}_{r}" for k in ("x", "batch", "pe") for r in range(3)}
         keep |= {"y", "shape", "num_nodes"} | set(ct.neighborhood_keys)
         complexes = prune(complexes, keep)
+    elif args.keys == "lifting":  # = CellCycleLifting(neighborhoods=ct.neighborhood_keys)
+        dense = {k for k, v in complexes[0].items() if not (isinstance(v, torch.Tensor) and v.is_sparse)}
+        complexes = prune(complexes, dense | set(ct.neighborhood_keys))
     gps = GPS(graphs[0].x.shape[1], edge_channels, args.pe_dim, args.hidden, num_classes, args.layers, args.heads)
     data = {"CT": (ct, complexes), "GPS": (gps, graphs)}
     if args.before:
@@ -246,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print_table(
         f"MUTAG ({len(complexes)} complexes, batch {BATCH_SIZE}), width {args.hidden}, {args.layers} "
-        f"layers, {args.heads} heads; CT complexes with {'the keys the CT reads' if args.keys == 'model' else 'every key'} "
+        f"layers, {args.heads} heads; CT complexes with {KEYS_LABEL[args.keys]} "
         f"({sparse} sparse keys); ms per epoch",
         ["case", "CT ms", "GPS ms", "CT / GPS"],
         rows,
