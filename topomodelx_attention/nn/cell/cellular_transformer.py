@@ -154,7 +154,9 @@ class CellularTransformer(nn.Module):
         logits; default ``1/sqrt(d_head)``), ``{"bias_scale": "shared"}`` (the paper's single θ
         of the dense bias θ·N; default one per head), ``{"num_random_features": 64}`` (linear).
     tensor_diagram : sequence, optional
-        Arrows of the tensor diagram (default: the paper's, Figure 2).
+        Arrows of the tensor diagram (default: the paper's, Figure 2). A global arrow
+        ``"r->r:all_r"`` adds unmasked attention among the rank-``r`` cells of each complex
+        beside the local arrows (GPS-style; pairwise attention; not in the paper).
     categorical : sequence of (sequence of int or None), optional
         Per rank: category counts of its categorical columns, or ``None`` for continuous
         features (e.g. ZINC: ``[[28], [4], None]``).
@@ -389,7 +391,7 @@ class CellularTransformer(nn.Module):
     @property
     def neighborhood_keys(self) -> list[str]:
         """``ComplexData`` neighbourhood keys the model reads (tensor diagram + vertex sums)."""
-        keys = {arrow.neighborhood for arrow in self.arrows}
+        keys = {arrow.neighborhood for arrow in self.arrows if not arrow.is_global}
         if self.vertex_sum_ranks:
             keys |= {f"incidence_{r}" for r in range(1, max(self.vertex_sum_ranks) + 1)}
         return sorted(keys)
@@ -484,7 +486,7 @@ class CellularTransformer(nn.Module):
         batch = tuple(data[f"batch_{r}"] for r in ranks)
         num = data.num_complexes
         neighborhoods = {}
-        for arrow in self.arrows:
+        for arrow in (a for a in self.arrows if not a.is_global):
             name, rank = arrow.neighborhood.rsplit("_", 1)
             neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
         # convert (any sparse layout → index tensors, layouts) and check once for the whole stack

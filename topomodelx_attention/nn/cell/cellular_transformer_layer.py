@@ -174,7 +174,10 @@ class CellularTransformerLayer(nn.Module):
     tensor_diagram : sequence, optional
         Arrows (see :func:`parse_tensor_diagram`); default :func:`default_tensor_diagram`.
         Pairwise attention builds one block per arrow, also for several arrows between the same
-        ranks; general attention adds such arrows into one block of ``N`` (Eq. 3).
+        ranks; general attention adds such arrows into one block of ``N`` (Eq. 3). A global
+        arrow ``"r->r:all_r"`` (pairwise only) is a dense block without mask or θ·N bias over
+        the rank-``r`` cells of each complex (linear for ``kind="linear"``); it reads no
+        neighbourhood.
     ffn_channels : int, optional
         Inner width of the FFN (default ``channels``, as Table 3).
     dropout : float, default=0.0
@@ -233,6 +236,11 @@ class CellularTransformerLayer(nn.Module):
         self.kernel_options = _check_kernel_options(kind, kernel_options)
         self.output_projection = output_projection
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
+        if attention == "general" and any(a.is_global for a in self.arrows):
+            raise ValueError(
+                "global arrows (r->r:all_r) are pairwise attention blocks; general attention "
+                "attends over every cell already (kind='dense' or 'linear')"
+            )
         self.block_keys = block_keys(self.arrows)
         self.attention_dropout = check_dropout(attention_dropout, "attention_dropout")
         dropout = check_dropout(dropout, "dropout")
@@ -254,7 +262,7 @@ class CellularTransformerLayer(nn.Module):
                     self.channels,
                     self.heads,
                     kind=self._arrow_kind(arrow),
-                    kernel_options=self._options_of(self._arrow_kind(arrow)),
+                    kernel_options=self._arrow_options(arrow),
                     bias=bias,
                     output_projection=output_projection,
                 )
@@ -284,7 +292,9 @@ class CellularTransformerLayer(nn.Module):
                 output_projection=output_projection,
             )
         # arrows whose neighbourhood values enter the logits as θ·N (checked for signs)
-        self._bias_arrows = tuple(a for a in self.arrows if self._kernel(a).accepts_bias)
+        self._bias_arrows = tuple(
+            a for a in self.arrows if self._kernel(a).accepts_bias and not a.is_global
+        )
 
     # ------------------------------------------------------------------ arrow weights
     @property
@@ -358,10 +368,23 @@ class CellularTransformerLayer(nn.Module):
             self.fused.load_former_layout(state_dict, prefix, f"{prefix}fused.")
 
     def _arrow_kind(self, arrow: Arrow) -> str:
-        """Kernel kind of one arrow (``mixed``: dense within a rank, sparse across ranks)."""
+        """Kernel kind of one arrow (``mixed``: dense within a rank, sparse across ranks).
+
+        A global arrow (``all_r``) is unmasked dense attention, or linear for ``kind="linear"``.
+        """
+        if arrow.is_global:
+            return "linear" if self.kind == "linear" else "dense"
         if self.kind != MIXED:
             return self.kind
         return "dense" if arrow.source == arrow.target else "sparse"
+
+    def _arrow_options(self, arrow: Arrow) -> dict[str, Any]:
+        """Kernel options of one arrow's block (a global dense arrow has no θ·N bias)."""
+        kind = self._arrow_kind(arrow)
+        options = self._options_of(kind)
+        if arrow.is_global and kind == "dense":
+            options["neighborhood_bias"] = False
+        return options
 
     def _options_of(self, kind: str) -> dict[str, Any]:
         """Kernel options of one kernel: the layer's attention dropout + the options it takes."""
@@ -401,7 +424,11 @@ class CellularTransformerLayer(nn.Module):
             ``{arrow: (n_target, n_source) coalesced COO}`` for every arrow.
         """
         if isinstance(neighborhoods, ArrowNeighborhoods):
-            missing = [arrow.label for arrow in self.arrows if arrow not in neighborhoods]
+            missing = [
+                arrow.label
+                for arrow in self.arrows
+                if arrow not in neighborhoods and not arrow.is_global
+            ]
             if missing:
                 raise ValueError(
                     f"the prepared neighbourhoods lack the arrows {missing} of this layer"
@@ -413,7 +440,7 @@ class CellularTransformerLayer(nn.Module):
         """Every neighbourhood the arrows read, by key, as coalesced COO (not transposed)."""
         converted: dict[str, Tensor] = {}
         for arrow in self.arrows:
-            if arrow.neighborhood not in converted:
+            if arrow.neighborhood not in converted and not arrow.is_global:
                 converted[arrow.neighborhood] = replace(arrow, transpose=False).matrix(
                     neighborhoods
                 )
@@ -425,6 +452,8 @@ class CellularTransformerLayer(nn.Module):
         """Return the ``(n_target, n_source)`` matrix of each of ``arrows`` (warns on signs)."""
         prepared = ArrowNeighborhoods()
         for arrow in arrows:
+            if arrow.is_global:  # no matrix: every cell of the rank in the complex
+                continue
             matrix = converted[arrow.neighborhood]
             prepared[arrow] = _transposed(matrix) if arrow.transpose else matrix
         if not torch.compiler.is_compiling():
@@ -541,6 +570,7 @@ class CellularTransformerLayer(nn.Module):
             if (
                 empty
                 or arrow in self._fused_arrows
+                or arrow.is_global
                 or not _reads_neighborhood(self._arrow_kind(arrow))
             ):
                 continue

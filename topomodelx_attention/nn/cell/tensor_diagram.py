@@ -19,6 +19,7 @@ from torch import Tensor
 from topomodelx_attention.data import to_coalesced_coo
 
 __all__ = [
+    "GLOBAL",
     "Arrow",
     "ArrowNeighborhoods",
     "block_keys",
@@ -28,6 +29,11 @@ __all__ = [
 ]
 
 _ARROW = re.compile(r"^(?P<name>[a-z_]+)_(?P<rank>\d+)(?P<t>\.T)?$")
+
+#: Neighbourhood name of a global arrow ``r -> r : all_r``: every cell of rank ``r`` attends to
+#: every cell of rank ``r`` of the same complex (no mask; GPS-style global attention beside
+#: the local arrows).
+GLOBAL = "all"
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,11 @@ class Arrow:
     transpose: bool = False
 
     @property
+    def is_global(self) -> bool:
+        """Whether the arrow attends to every cell of its rank in the same complex (``all_r``)."""
+        return self.neighborhood.rpartition("_")[0] == GLOBAL
+
+    @property
     def name(self) -> str:
         """Ranks of the arrow, e.g. ``"1->0"`` (not unique when two arrows join the same ranks)."""
         return f"{self.source}->{self.target}"
@@ -77,6 +88,11 @@ class Arrow:
         torch.Tensor, shape = (n_target, n_source)
             ``N`` or its transpose, as a coalesced sparse COO tensor.
         """
+        if self.is_global:
+            raise ValueError(
+                f"arrow {self.label} attends to every cell of rank {self.source} of its complex: "
+                "it has no neighbourhood matrix"
+            )
         if self.neighborhood not in neighborhoods:
             raise ValueError(
                 f"arrow {self.label} needs the neighbourhood {self.neighborhood!r}, which was not "
@@ -131,7 +147,9 @@ def parse_tensor_diagram(
         ``None`` for :func:`default_tensor_diagram`; otherwise items that are :class:`Arrow`,
         tuples ``(source, target, "key")`` where ``"key"`` may end in ``.T`` for a transpose
         (e.g. ``(0, 1, "incidence_1.T")``), or strings ``"0->1:incidence_1.T"``. Several arrows
-        may join the same ranks through different neighbourhoods.
+        may join the same ranks through different neighbourhoods. ``"r->r:all_r"`` is a global
+        arrow (:data:`GLOBAL`): all cells of rank ``r`` of a complex attend to each other,
+        unmasked (pairwise attention only).
     max_rank : int
         Highest rank the layer handles.
 
@@ -172,6 +190,11 @@ def parse_tensor_diagram(
             if not 0 <= rank <= max_rank:
                 raise ValueError(f"arrow {arrow.name} uses rank {rank} outside 0..{max_rank}")
         name, rank = match.group("name"), int(match.group("rank"))
+        if name == GLOBAL and (arrow.transpose or not arrow.source == arrow.target == rank):
+            raise ValueError(
+                f"arrow {arrow.label}: a global arrow joins a rank to itself, written "
+                f"'{rank}->{rank}:{GLOBAL}_{rank}'"
+            )
         rows, cols = (rank - 1, rank) if "incidence" in name else (rank, rank)
         if arrow.transpose:
             rows, cols = cols, rows
