@@ -35,6 +35,19 @@ def complexes():
     return out
 
 
+def assert_equivariant_and_batched(model, atol=1e-6):
+    """Per-rank permutation equivariance on complex 0, and a batch equal to each complex alone."""
+    data = to_double(complexes()[0])
+    generator = torch.Generator().manual_seed(5)
+    perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
+    h, h_perm = model.encode(data), model.encode(permute_complex(data, perms))
+    for r in range(3):
+        torch.testing.assert_close(h_perm[r], h[r][perms[r]], atol=atol, rtol=atol)
+    items = [to_double(c) for c in complexes()]
+    batched = model(Batch.from_data_list(items))
+    torch.testing.assert_close(batched, torch.cat([model(c) for c in items]), atol=atol, rtol=atol)
+
+
 def make_model(attention, kind, **kwargs):
     torch.manual_seed(0)
     defaults = dict(

@@ -10,8 +10,12 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import graph_from_edges, permute_complex, to_double
-from tests.nn.cell.test_cellular_transformer import complexes, make_model
+from tests.helpers import graph_from_edges, to_double
+from tests.nn.cell.test_cellular_transformer import (
+    assert_equivariant_and_batched,
+    complexes,
+    make_model,
+)
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -35,15 +39,7 @@ def _cardinality_parameters(model):
 def test_permutation_equivariance_and_batched_equals_each_complex(attention, kind):
     model = _model(attention, kind)
     assert _cardinality_parameters(model)
-    data = to_double(complexes()[0])
-    generator = torch.Generator().manual_seed(5)
-    perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
-    h, h_perm = model.encode(data), model.encode(permute_complex(data, perms))
-    for r in range(3):
-        torch.testing.assert_close(h_perm[r], h[r][perms[r]], atol=1e-6, rtol=1e-6)
-    items = [to_double(c) for c in complexes()]
-    batched = model(Batch.from_data_list(items))
-    torch.testing.assert_close(batched, torch.cat([model(c) for c in items]), atol=1e-6, rtol=1e-6)
+    assert_equivariant_and_batched(model)
 
 
 @pytest.mark.parametrize(("attention", "kind"), CASES)

@@ -11,8 +11,12 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import permute_complex, to_double
-from tests.nn.cell.test_cellular_transformer import complexes, make_model
+from tests.helpers import to_double
+from tests.nn.cell.test_cellular_transformer import (
+    assert_equivariant_and_batched,
+    complexes,
+    make_model,
+)
 from topomodelx_attention.nn.attention import MultiHeadAttention
 from topomodelx_attention.nn.cell import (
     CellularTransformerLayer,
@@ -26,16 +30,7 @@ KINDS = ["sparse", "mixed", "linear"]
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_permutation_equivariance_and_batched_equals_each_complex(kind):
-    model = make_model("pairwise", kind, tensor_diagram=DIAGRAM)
-    data = to_double(complexes()[0])
-    generator = torch.Generator().manual_seed(5)
-    perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
-    h, h_perm = model.encode(data), model.encode(permute_complex(data, perms))
-    for r in range(3):
-        torch.testing.assert_close(h_perm[r], h[r][perms[r]], atol=1e-6, rtol=1e-6)
-    items = [to_double(c) for c in complexes()]
-    batched = model(Batch.from_data_list(items))
-    torch.testing.assert_close(batched, torch.cat([model(c) for c in items]), atol=1e-6, rtol=1e-6)
+    assert_equivariant_and_batched(make_model("pairwise", kind, tensor_diagram=DIAGRAM))
 
 
 def test_the_block_is_softmax_attention_over_each_complex_and_reads_no_matrix():
