@@ -123,6 +123,12 @@ CT_CHECKS: dict[str, list[str]] = {
     "packaged_lr3e-3": ["optimizer.lr=0.003"],
     "packaged_warmup1": ["optimizer.warmup_epochs=1"],
     "packaged_lr3e-3_warmup1": ["optimizer.lr=0.003", "optimizer.warmup_epochs=1"],
+    # GPS's recipe inside the CT: a global arrow (unmasked attention among the vertices of each
+    # complex) beside the seven local arrows of the default tensor diagram
+    "packaged_global0": [
+        "+model.params.tensor_diagram=['0->0:adjacency_0','1->1:coadjacency_1','2->2:coadjacency_2',"
+        "'1->0:incidence_1','0->1:incidence_1.T','2->1:incidence_2','1->2:incidence_2.T','0->0:all_0']"
+    ],
 }
 
 #: Search space of the baselines (their equal-budget configurations).
