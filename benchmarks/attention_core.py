@@ -26,6 +26,8 @@ Tables
    batch sizes.
 6. With ``--cardinality``: the sparse kernel's cardinality sum (``neighborhood_sum``) as a
    gather + scatter against one CSR product on the plan's pattern, forward + backward.
+7. With ``--dropout``: the attention-dropout factors, built in place by ``dropout_factors``
+   against the out-of-place ``(U >= p).to(dtype) / (1 - p)``.
 
 Usage::
 
@@ -34,6 +36,7 @@ Usage::
     python benchmarks/attention_core.py --quick --compile   # + compiled-vs-eager table
     OMP_NUM_THREADS=1 python benchmarks/attention_core.py --quick --sparse-backward --threads 1
     OMP_NUM_THREADS=1 python benchmarks/attention_core.py --cardinality --threads 1
+    OMP_NUM_THREADS=1 python benchmarks/attention_core.py --dropout --threads 1
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ from topomodelx_attention.nn.attention import (  # noqa: E402
     prepare_neighborhood,
     sparse_attention,
 )
+from topomodelx_attention.nn.attention.dropout import dropout_factors  # noqa: E402
 from topomodelx_attention.nn.attention.sparse import neighborhood_sum, sparse_plan  # noqa: E402
 
 #: revision before the fused CPU kernel of ``sparse_attention`` (the default "before")
@@ -456,6 +460,38 @@ def cardinality_table(args: argparse.Namespace, device: torch.device) -> None:
     )
 
 
+def dropout_table(args: argparse.Namespace, device: torch.device) -> None:
+    """Table 7: attention-dropout factors, ``dropout_factors`` vs the out-of-place formula.
+
+    The baseline draws the uniforms and builds ``(U >= p).to(dtype) / (1 - p)`` out of place (a
+    bool mask and a second float tensor); ``dropout_factors`` turns the uniforms into the
+    factors in place. Same values (same generator state), timed round-robin.
+    """
+    p = 0.1
+    shapes = [("dense CT batch, 32 x 4 x 60 x 60", (32, 4, 60, 60))]
+    shapes.append(("GraphUniverse global arrow, 16 x 4 x 300 x 300", (16, 4, 300, 300)))
+    rows = []
+    for label, shape in shapes:
+
+        def out_of_place(shape: tuple = shape) -> None:
+            uniform = torch.rand(shape, device=device)
+            (uniform >= p).to(uniform.dtype) * (1.0 / (1.0 - p))
+
+        def in_place(shape: tuple = shape) -> None:
+            dropout_factors(shape, p, dtype=torch.float32, device=device)
+
+        calls = {"out of place": out_of_place, "dropout_factors": in_place}
+        times = time_round_robin(calls, device, args.repeats, args.warmup, args.calls)
+        for name in calls:
+            ratio = times[name] / times["out of place"]
+            rows.append([label, name, f"{times[name] * 1e3:.3f}", f"{ratio:.2f}x"])
+    print_table(
+        f"attention-dropout factors, p = {p} (process time, min over round-robin rounds)",
+        ["shape", "implementation", "ms", "vs out of place"],
+        rows,
+    )
+
+
 def time_round_robin(
     calls: dict[str, Callable[[], None]],
     device: torch.device,
@@ -494,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--cardinality", action="store_true", help="only the cardinality-sum table"
     )
+    parser.add_argument("--dropout", action="store_true", help="only the dropout-factors table")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -519,6 +556,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.cardinality:
         cardinality_table(args, device)
+        return
+    if args.dropout:
+        dropout_table(args, device)
         return
     if args.sparse_backward:
         if args.quick:

@@ -121,6 +121,8 @@ def dropout_factors(
         uniform = _UNIFORM_LIKE(torch.empty(list(shape), dtype=dtype, device=device))
     else:
         uniform = torch.rand(list(shape), dtype=dtype, device=device, generator=generator)
+        # in place: the uniforms become the factors (no bool mask, no second float tensor)
+        return uniform.ge_(p).mul_(1.0 / (1.0 - p))
     return (uniform >= p).to(dtype) * (1.0 / (1.0 - p))
 
 
