@@ -227,7 +227,7 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     keys = rank_keys(info.max_rank, "x", "batch")
     if info.pe_channels is not None:
         keys |= rank_keys(info.max_rank, "pe")
-    return keys | {arrow.neighborhood for arrow in _unwrap(model).arrows if not arrow.is_global}
+    return keys | set(_unwrap(model).neighborhood_keys)
 
 
 def _packaged_ct_readout() -> dict[str, Any]:

@@ -486,9 +486,9 @@ class CellularTransformer(nn.Module):
         batch = tuple(data[f"batch_{r}"] for r in ranks)
         num = data.num_complexes
         neighborhoods = {}
-        for arrow in (a for a in self.arrows if not a.is_global):
-            name, rank = arrow.neighborhood.rsplit("_", 1)
-            neighborhoods[arrow.neighborhood] = data.neighborhood(name, int(rank))
+        for key in self.neighborhood_keys:
+            name, rank = key.rsplit("_", 1)
+            neighborhoods[key] = data.neighborhood(name, int(rank))
         # convert (any sparse layout → index tensors, layouts) and check once for the whole stack
         structure = self.layers[0].prepare(
             neighborhoods, batch, num, output_ranks=self._last_layer_ranks

@@ -242,6 +242,8 @@ class CellularTransformerLayer(nn.Module):
                 "attends over every cell already (kind='dense' or 'linear')"
             )
         self.block_keys = block_keys(self.arrows)
+        # the arrows that read a neighbourhood matrix (a global arrow reads none)
+        self._matrix_arrows = tuple(a for a in self.arrows if not a.is_global)
         self.attention_dropout = check_dropout(attention_dropout, "attention_dropout")
         dropout = check_dropout(dropout, "dropout")
         ffn_channels = self.channels if ffn_channels is None else int(ffn_channels)
@@ -292,9 +294,7 @@ class CellularTransformerLayer(nn.Module):
                 output_projection=output_projection,
             )
         # arrows whose neighbourhood values enter the logits as θ·N (checked for signs)
-        self._bias_arrows = tuple(
-            a for a in self.arrows if self._kernel(a).accepts_bias and not a.is_global
-        )
+        self._bias_arrows = tuple(a for a in self._matrix_arrows if self._kernel(a).accepts_bias)
 
     # ------------------------------------------------------------------ arrow weights
     @property
@@ -424,23 +424,19 @@ class CellularTransformerLayer(nn.Module):
             ``{arrow: (n_target, n_source) coalesced COO}`` for every arrow.
         """
         if isinstance(neighborhoods, ArrowNeighborhoods):
-            missing = [
-                arrow.label
-                for arrow in self.arrows
-                if arrow not in neighborhoods and not arrow.is_global
-            ]
+            missing = [a.label for a in self._matrix_arrows if a not in neighborhoods]
             if missing:
                 raise ValueError(
                     f"the prepared neighbourhoods lack the arrows {missing} of this layer"
                 )
             return neighborhoods
-        return self._arrow_neighborhoods(self._converted(neighborhoods), self.arrows)
+        return self._arrow_neighborhoods(self._converted(neighborhoods), self._matrix_arrows)
 
     def _converted(self, neighborhoods: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """Every neighbourhood the arrows read, by key, as coalesced COO (not transposed)."""
         converted: dict[str, Tensor] = {}
-        for arrow in self.arrows:
-            if arrow.neighborhood not in converted and not arrow.is_global:
+        for arrow in self._matrix_arrows:
+            if arrow.neighborhood not in converted:
                 converted[arrow.neighborhood] = replace(arrow, transpose=False).matrix(
                     neighborhoods
                 )
@@ -452,8 +448,6 @@ class CellularTransformerLayer(nn.Module):
         """Return the ``(n_target, n_source)`` matrix of each of ``arrows`` (warns on signs)."""
         prepared = ArrowNeighborhoods()
         for arrow in arrows:
-            if arrow.is_global:  # no matrix: every cell of the rank in the complex
-                continue
             matrix = converted[arrow.neighborhood]
             prepared[arrow] = _transposed(matrix) if arrow.transpose else matrix
         if not torch.compiler.is_compiling():
@@ -527,7 +521,7 @@ class CellularTransformerLayer(nn.Module):
             prepared = self.prepare_neighborhoods(neighborhoods)
         else:  # the fused arrows read their (untransposed) matrices as they are
             converted = self._converted(neighborhoods)
-            rest = [a for a in self.arrows if a not in self._fused_arrows]
+            rest = [a for a in self._matrix_arrows if a not in self._fused_arrows]
             prepared = self._arrow_neighborhoods(converted, rest)
         device = batch[0].device
         if self.attention == "general":
