@@ -201,7 +201,7 @@ def time_epochs(
 PARTS = {  # (owner, method) → timer name; nested timers are subtracted below
     (CellularTransformer, "forward"): "forward",
     (CellularTransformer, "prepare"): "prepare",  # inside forward, outside encode
-    (CellularTransformer, "encode"): "encode",
+    (CellularTransformer, "_encode"): "encode",  # encode and forward (its last layer pruned) both call it
     (CellularTransformer, "_embed"): "embed",
     (layer_module.CellularTransformerLayer, "prepare_neighborhoods"): "neighbourhoods",
     (layer_module.CellularTransformerLayer, "forward"): "layer",
