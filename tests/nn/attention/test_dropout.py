@@ -6,11 +6,14 @@ That the fused sparse kernel and the composable path draw the same factors is
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
-from topomodelx_attention.nn.attention import dense_attention
+from topomodelx_attention.nn.attention import dense_attention, padded_layout
 from topomodelx_attention.nn.attention.dropout import dropout_factors, softmax_dropout
+from topomodelx_attention.nn.attention.layout import SIZE_GROUP_OVERHEAD
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])
@@ -79,3 +82,102 @@ def test_compiled_softmax_dropout_matches_eager_and_draws_twice():
     for eager, comp in zip(results[0], results[1]):
         torch.testing.assert_close(comp, eager)
     assert not torch.equal(results[1][0], results[1][1])
+
+
+def _brute_force_cost(sizes: list[int]) -> float:
+    """Cheapest split of the sorted sizes into consecutive groups, by enumeration."""
+    from itertools import product
+
+    ordered = sorted(sizes, reverse=True)
+    best = float("inf")
+    for cuts in product([False, True], repeat=len(ordered) - 1):
+        cost, start = 0.0, 0
+        for i, cut in enumerate([*cuts, True]):
+            if cut:
+                cost += (i + 1 - start) * ordered[start] ** 2 + SIZE_GROUP_OVERHEAD
+                start = i + 1
+        best = min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [[150, 0, 3, 140, 2, 150], [18, 20, 17, 25, 19, 22, 18], [300, 50, 120, 240, 90, 60, 180], [0, 0], [5]],
+)
+def test_size_groups_are_an_optimal_partition_of_the_complexes_with_tokens(helpers, counts):
+    layout = padded_layout(helpers.batch_vector(counts), len(counts))
+    groups = layout.size_groups
+    assert layout.size_groups is groups  # computed once per layout
+    members = torch.cat([g.complexes for g in groups]).tolist() if groups else []
+    assert sorted(members) == [b for b, n in enumerate(counts) if n > 0]
+    for group in groups:
+        sizes = [counts[b] for b in group.complexes.tolist()]
+        assert sizes == sorted(sizes, reverse=True) and group.length == sizes[0]
+        assert group.full == (min(sizes) == max(sizes))
+    lengths = [g.length for g in groups]
+    assert lengths == sorted(lengths, reverse=True)
+    nonzero = [n for n in counts if n > 0]
+    if nonzero:
+        cost = sum(g.complexes.numel() * g.length**2 + SIZE_GROUP_OVERHEAD for g in groups)
+        assert cost == pytest.approx(_brute_force_cost(nonzero))
+
+
+def _group_factors(layout, heads: int, p: float, dtype: torch.dtype) -> dict[int, torch.Tensor]:
+    """The factors the grouped kernel draws, per complex: one draw per group, in group order."""
+    out = {}
+    for group in layout.size_groups:
+        factors = dropout_factors(
+            (group.complexes.numel(), heads, group.length, group.length), p,
+            dtype=dtype, device=torch.device("cpu"),
+        )
+        for slot, b in enumerate(group.complexes.tolist()):
+            out[b] = factors[slot]
+    return out
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_grouped_dense_dropout_is_softmax_times_the_group_factors(helpers, gen, with_bias):
+    """Complexes of very different sizes (and an empty one), tokens shuffled across complexes:
+    per complex softmax(scale q kᵀ + θ·N) ⊙ factors · v, the factors drawn group by group;
+    gradients equal the reference's."""
+    big = math.isqrt(SIZE_GROUP_OVERHEAD) + 10  # big² > the cost of a second group
+    sizes = [big, 3, 0, big - 6, 2, big]
+    heads, d = 2, 4
+    batch = helpers.batch_vector(sizes)
+    perm = torch.randperm(batch.numel(), generator=gen)
+    batch = batch[perm]  # packed form: unsorted tokens
+    layout = padded_layout(batch, len(sizes))
+    assert len(layout.size_groups) > 1
+    q, k, v = (t.requires_grad_() for t in helpers.qkv(batch.numel(), batch.numel(), heads, d, d, gen))
+    bias, theta, dense_bias = None, None, None
+    if with_bias:
+        mask = helpers.block_mask(batch, batch, 0.3, gen)
+        values = torch.rand(mask.shape, generator=gen, dtype=torch.float64)
+        bias = helpers.to_sparse(mask, values)
+        theta = torch.tensor([0.7, -1.3], dtype=torch.float64)
+        dense_bias = theta.view(-1, 1, 1) * (values * mask).unsqueeze(0)  # (H, n, n)
+    torch.manual_seed(5)
+    out = dense_attention(
+        q, k, v, layout=layout, bias=bias, bias_scale=theta, dropout_p=0.3, training=True
+    )
+    torch.manual_seed(5)
+    factors = _group_factors(layout, heads, 0.3, q.dtype)
+    expected = torch.zeros_like(out)
+    for b, n in enumerate(sizes):
+        rows = (batch == b).nonzero().view(-1)
+        if n == 0:
+            assert b not in factors
+            continue
+        qb, kb, vb = (t[rows].transpose(0, 1) for t in (q, k, v))
+        scores = qb @ kb.transpose(1, 2) / d**0.5
+        if dense_bias is not None:
+            scores = scores + dense_bias[:, rows][:, :, rows]
+        block = (torch.softmax(scores, dim=-1) * factors[b][:, :n, :n]) @ vb
+        expected = expected.index_copy(0, rows, block.transpose(0, 1))
+    torch.testing.assert_close(out, expected)
+    # gradients: the same as the per-complex reference's, for a random output weighting
+    weight = torch.randn(out.shape, generator=gen, dtype=out.dtype)
+    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
+    expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
+    for grad, reference in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, reference)

@@ -45,6 +45,7 @@ from topomodelx_attention.nn.attention.kernels import (
 from topomodelx_attention.nn.attention.layout import (
     NeighborhoodIndex,
     PaddedLayout,
+    SizeGroup,
     neighborhood_index,
     padded_layout,
     prepare_neighborhood,
@@ -90,6 +91,7 @@ __all__ = [
     "MultiHeadAttention",
     "NeighborhoodIndex",
     "PaddedLayout",
+    "SizeGroup",
     "SparseKernel",
     "SparsePlan",
     "StackedBlocks",

@@ -31,6 +31,7 @@ from topomodelx_attention.nn.attention.layout import (
     LayoutArg,
     Neighborhood,
     PaddedLayout,
+    SizeGroup,
     neighborhood_index,
     qkv_layouts,
 )
@@ -132,14 +133,23 @@ def dense_attention(
     q, k, v = target._heads(query), source._heads(key), source._heads(value)
     scale = resolve_scale(scale, query.shape[2])
     if training and dropout_p > 0.0:
-        out = _dropout_attention(q, k, v, attn_mask, scale, dropout_p)
+        groups = None
+        if target is source and not torch.compiler.is_compiling():
+            groups = target.size_groups  # self-attention, eager: by size groups
+        out = _dropout_attention(q, k, v, attn_mask, scale, dropout_p, groups)
     else:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
     return target._unheads(out)  # from (B, heads, Lt, d_v)
 
 
 def _dropout_attention(
-    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, scale: float, dropout_p: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None,
+    scale: float,
+    dropout_p: float,
+    groups: tuple[SizeGroup, ...] | None = None,
 ) -> Tensor:
     """``softmax(scale q kᵀ + mask)`` with attention dropout, times ``v`` (training only).
 
@@ -149,7 +159,43 @@ def _dropout_attention(
     under ``torch.compile``, ATen's softmax and uniforms behind custom ops instead of
     inductor's kernels. ``attn_mask`` never masks a whole row (complexes without sources
     attend to their zero slots).
+
+    With ``groups`` (:attr:`~.layout.PaddedLayout.size_groups` of a self-attention layout),
+    the scores, their softmax and the dropout factors are built group by group, each group
+    padded to its own largest complex instead of the batch's: the same attention (the padded
+    entries get zero weight either way), with one factor draw per group, in group order,
+    of shape ``(g, heads, L_g, L_g)``. GraphUniverse batches (50–300 nodes) then hold 0.4× the
+    score entries; forward + backward 2.6× faster (``benchmarks/attention_core.py --groups``).
     """
+    num, length = q.shape[0], q.shape[2]
+    if groups is None or (len(groups) == 1 and groups[0].length == length and groups[0].complexes.shape[0] == num):
+        return _dropped_block(q, k, v, attn_mask, scale, dropout_p)
+    parts, members = [], []
+    for group in groups:
+        index, size = group.complexes, group.length
+        qg, kg, vg = (t.index_select(0, index)[:, :, :size] for t in (q, k, v))
+        mask = None
+        if attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
+            mask = attn_mask.index_select(0, index)
+            mask = mask[..., :size, :size] if mask.shape[-2] > 1 else mask[..., :size]
+        out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, L_g, d_v)
+        parts.append(F.pad(out, (0, 0, 0, length - size)))
+        members.append(index)
+    order = torch.cat(members)
+    if order.shape[0] < num:  # complexes without tokens: zero rows (no row reads them)
+        parts.append(v.new_zeros((num - order.shape[0], *v.shape[1:])))
+        rest = torch.ones(num, dtype=torch.bool, device=order.device)
+        rest[order] = False
+        order = torch.cat([order, rest.nonzero().view(-1)])
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(num, device=order.device)
+    return torch.cat(parts).index_select(0, inverse)
+
+
+def _dropped_block(
+    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, scale: float, dropout_p: float
+) -> Tensor:
+    """One padded block of :func:`_dropout_attention`: ``(B, heads, Lt, d)`` → ``(B, heads, Lt, d_v)``."""
     scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (B, heads, Lt, Ls)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
