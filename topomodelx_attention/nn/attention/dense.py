@@ -5,7 +5,10 @@ r"""Dense attention: all pairs inside every complex, optional θ·N bias (Eq. 2/
 (:class:`~topomodelx_attention.nn.attention.layout.PaddedLayout`) and fed to one
 :func:`torch.nn.functional.scaled_dot_product_attention` call with a key-padding mask; the bias
 is scattered into a ``(B, 1 or heads, Lt, Ls)`` float mask. No ``n_target × n_source`` matrix
-is ever built.
+is ever built. In training with attention dropout (eager self-attention), the scores, softmax
+and dropout factors are materialised per size group of the layout
+(:attr:`~topomodelx_attention.nn.attention.layout.PaddedLayout.size_groups`): complexes of
+similar size padded to their own largest one, not to the batch's.
 
 **Size check.** Memory is quadratic in the largest complex of a batch (every complex is padded
 to it): one ``(B, heads, Lt, Ls)`` tensor of scores or bias takes
