@@ -28,9 +28,10 @@ Tables
    gather + scatter against one CSR product on the plan's pattern, forward + backward.
 7. With ``--dropout``: the attention-dropout factors, built in place by ``dropout_factors``
    against the out-of-place ``(U >= p).to(dtype) / (1 - p)``.
-8. With ``--groups``: dense self-attention with dropout (training), forward + backward, on the
-   layout's size groups (``PaddedLayout.size_groups``: each group padded to its own largest
-   complex) against one grid padded to the batch's largest complex (the former kernel).
+8. With ``--groups``: dense attention with dropout (training), forward + backward, on the
+   layouts' size groups (``size_groups``: each group padded to its own largest complex)
+   against one grid padded to the batch's largest complex (the former kernel); self- and
+   cross-attention.
 
 Usage::
 
@@ -73,6 +74,7 @@ from topomodelx_attention.nn.attention import (  # noqa: E402
     dense_attention,
     padded_layout,
     prepare_neighborhood,
+    size_groups,
     sparse_attention,
 )
 from topomodelx_attention.nn.attention.dropout import dropout_factors  # noqa: E402
@@ -501,35 +503,46 @@ def groups_table(args: argparse.Namespace, device: torch.device) -> None:
     """Table 8: dense dropout attention by size groups against one padded grid (fwd + bwd).
 
     Baseline: ``dense._dropout_attention`` without groups, the former kernel (scores, softmax
-    and factors of shape ``(B, heads, L_max, L_max)``). Grouped: ``dense_attention`` as the
+    and factors of shape ``(B, heads, Lt_max, Ls_max)``). Grouped: ``dense_attention`` as the
     models call it (``layout=``, training, ``dropout_p=0.1``), which attends on
-    ``layout.size_groups``. Heads 4 × 16 dims; the complex sizes are drawn uniformly.
+    ``size_groups(target, source)``. Heads 4 × 16 dims; the complex sizes are drawn uniformly
+    (in the cross case a complex's source count grows with its target count, as edges with
+    nodes).
     """
     from topomodelx_attention.nn.attention import dense as dense_module
 
     heads, dim, p = 4, 16, 0.1
     gen = torch.Generator().manual_seed(1)
-    cases = [
-        ("MUTAG-like, 32 complexes of 10-28 cells", 32, 10, 28),
-        ("GraphUniverse, 16 graphs of 50-300 nodes", 16, 50, 300),
-        ("TokenGT tokens, 16 graphs of 150-800 tokens", 16, 150, 800),
+    cases = [  # label, complexes, target sizes, source sizes (None: self-attention)
+        ("MUTAG-like, 32 complexes of 10-28 cells", 32, (10, 28), None),
+        ("GraphUniverse, 16 graphs of 50-300 nodes", 16, (50, 300), None),
+        ("TokenGT tokens, 16 graphs of 150-800 tokens", 16, (150, 800), None),
+        ("cross: 16 graphs, 50-300 nodes <- 150-900 edges", 16, (50, 300), (150, 900)),
     ]
     rows = []
-    for label, num, low, high in cases:
-        sizes = torch.randint(low, high + 1, (num,), generator=gen)
-        batch = torch.repeat_interleave(torch.arange(num), sizes).to(device)
-        layout = padded_layout(batch, num)
-        n = batch.shape[0]
-        q, k, v = (
-            torch.randn(n, heads, dim, device=device, requires_grad=True) for _ in range(3)
+    for label, num, target_range, source_range in cases:
+        sizes_t = torch.randint(target_range[0], target_range[1] + 1, (num,), generator=gen)
+        sizes_s = sizes_t
+        if source_range is not None:  # sources of every complex scale with its targets
+            sizes_s = (sizes_t - target_range[0]) * (source_range[1] - source_range[0])
+            sizes_s = sizes_s // (target_range[1] - target_range[0]) + source_range[0]
+        target = padded_layout(torch.repeat_interleave(torch.arange(num), sizes_t).to(device), num)
+        source = target
+        if source_range is not None:
+            source = padded_layout(torch.repeat_interleave(torch.arange(num), sizes_s).to(device), num)
+        q = torch.randn(target.num_tokens, heads, dim, device=device, requires_grad=True)
+        k, v = (
+            torch.randn(source.num_tokens, heads, dim, device=device, requires_grad=True)
+            for _ in range(2)
         )
+        layout = target if source is target else (target, source)
         scale = dim**-0.5
 
-        def padded(layout=layout, q=q, k=k, v=v) -> None:
+        def padded(target=target, source=source, q=q, k=k, v=v) -> None:
             out = dense_module._dropout_attention(
-                layout._heads(q), layout._heads(k), layout._heads(v), layout.key_mask, scale, p
+                target._heads(q), source._heads(k), source._heads(v), source.key_mask, scale, p
             )
-            layout._unheads(out).sum().backward()
+            target._unheads(out).sum().backward()
 
         def grouped(layout=layout, q=q, k=k, v=v) -> None:
             out = dense_attention(q, k, v, layout=layout, dropout_p=p, training=True)
@@ -537,10 +550,10 @@ def groups_table(args: argparse.Namespace, device: torch.device) -> None:
 
         calls = {"one padded grid": padded, "size groups": grouped}
         times = time_round_robin(calls, device, args.repeats, args.warmup, max(1, args.calls // 5))
-        need = int((sizes.double() ** 2).sum())
-        grid = num * int(sizes.max()) ** 2
-        groups = layout.size_groups
-        entries = sum(g.complexes.numel() * g.length**2 for g in groups)
+        need = int((sizes_t.double() * sizes_s.double()).sum())
+        grid = num * int(sizes_t.max()) * int(sizes_s.max())
+        groups = size_groups(target, source)
+        entries = sum(g.complexes.numel() * g.length * g.source_length for g in groups)
         for name in calls:
             ratio = times[name] / times["one padded grid"]
             held = grid if name == "one padded grid" else entries
@@ -549,9 +562,9 @@ def groups_table(args: argparse.Namespace, device: torch.device) -> None:
                 [label, name, str(count), f"{held / need:.2f}", f"{times[name] * 1e3:.2f}", f"{ratio:.2f}x"]
             )
     print_table(
-        f"dense self-attention with dropout {p}, forward + backward, {heads} heads x {dim} "
+        f"dense attention with dropout {p}, forward + backward, {heads} heads x {dim} "
         "(process time, min over round-robin rounds)",
-        ["batch", "kernel", "grids", "score entries / sum n^2", "ms", "vs one grid"],
+        ["batch", "kernel", "grids", "score entries / sum n_t n_s", "ms", "vs one grid"],
         rows,
     )
 

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from topomodelx_attention.nn.attention import dense_attention, padded_layout
+from topomodelx_attention.nn.attention import dense_attention, padded_layout, size_groups
 from topomodelx_attention.nn.attention.dropout import dropout_factors, softmax_dropout
 from topomodelx_attention.nn.attention.layout import SIZE_GROUP_OVERHEAD
 
@@ -113,6 +113,7 @@ def test_size_groups_are_an_optimal_partition_of_the_complexes_with_tokens(helpe
     for group in groups:
         sizes = [counts[b] for b in group.complexes.tolist()]
         assert sizes == sorted(sizes, reverse=True) and group.length == sizes[0]
+        assert group.source_length == group.length
         assert group.full == (min(sizes) == max(sizes))
     lengths = [g.length for g in groups]
     assert lengths == sorted(lengths, reverse=True)
@@ -122,12 +123,31 @@ def test_size_groups_are_an_optimal_partition_of_the_complexes_with_tokens(helpe
         assert cost == pytest.approx(_brute_force_cost(nonzero))
 
 
-def _group_factors(layout, heads: int, p: float, dtype: torch.dtype) -> dict[int, torch.Tensor]:
+def test_cross_size_groups_cover_the_complexes_with_targets_and_sources(helpers):
+    n_t, n_s = [150, 3, 0, 140, 2, 7], [20, 160, 5, 150, 0, 2]
+    target = padded_layout(helpers.batch_vector(n_t), len(n_t))
+    source = padded_layout(helpers.batch_vector(n_s), len(n_s))
+    groups = size_groups(target, source)
+    members = sorted(torch.cat([g.complexes for g in groups]).tolist())
+    assert members == [b for b in range(len(n_t)) if n_t[b] and n_s[b]]
+    assert len(groups) > 1
+    for group in groups:
+        index = group.complexes.tolist()
+        assert group.length == max(n_t[b] for b in index)
+        assert group.source_length == max(n_s[b] for b in index)
+    assert size_groups(target) is target.size_groups
+    with pytest.raises(ValueError, match="num_complexes"):
+        size_groups(target, padded_layout(helpers.batch_vector(n_s[:3]), 3))
+
+
+def _group_factors(
+    layout, heads: int, p: float, dtype: torch.dtype, source=None
+) -> dict[int, torch.Tensor]:
     """The factors the grouped kernel draws, per complex: one draw per group, in group order."""
     out = {}
-    for group in layout.size_groups:
+    for group in size_groups(layout, source):
         factors = dropout_factors(
-            (group.complexes.numel(), heads, group.length, group.length), p,
+            (group.complexes.numel(), heads, group.length, group.source_length), p,
             dtype=dtype, device=torch.device("cpu"),
         )
         for slot, b in enumerate(group.complexes.tolist()):
@@ -180,4 +200,35 @@ def test_grouped_dense_dropout_is_softmax_times_the_group_factors(helpers, gen, 
     grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
     expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
     for grad, reference in zip(grads, expected_grads):
+        torch.testing.assert_close(grad, reference)
+
+
+def test_grouped_cross_attention_dropout_is_softmax_times_the_group_factors(helpers, gen):
+    """Cross-attention (targets and sources of different counts, complexes without targets or
+    without sources): per complex softmax(scale q kᵀ) ⊙ factors · v, outputs and gradients."""
+    n_t, n_s = [150, 3, 0, 140, 2, 7], [20, 160, 5, 150, 0, 2]
+    heads, d = 2, 4
+    batch_t, batch_s = helpers.batch_vector(n_t), helpers.batch_vector(n_s)
+    layouts = (padded_layout(batch_t, len(n_t)), padded_layout(batch_s, len(n_s)))
+    assert len(size_groups(*layouts)) > 1
+    q, k, v = (t.requires_grad_() for t in helpers.qkv(batch_t.numel(), batch_s.numel(), heads, d, d, gen))
+    torch.manual_seed(7)
+    out = dense_attention(q, k, v, layout=layouts, dropout_p=0.3, training=True)
+    torch.manual_seed(7)
+    factors = _group_factors(layouts[0], heads, 0.3, q.dtype, source=layouts[1])
+    expected = torch.zeros_like(out)
+    for b in range(len(n_t)):
+        rows, cols = (batch_t == b).nonzero().view(-1), (batch_s == b).nonzero().view(-1)
+        if n_t[b] == 0 or n_s[b] == 0:
+            assert b not in factors  # no targets: no rows; no sources: zero rows
+            continue
+        qb = q[rows].transpose(0, 1)
+        kb, vb = (t[cols].transpose(0, 1) for t in (k, v))
+        weights = torch.softmax(qb @ kb.transpose(1, 2) / d**0.5, dim=-1)
+        block = (weights * factors[b][:, : n_t[b], : n_s[b]]) @ vb
+        expected = expected.index_copy(0, rows, block.transpose(0, 1))
+    torch.testing.assert_close(out, expected)
+    weight = torch.randn(out.shape, generator=gen, dtype=out.dtype)
+    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
+    for grad, reference in zip(grads, torch.autograd.grad((expected * weight).sum(), (q, k, v))):
         torch.testing.assert_close(grad, reference)

@@ -49,6 +49,7 @@ from topomodelx_attention.nn.attention.layout import (
     neighborhood_index,
     padded_layout,
     prepare_neighborhood,
+    size_groups,
 )
 from topomodelx_attention.nn.attention.linear import (
     default_num_random_features,
@@ -112,6 +113,7 @@ __all__ = [
     "scatter_max",
     "scatter_sum",
     "segment_softmax",
+    "size_groups",
     "softmax_dropout",
     "sparse_attention",
     "sparse_plan",

@@ -5,10 +5,9 @@ r"""Dense attention: all pairs inside every complex, optional θ·N bias (Eq. 2/
 (:class:`~topomodelx_attention.nn.attention.layout.PaddedLayout`) and fed to one
 :func:`torch.nn.functional.scaled_dot_product_attention` call with a key-padding mask; the bias
 is scattered into a ``(B, 1 or heads, Lt, Ls)`` float mask. No ``n_target × n_source`` matrix
-is ever built. In training with attention dropout (eager self-attention), the scores, softmax
-and dropout factors are materialised per size group of the layout
-(:attr:`~topomodelx_attention.nn.attention.layout.PaddedLayout.size_groups`): complexes of
-similar size padded to their own largest one, not to the batch's.
+is ever built. In training with attention dropout (eager), the scores, softmax and dropout
+factors are materialised per size group (:func:`~topomodelx_attention.nn.attention.layout.
+size_groups`): complexes of similar size padded to their own largest one, not to the batch's.
 
 **Size check.** Memory is quadratic in the largest complex of a batch (every complex is padded
 to it): one ``(B, heads, Lt, Ls)`` tensor of scores or bias takes
@@ -31,12 +30,14 @@ from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.dropout import softmax_dropout
 from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
+    SIZE_GROUP_OVERHEAD,
     LayoutArg,
     Neighborhood,
     PaddedLayout,
     SizeGroup,
     neighborhood_index,
     qkv_layouts,
+    size_groups,
 )
 
 __all__ = [
@@ -137,8 +138,10 @@ def dense_attention(
     scale = resolve_scale(scale, query.shape[2])
     if training and dropout_p > 0.0:
         groups = None
-        if target is source and not torch.compiler.is_compiling():
-            groups = target.size_groups  # self-attention, eager: by size groups
+        grid = target.num_complexes * target.length * source.length
+        # eager, and a grid larger than one group's overhead (else one group is the optimum)
+        if grid > SIZE_GROUP_OVERHEAD and not torch.compiler.is_compiling():
+            groups = size_groups(target, source)
         out = _dropout_attention(q, k, v, attn_mask, scale, dropout_p, groups)
     else:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
@@ -163,30 +166,35 @@ def _dropout_attention(
     inductor's kernels. ``attn_mask`` never masks a whole row (complexes without sources
     attend to their zero slots).
 
-    With ``groups`` (:attr:`~.layout.PaddedLayout.size_groups` of a self-attention layout),
-    the scores, their softmax and the dropout factors are built group by group, each group
-    padded to its own largest complex instead of the batch's: the same attention (the padded
-    entries get zero weight either way), with one factor draw per group, in group order,
-    of shape ``(g, heads, L_g, L_g)``. GraphUniverse batches (50–300 nodes) then hold 0.4× the
-    score entries; forward + backward 2.6× faster (``benchmarks/attention_core.py --groups``).
+    With ``groups`` (:func:`~.layout.size_groups` of the call's layouts), the scores, their
+    softmax and the dropout factors are built group by group, each group padded to its own
+    largest complex instead of the batch's: the same attention (the padded entries get zero
+    weight either way), with one factor draw per group, in group order, of shape
+    ``(g, heads, Lt_g, Ls_g)``. GraphUniverse batches (50–300 nodes) then hold 0.5× the score
+    entries; forward + backward 0.41× the time (``benchmarks/attention_core.py --groups``).
     """
     num, length = q.shape[0], q.shape[2]
-    if groups is None or (len(groups) == 1 and groups[0].length == length and groups[0].complexes.shape[0] == num):
+    if groups is None or (
+        len(groups) == 1
+        and groups[0].complexes.shape[0] == num
+        and (groups[0].length, groups[0].source_length) == (length, k.shape[2])
+    ):
         return _dropped_block(q, k, v, attn_mask, scale, dropout_p)
     parts, members = [], []
     for group in groups:
-        index, size = group.complexes, group.length
-        qg, kg, vg = (t.index_select(0, index)[:, :, :size] for t in (q, k, v))
+        index, size_t, size_s = group.complexes, group.length, group.source_length
+        qg = q.index_select(0, index)[:, :, :size_t]
+        kg, vg = (t.index_select(0, index)[:, :, :size_s] for t in (k, v))
         mask = None
         if attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
             mask = attn_mask.index_select(0, index)
-            mask = mask[..., :size, :size] if mask.shape[-2] > 1 else mask[..., :size]
-        out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, L_g, d_v)
-        parts.append(F.pad(out, (0, 0, 0, length - size)))
+            mask = mask[..., :size_t, :size_s] if mask.shape[-2] > 1 else mask[..., :size_s]
+        out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, Lt_g, d_v)
+        parts.append(F.pad(out, (0, 0, 0, length - size_t)))
         members.append(index)
-    order = torch.cat(members)
-    if order.shape[0] < num:  # complexes without tokens: zero rows (no row reads them)
-        parts.append(v.new_zeros((num - order.shape[0], *v.shape[1:])))
+    order = torch.cat(members) if members else q.new_zeros(0, dtype=torch.long)
+    if order.shape[0] < num:  # complexes without targets or sources: zero output
+        parts.append(v.new_zeros((num - order.shape[0], q.shape[1], length, v.shape[3])))
         rest = torch.ones(num, dtype=torch.bool, device=order.device)
         rest[order] = False
         order = torch.cat([order, rest.nonzero().view(-1)])

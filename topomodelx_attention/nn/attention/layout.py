@@ -32,6 +32,7 @@ __all__ = [
     "neighborhood_index",
     "padded_layout",
     "prepare_neighborhood",
+    "size_groups",
 ]
 
 
@@ -39,11 +40,12 @@ __all__ = [
 # padded layout
 # ----------------------------------------------------------------------------------------------
 SIZE_GROUP_OVERHEAD: int = 16384
-"""Fixed cost of one :class:`SizeGroup`, in score entries of one head (see :meth:`PaddedLayout.size_groups`).
+"""Fixed cost of one :class:`SizeGroup`, in entries of the ``Lt × Ls`` score grids (see :func:`size_groups`).
 
-Measured on CPU (one thread, dense attention with dropout, forward + backward): a group's
-~15 extra calls cost about as much as 4,096 score entries of one head (≈ 140 µs against ≈ 35 ns
-per entry at head width 16)."""
+Measured on CPU (one thread, dense attention with dropout 0.1, forward + backward, 4 heads ×
+16): ≈ 47 ns per grid entry, and 0.3–0.7 ms for the ~15 extra calls of one more group (the
+gathers, the slices of the mask, the padding of its output); at 16,384 a batch of 32
+MUTAG-sized complexes stays one group (``benchmarks/attention_core.py --groups``)."""
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,55 @@ class SizeGroup:
     complexes : torch.Tensor, shape = (g,)
         Indices of the complexes of the group (long, on the layout's device), largest first.
     length : int
-        Their largest token count ``L_g`` (at least 1): the group's padded grid is ``(g, L_g)``.
+        Their largest target count ``Lt_g`` (at least 1).
+    source_length : int
+        Their largest source count ``Ls_g`` (at least 1; ``length`` for self-attention): the
+        group's scores are ``(g, heads, Lt_g, Ls_g)``.
     full : bool
-        Every complex of the group has ``L_g`` tokens (its grid has no padding slot).
+        Every complex of the group has ``Lt_g`` targets and ``Ls_g`` sources (no padding slot).
     """
 
     complexes: Tensor
     length: int
+    source_length: int
     full: bool
+
+
+def size_groups(target: PaddedLayout, source: PaddedLayout | None = None) -> tuple[SizeGroup, ...]:
+    r"""Partition the complexes of an attention call into groups of similar size (eager).
+
+    Padding every complex to the largest one costs ``B·Lt·Ls`` score entries per head where
+    the complexes need ``Σ_b n_t(b)·n_s(b)``: with sizes spread over 50–300 (GraphUniverse)
+    the grid is 2.2× the need, with 150–800 TokenGT tokens 3×. Kernels that materialise the
+    scores (dense attention with dropout) attend group by group instead, each group padded to
+    its own largest complex. The partition minimises
+    :math:`\sum_g (|g|\, L^t_g L^s_g + \text{SIZE\_GROUP\_OVERHEAD})` over groups that are
+    consecutive in the order of decreasing ``n_t·n_s`` (a dynamic programme; for
+    self-attention, the exact optimum over all partitions): many small complexes stay one
+    group, complexes of very different sizes get their own. Complexes without targets or
+    without sources are in no group (their output is zero either way).
+
+    Parameters
+    ----------
+    target : PaddedLayout
+        Layout of the targets.
+    source : PaddedLayout, optional
+        Layout of the sources (``None`` or ``target``: self-attention, cached on the layout as
+        :attr:`PaddedLayout.size_groups`).
+
+    Returns
+    -------
+    tuple of SizeGroup
+        The groups; together they hold every complex with targets and sources exactly once.
+    """
+    if source is None or source is target:
+        return target.size_groups
+    if source.num_complexes != target.num_complexes:
+        raise ValueError(
+            f"target and source layouts must have the same num_complexes, got "
+            f"{target.num_complexes} and {source.num_complexes}"
+        )
+    return _size_groups(target.counts, source.counts)
 
 
 @dataclass(frozen=True)
@@ -214,27 +257,18 @@ class PaddedLayout:
 
     @cached_property
     def size_groups(self) -> tuple[SizeGroup, ...]:
-        r"""The complexes with tokens, partitioned into groups of similar size (eager; cached).
+        """Groups of similar-sized complexes for self-attention (:func:`size_groups`; cached).
 
-        Padding every complex to the largest one costs ``B·L²`` score entries per head where
-        the complexes need ``Σ_b n_b²``: with sizes spread over 50–300 (GraphUniverse) the grid
-        is 2.5× the need, with 150–1,500 TokenGT tokens more. Kernels that materialise the
-        scores (dense attention with dropout) attend group by group instead, each group padded
-        to its own largest complex. The partition minimises
-        :math:`\sum_g (|g|\, L_g^2 + \text{SIZE\_GROUP\_OVERHEAD})` over groups of consecutive
-        sizes (exact dynamic programme over the sizes sorted in decreasing order): many small
-        complexes stay one group, complexes of very different sizes get their own.
-        Complexes without tokens are in no group. Computed once per layout (the counts are read
-        on the host) and cached on it; ``torch.compile`` never reads it (the compiled kernels
-        keep the one padded grid, whose size is symbolic).
+        Computed once per layout (the counts are read on the host) and kept on it;
+        ``torch.compile`` never reads it (compiled kernels keep the one padded grid, whose
+        size is symbolic).
 
         Returns
         -------
         tuple of SizeGroup
-            Groups in decreasing order of size; together they hold every complex with tokens
-            exactly once.
+            The complexes with tokens, in groups of decreasing size.
         """
-        return _size_groups(self.counts)
+        return _size_groups(self.counts, self.counts)
 
     def _heads(self, x: Tensor) -> Tensor:
         """(n, heads, d) → (B, heads, L, d) (zeros at padded slots in the packed form)."""
@@ -245,27 +279,32 @@ class PaddedLayout:
         return self.unpad(x.transpose(1, 2))
 
 
-def _size_groups(counts: Tensor) -> tuple[SizeGroup, ...]:
-    """:attr:`PaddedLayout.size_groups` of per-complex token ``counts``."""
-    sizes = counts.detach().cpu().numpy().astype(np.int64)
-    order = np.argsort(-sizes, kind="stable")
-    order = order[sizes[order] > 0]
-    sorted_sizes = sizes[order].astype(np.float64)
+def _size_groups(target_counts: Tensor, source_counts: Tensor) -> tuple[SizeGroup, ...]:
+    """:func:`size_groups` of per-complex target and source counts."""
+    n_t = target_counts.detach().cpu().numpy().astype(np.int64)
+    n_s = source_counts.detach().cpu().numpy().astype(np.int64)
+    order = np.argsort(-(n_t * n_s), kind="stable")
+    order = order[(n_t[order] > 0) & (n_s[order] > 0)]
+    sizes_t, sizes_s = n_t[order], n_s[order]
     m = order.shape[0]
-    # best[j]: cheapest partition of the j largest; group = sorted[i:j] costs (j - i) L_i² + c
+    # best[j]: cheapest partition of the first j; group = order[i:j] costs
+    # (j - i) · max n_t · max n_s over it, + the overhead
     best = np.zeros(m + 1)
     start = np.zeros(m + 1, dtype=np.int64)
-    square = sorted_sizes**2
     for j in range(1, m + 1):
-        cost = best[:j] + SIZE_GROUP_OVERHEAD + (j - np.arange(j)) * square[:j]
+        max_t = np.maximum.accumulate(sizes_t[j - 1 :: -1])[::-1].astype(np.float64)
+        max_s = np.maximum.accumulate(sizes_s[j - 1 :: -1])[::-1].astype(np.float64)
+        cost = best[:j] + SIZE_GROUP_OVERHEAD + (j - np.arange(j)) * max_t * max_s
         start[j] = int(np.argmin(cost))
         best[j] = cost[start[j]]
     groups = []
     j = m
     while j > 0:
         i = int(start[j])
-        members = torch.from_numpy(order[i:j].copy()).to(counts.device)
-        groups.append(SizeGroup(members, int(sizes[order[i]]), bool(sizes[order[j - 1]] == sizes[order[i]])))
+        members = torch.from_numpy(order[i:j].copy()).to(target_counts.device)
+        t, s = sizes_t[i:j], sizes_s[i:j]
+        full = bool(t.min() == t.max() and s.min() == s.max())
+        groups.append(SizeGroup(members, int(t.max()), int(s.max()), full))
         j = i
     return tuple(reversed(groups))
 
