@@ -171,7 +171,7 @@ def _dropout_attention(
     largest complex instead of the batch's: the same attention (the padded entries get zero
     weight either way), with one factor draw per group, in group order, of shape
     ``(g, heads, Lt_g, Ls_g)``. GraphUniverse batches (50–300 nodes) then hold 0.5× the score
-    entries; forward + backward 0.41× the time (``benchmarks/attention_core.py --groups``).
+    entries; forward + backward 0.39× the time (``benchmarks/attention_core.py --groups``).
     """
     num, length = q.shape[0], q.shape[2]
     if groups is None or (
