@@ -192,15 +192,11 @@ def _dropout_attention(
         out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, Lt_g, d_v)
         parts.append(F.pad(out, (0, 0, 0, length - size_t)))
         members.append(index)
-    order = torch.cat(members) if members else q.new_zeros(0, dtype=torch.long)
-    if order.shape[0] < num:  # complexes without targets or sources: zero output
-        parts.append(v.new_zeros((num - order.shape[0], q.shape[1], length, v.shape[3])))
-        rest = torch.ones(num, dtype=torch.bool, device=order.device)
-        rest[order] = False
-        order = torch.cat([order, rest.nonzero().view(-1)])
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(num, device=order.device)
-    return torch.cat(parts).index_select(0, inverse)
+    # complexes in no group (without targets or sources) keep zero output
+    out = v.new_zeros((num, q.shape[1], length, v.shape[3]))
+    if not parts:
+        return out
+    return out.index_copy(0, torch.cat(members), torch.cat(parts))
 
 
 def _dropped_block(

@@ -100,12 +100,17 @@ def size_groups(target: PaddedLayout, source: PaddedLayout | None = None) -> tup
     """
     if source is None or source is target:
         return target.size_groups
-    if source.num_complexes != target.num_complexes:
+    _check_same_complexes(target, source)
+    return _size_groups(target.counts, source.counts)
+
+
+def _check_same_complexes(target: PaddedLayout, source: PaddedLayout) -> None:
+    """Raise unless the target and source layouts describe the same number of complexes."""
+    if target.num_complexes != source.num_complexes:
         raise ValueError(
             f"target and source layouts must have the same num_complexes, got "
             f"{target.num_complexes} and {source.num_complexes}"
         )
-    return _size_groups(target.counts, source.counts)
 
 
 @dataclass(frozen=True)
@@ -474,11 +479,7 @@ def _given_layouts(
                 raise ValueError(
                     f"the {side} layout has {part.num_tokens} tokens but there are {n} {side}s"
                 )
-        if pair[0].num_complexes != pair[1].num_complexes:
-            raise ValueError(
-                f"target and source layouts must have the same num_complexes, got "
-                f"{pair[0].num_complexes} and {pair[1].num_complexes}"
-            )
+        _check_same_complexes(*pair)
     else:
         raise TypeError(
             "layout must be a PaddedLayout (padded_layout(...)) or a pair (target_layout, "
