@@ -19,7 +19,10 @@ def test_equal_budget_selects_on_validation_and_writes_table_and_plot(tmp_path):
     rows = run_equal_budget(
         ["MUTAG"], ["gin", "gine"], seeds=[1], max_time=0.3, trials=2,
         space={"optimizer.lr": [1e-3, 1e-2]},
+        # early stopping off: with 3 validation graphs the accuracy stalls, and a fast machine
+        # reaches the default patience (50 epochs) inside 0.3 s, so the budget would not bind
         overrides=["dataset.max_graphs=12", "model.params.hidden_channels=8", "test=false",
+                   "trainer.early_stopping_patience=null",
                    f"paths.cache_dir={tmp_path / 'cache'}", "trainer.enable_progress_bar=false"],
         output_root=tmp_path / "budget", verbose=False,
     )["MUTAG"]
