@@ -23,6 +23,8 @@ Cases (batch 32, every batch of the data set, collation included unless said oth
   :class:`~topomodelx_attention.data.ComplexDataLoader` (GPS batches plain graphs: PyG's loader
   in both rows);
 * *collation*: one pass of each loader without a model;
+* *inference by parts* (batches collated beforehand): the CT's per-batch ``prepare`` alone, and
+  each model's forward on prepared inputs (GPS has nothing to prepare);
 * *AdamW*: the optimiser steps of a training epoch alone (one per batch, on a copy of the model).
 
 Time per epoch: minimum over ``--repeats`` interleaved rounds (every case once per round) after
@@ -147,6 +149,30 @@ def collation_epoch(items: list, loader_class: type) -> Callable[[], None]:
     return run
 
 
+def prepared_epoch(model: nn.Module, items: list, part: str) -> Callable[[], None]:
+    """One inference pass over batches collated beforehand: ``part`` of the model's time only.
+
+    ``"prepare"``: the CT's per-batch :meth:`~CellularTransformer.prepare` alone (input checks,
+    neighbourhood conversion, joined index and plan); ``"model"``: the forward on inputs already
+    prepared (the CT's ``model(model.prepare(batch))`` without the ``prepare``; GPS's plain
+    forward, which has nothing to prepare). Both in ``eval`` mode under ``torch.no_grad``.
+    """
+    batches = list(DataLoader(items, batch_size=BATCH_SIZE))
+    has_prepare = hasattr(model, "prepare")
+    if part == "model" and has_prepare:
+        model.eval()
+        with torch.no_grad():
+            batches = [model.prepare(batch) for batch in batches]
+
+    def run() -> None:
+        model.eval()
+        with torch.no_grad():
+            for batch in batches:
+                model.prepare(batch) if part == "prepare" else model(batch)
+
+    return run
+
+
 def optimizer_epoch(model: nn.Module, items: list) -> Callable[[], None]:
     """The plain ``torch.optim.AdamW`` steps of one epoch alone (one per batch, fixed gradients)."""
     for p in model.parameters():
@@ -213,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
             cases[f"collate pyg {name}"] = collation_epoch(items, DataLoader)
             cases[f"collate ours {name}"] = collation_epoch(items, ComplexDataLoader)
         cases[f"adamw {name}"] = optimizer_epoch(copy.deepcopy(model), items)
+        if name != "CT before":
+            cases[f"model {name}"] = prepared_epoch(model, items, "model")
+    cases["prepare CT"] = prepared_epoch(ct, complexes, "prepare")
     load = os.getloadavg()[0]
     best = interleaved_min(cases, args.repeats, args.warmup, CLOCKS[args.clock])
     load = max(load, os.getloadavg()[0])
@@ -249,6 +278,11 @@ def main(argv: list[str] | None = None) -> None:
         row("collation, PyG `DataLoader`", "collate pyg"),
         row("collation, `ComplexDataLoader`", "collate ours"),
         model_row("inference, model only (PyG `DataLoader` row − its collation)", "infer pyg", "collate pyg"),
+        [
+            "of it: the CT's per-batch `prepare` (GPS: nothing to prepare)",
+            f"{1e3 * best['prepare CT']:.1f}", "0.0", "–",
+        ],
+        row("of it: the forward on prepared inputs", "model"),
         row("of the training epoch: the plain AdamW steps alone", "adamw"),
     ]
     sparse = sum(1 for value in complexes[0].values() if isinstance(value, torch.Tensor) and value.is_sparse)
