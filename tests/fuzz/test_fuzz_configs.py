@@ -32,6 +32,8 @@ ALLOWED = (
     "topomodelx_attention.nn.cell.CellularTransformer",
     "topomodelx_attention.nn.graph.TokenGT",
     "topomodelx_attention.harness.baselines.GINBaseline",
+    "topomodelx_attention.harness.models.NodeOutputs",  # handed over by models on import
+    "topomodelx_attention.harness.registry.NodeOutputs",
     "topomodelx_attention.harness.topobench.TopoBenchWrapper",
     "topomodelx_attention.harness.topobench.CellularTransformerBackbone",
     "torch.optim.AdamW",

@@ -2,8 +2,10 @@
 
 * :mod:`~.config` — the packaged hydra YAML files and :func:`compose_config`;
 * :mod:`~.datasets` — cached lifting + PE of MUTAG, PROTEINS, GCB, ZINC-12k and their splits;
-* :mod:`~.models` — the model registry and our Cellular Transformer, TokenGT (graph and cell
-  tokens) and N-simplicial transformer in it;
+* :mod:`~.registry` — the model registry (:func:`register_model`, :data:`MODELS`) and the pieces
+  every model builder shares;
+* :mod:`~.models` — our Cellular Transformer, TokenGT (graph and cell tokens) and N-simplicial
+  transformer in the registry;
 * :mod:`~.baselines` — the baselines GIN, GINE, GPS (RWSE), a ``TransformerConv`` graph
   transformer, CWN and SCCNN (registered on import);
 * :mod:`~.training` — the Lightning module and :func:`run_experiment`;

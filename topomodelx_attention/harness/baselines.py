@@ -3,7 +3,7 @@
 Every baseline maps a (batched) :class:`~topomodelx_attention.data.ComplexData` to one prediction
 per complex, ``(num_complexes, out_channels)``, or one per vertex with ``outputs="node"``
 (node-level tasks: the readout MLP on every vertex, no pooling), and registers itself in
-:data:`~topomodelx_attention.harness.models.MODELS` under its config name (``gin``, ``gine``,
+:data:`~topomodelx_attention.harness.registry.MODELS` under its config name (``gin``, ``gine``,
 ``gps``, ``graph_transformer``, ``cwn``, ``sccnn``).
 
 The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
@@ -26,8 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention._docs import fill_doc
+from topomodelx_attention.harness.config import allow_harness_classes
 from topomodelx_attention.harness.datasets import DatasetInfo
-from topomodelx_attention.harness.models import (
+from topomodelx_attention.harness.registry import (
     check_outputs,
     rank_encoders,
     rank_keys,
@@ -665,3 +666,7 @@ class SCCNNBaseline(_RankBaseline):
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
         return list(self.sccnn(x, laplacians, incidences))
+
+
+# the allow-list of configuration _target_s holds this module's model classes
+allow_harness_classes(__name__)

@@ -69,6 +69,10 @@ _CONVERT_MODES = ("none", "partial", "all", "object")
 
 _REGISTERED: dict[int, Any] = {}
 
+_HARNESS_MODELS: dict[int, Any] = {}
+"""The ``nn.Module`` classes of :mod:`~.models` and :mod:`~.baselines`, which hand them over on
+import (:func:`allow_harness_classes`): this module never imports them (they import it)."""
+
 PASS_THROUGH = (
     "trainer.",  # keyword arguments of lightning.Trainer
     "model.params.",  # of the model's constructor
@@ -362,11 +366,10 @@ def _packaged_targets() -> dict[int, Any]:
     from torch import nn
 
     from topomodelx_attention import transforms
-    from topomodelx_attention.harness import baselines, models
     from topomodelx_attention.nn import attention, cell, common, graph, simplicial
 
     found = _classes(transforms)
-    for module in (attention, cell, common, graph, simplicial, models, baselines):
+    for module in (attention, cell, common, graph, simplicial):
         found += _classes(module, nn.Module)
     optim, schedulers = torch.optim, torch.optim.lr_scheduler
     found += [
@@ -393,7 +396,24 @@ def _allowed() -> dict[int, Any]:
         _PACKAGED.update(_packaged_targets())
     exports = sys.modules.get(_TOPOBENCH_EXPORTS)
     extra = {} if exports is None else {id(obj): obj for obj in _classes(exports)}
-    return {**_PACKAGED, **extra, **_REGISTERED}
+    return {**_PACKAGED, **_HARNESS_MODELS, **extra, **_REGISTERED}
+
+
+def allow_harness_classes(module_name: str) -> None:
+    """Allow the ``nn.Module`` classes of a harness model module (its ``__all__``) as ``_target_``.
+
+    Called by :mod:`~.models` and :mod:`~.baselines` at the end of their import (importing the
+    harness imports both), so the allow-list holds them without this module importing them.
+
+    Parameters
+    ----------
+    module_name : str
+        ``__name__`` of the calling module (already in ``sys.modules``).
+    """
+    from torch import nn
+
+    for obj in _classes(sys.modules[module_name], nn.Module):
+        _HARNESS_MODELS[id(obj)] = obj
 
 
 def register_target(target: Any) -> Any:

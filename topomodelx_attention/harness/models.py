@@ -1,4 +1,4 @@
-"""Model registry of the benchmark harness, and this package's models in it.
+"""The package's models in the harness's model registry (:mod:`~.registry`), and the baselines.
 
 Every registered model maps a (batched) :class:`~topomodelx_attention.data.ComplexData` to one
 prediction per complex, ``(num_complexes, out_channels)``. A :class:`ModelSpec` also says which
@@ -29,21 +29,36 @@ ranks): the Cellular Transformer its rank-0 readout (``CellularTransformer(outpu
 TokenGT its vertex tokens (``OrderKTokenGT(outputs=(0,))``), the N-simplicial transformer its
 vertex tokens (``outputs="tokens"``).
 
-The baselines live in :mod:`~topomodelx_attention.harness.baselines` (imported here, so that
+The registry and the pieces every builder shares are in :mod:`~.registry` (re-exported here);
+the baselines live in :mod:`~topomodelx_attention.harness.baselines` (imported here, so that
 the registry always holds them). New models register a builder with :func:`register_model` and ship a
 ``configs/model/<domain>/<name>.yaml``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from torch import Tensor, nn
+from torch import nn
 
+# the baselines register themselves on import: importing this module fills the whole registry
+from topomodelx_attention.harness import baselines as _baselines  # noqa: F401
+from topomodelx_attention.harness.config import CONFIG_DIR, allow_harness_classes
 from topomodelx_attention.harness.datasets import DatasetInfo
-from topomodelx_attention.nn.common import FeatureEncoder
+from topomodelx_attention.harness.registry import (
+    MODELS,
+    OUTPUTS,
+    ModelSpec,
+    NodeOutputs,
+    build_model,
+    check_outputs,
+    get_spec,
+    rank_encoders,
+    rank_keys,
+    register_model,
+    task_outputs,
+)
 
 __all__ = [
     "MODELS",
@@ -60,164 +75,8 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------------------------
-# registry
-# ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelSpec:
-    """A registered model.
-
-    Attributes
-    ----------
-    name : str
-        Registry name (``model.name`` in the config).
-    domain : {"graph", "cell", "simplicial"}
-        Domain of its input.
-    build : callable
-        ``build(params, info) -> nn.Module`` with ``params`` the config's ``model.params``.
-    keys : callable
-        ``keys(model, info) -> set of str``: data keys the built model reads.
-    """
-
-    name: str
-    domain: str
-    build: Callable[[Mapping[str, Any], DatasetInfo], nn.Module]
-    keys: Callable[[nn.Module, DatasetInfo], set[str]]
-
-
-MODELS: dict[str, ModelSpec] = {}
-"""Registered models, by name."""
-
-
-def register_model(
-    name: str, domain: str, keys: Callable[[nn.Module, DatasetInfo], set[str]]
-) -> Callable[[Callable[[Mapping[str, Any], DatasetInfo], nn.Module]], Callable]:
-    """Register a model builder (decorator).
-
-    Parameters
-    ----------
-    name : str
-        Registry name, as in ``model.name`` of its YAML.
-    domain : {"graph", "cell", "simplicial"}
-        Input domain.
-    keys : callable
-        ``keys(model, info)``: the data keys the model reads.
-
-    Returns
-    -------
-    callable
-        The decorator, returning the builder unchanged.
-
-    Examples
-    --------
-    >>> @register_model("my_model", "graph", lambda model, info: {"x_0", "edge_index", "batch_0"})
-    ... def build_my_model(params, info):
-    ...     ...
-    """
-    if domain not in ("graph", "cell", "simplicial"):
-        raise ValueError(f"domain must be 'graph', 'cell' or 'simplicial', got {domain!r}")
-
-    def decorator(build):
-        MODELS[name] = ModelSpec(name, domain, build, keys)
-        return build
-
-    return decorator
-
-
-def get_spec(name: str) -> ModelSpec:
-    """Return the registered :class:`ModelSpec` of ``name`` (clear error for unknown names)."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; registered models: {sorted(MODELS)}")
-    return MODELS[name]
-
-
-def build_model(name: str, params: Mapping[str, Any] | None, info: DatasetInfo) -> nn.Module:
-    """Build a registered model for a data set.
-
-    Parameters
-    ----------
-    name : str
-        Registry name.
-    params : mapping, optional
-        ``model.params`` of the config.
-    info : DatasetInfo
-        Feature widths, categories, PE width, output width of the data set.
-
-    Returns
-    -------
-    torch.nn.Module
-        ``forward(batch) -> (num_complexes, info.out_channels)``.
-    """
-    spec = get_spec(name)
-    params = dict(params or {})
-    try:
-        return spec.build(params, info)
-    except TypeError as error:
-        raise TypeError(f"model {name!r}: invalid model.params {sorted(params)}: {error}") from error
-
-
-# ----------------------------------------------------------------------------------------------
-# shared pieces
-# ----------------------------------------------------------------------------------------------
-OUTPUTS = ("complex", "node")
-"""``outputs`` of the harness models: one row per complex, or one row per vertex."""
-
-
-def check_outputs(outputs: str) -> str:
-    """Return ``outputs`` if it is one of :data:`OUTPUTS` (``"complex"`` / ``"node"``)."""
-    if outputs not in OUTPUTS:
-        raise ValueError(f"outputs must be one of {OUTPUTS}, got {outputs!r}")
-    return outputs
-
-
-def task_outputs(params: dict[str, Any], info: DatasetInfo) -> str:
-    """Pop ``outputs`` from ``params``: the data set's task level by default, never another."""
-    expected = "node" if info.task_level == "node" else "complex"
-    outputs = params.pop("outputs", expected)
-    if outputs not in OUTPUTS:
-        raise ValueError(f"model.params.outputs must be one of {OUTPUTS}, got {outputs!r}")
-    if outputs != expected:
-        raise ValueError(
-            f"data set {info.name} is a {info.task_level}-level task: model.params.outputs must be "
-            f"{expected!r} (or left out), got {outputs!r}"
-        )
-    return outputs
-
-
-class NodeOutputs(nn.Module):
-    """Rank-0 rows of a family model's cell-level outputs, ``(n_0, out_channels)``.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        A model whose ``method(batch)`` returns ``{rank: (n_rank, out_channels)}``.
-    method : str, default="forward"
-        The method returning the cell-level outputs (``"cell_outputs"`` for OrderKTokenGT).
-    """
-
-    def __init__(self, model: nn.Module, method: str = "forward") -> None:
-        super().__init__()
-        self.model = model
-        self.method = method
-
-    def forward(self, batch: Any) -> Tensor:
-        """Return the node-level predictions, ``(n_0, out_channels)``."""
-        call = self.model if self.method == "forward" else getattr(self.model, self.method)
-        return call(batch)[0]
-
-
 def _unwrap(model: nn.Module) -> nn.Module:
     return model.model if isinstance(model, NodeOutputs) else model
-
-
-def rank_encoders(info: DatasetInfo, hidden: int, ranks: Sequence[int]) -> nn.ModuleList:
-    """One :class:`~topomodelx_attention.nn.common.FeatureEncoder` per rank, sized by ``info``."""
-    return nn.ModuleList(FeatureEncoder(info.in_channels[r], hidden, info.categorical[r]) for r in ranks)
-
-
-def rank_keys(max_rank: int, *names: str) -> set[str]:
-    """``{name}_{r}`` for every name and rank ``r = 0..max_rank`` (data keys a model reads)."""
-    return {f"{name}_{r}" for name in names for r in range(max_rank + 1)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -233,8 +92,6 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
 def _packaged_ct_readout() -> dict[str, Any]:
     """``readout_options`` ranks / before_pooling of the packaged CT config (graph-level readout)."""
     from omegaconf import OmegaConf
-
-    from topomodelx_attention.harness.config import CONFIG_DIR
 
     params = OmegaConf.load(CONFIG_DIR / "model" / "cell" / "cellular_transformer.yaml").get("params") or {}
     readout = params.get("readout_options") or {}
@@ -362,5 +219,5 @@ def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Modul
     )
 
 
-# the baselines register themselves on import (after the registry above exists)
-from topomodelx_attention.harness import baselines as _baselines  # noqa: E402, F401
+# the allow-list of configuration _target_s holds this module's model classes
+allow_harness_classes(__name__)
