@@ -1,4 +1,4 @@
-"""The dependency direction of CONTRIBUTING.md holds: data <- transforms <- nn <- harness/CLI."""
+"""The dependency direction of CONTRIBUTING.md holds (data <- transforms <- nn <- harness/CLI), without import cycles."""
 
 import ast
 from pathlib import Path
@@ -59,3 +59,84 @@ def test_dependency_direction():
 )
 def test_the_check_catches_violations(module, name):
     assert _violation(module, name) is not None
+
+
+# ------------------------------------------------------------------ import cycles
+ALLOWED_CYCLES = {
+    # ComplexData.__init_subclass__ registers a subclass's PyG batch class (data.collate), which
+    # batches ComplexData: a hook both ways, imported lazily on the data side
+    frozenset({"topomodelx_attention.data.collate", "topomodelx_attention.data.complex_data"}),
+}
+"""Import cycles between modules of the package that are there on purpose (see each comment)."""
+
+
+def _module_graph():
+    """``{module: {modules it imports}}`` over the package's modules (function-level imports too).
+
+    ``from package import name`` counts as importing the submodule ``package.name`` when there is
+    one; a package's ``__init__`` is a node of its own, so re-exports do not make cycles.
+    """
+    modules = {
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for path in PACKAGE.rglob("*.py")
+    }
+    graph = {module: set() for module in modules}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                    for alias in node.names
+                ]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[module] |= {t for t in targets if t in modules and t != module}
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_but_the_documented_ones():
+    unexpected = [sorted(c) for c in _cycles(_module_graph()) if c not in ALLOWED_CYCLES]
+    assert not unexpected, (
+        f"modules that import each other (directly or around a loop): {unexpected}; move what both "
+        "need into a module of its own, or hand it over by registration (see harness/registry.py "
+        "and config.allow_harness_classes)"
+    )
+
+
+def test_the_cycle_check_finds_a_loop():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [frozenset({"a", "b", "c"})]
