@@ -158,8 +158,7 @@ def prepared_epoch(model: nn.Module, items: list, part: str) -> Callable[[], Non
     forward, which has nothing to prepare). Both in ``eval`` mode under ``torch.no_grad``.
     """
     batches = list(DataLoader(items, batch_size=BATCH_SIZE))
-    has_prepare = hasattr(model, "prepare")
-    if part == "model" and has_prepare:
+    if part == "model" and hasattr(model, "prepare"):
         model.eval()
         with torch.no_grad():
             batches = [model.prepare(batch) for batch in batches]

@@ -9,18 +9,28 @@ PACKAGE = Path(__file__).resolve().parents[1] / "topomodelx_attention"
 FAMILIES = ("cell", "graph", "simplicial")
 
 
-def _imports():
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
+def _import_statements():
+    """``(module, imported module, names)`` of every absolute import, in functions too.
+
+    ``names`` are those of ``from module import names``; empty for ``import module``.
+    """
     for path in sorted(PACKAGE.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        module = _module_name(path)
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
+                yield module, node.module, [alias.name for alias in node.names]
             elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                yield module, name
+                for alias in node.names:
+                    yield module, alias.name, []
+
+
+def _imports():
+    for module, name, _ in _import_statements():
+        yield module, name
 
 
 def _violation(module: str, name: str) -> str | None:
@@ -76,24 +86,12 @@ def _module_graph():
     ``from package import name`` counts as importing the submodule ``package.name`` when there is
     one; a package's ``__init__`` is a node of its own, so re-exports do not make cycles.
     """
-    modules = {
-        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
-        for path in PACKAGE.rglob("*.py")
-    }
+    modules = {_module_name(path).removesuffix(".__init__") for path in PACKAGE.rglob("*.py")}
     graph = {module: set() for module in modules}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [
-                    f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
-                    for alias in node.names
-                ]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                continue
-            graph[module] |= {t for t in targets if t in modules and t != module}
+    for module, name, names in _import_statements():
+        module = module.removesuffix(".__init__")
+        targets = [f"{name}.{n}" if f"{name}.{n}" in modules else name for n in names] or [name]
+        graph[module] |= {t for t in targets if t in modules and t != module}
     return graph
 
 

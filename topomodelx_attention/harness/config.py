@@ -69,10 +69,6 @@ _CONVERT_MODES = ("none", "partial", "all", "object")
 
 _REGISTERED: dict[int, Any] = {}
 
-_HARNESS_MODELS: dict[int, Any] = {}
-"""The ``nn.Module`` classes of :mod:`~.models` and :mod:`~.baselines`, which hand them over on
-import (:func:`allow_harness_classes`): this module never imports them (they import it)."""
-
 PASS_THROUGH = (
     "trainer.",  # keyword arguments of lightning.Trainer
     "model.params.",  # of the model's constructor
@@ -396,14 +392,15 @@ def _allowed() -> dict[int, Any]:
         _PACKAGED.update(_packaged_targets())
     exports = sys.modules.get(_TOPOBENCH_EXPORTS)
     extra = {} if exports is None else {id(obj): obj for obj in _classes(exports)}
-    return {**_PACKAGED, **_HARNESS_MODELS, **extra, **_REGISTERED}
+    return {**_PACKAGED, **extra, **_REGISTERED}
 
 
 def allow_harness_classes(module_name: str) -> None:
     """Allow the ``nn.Module`` classes of a harness model module (its ``__all__``) as ``_target_``.
 
     Called by :mod:`~.models` and :mod:`~.baselines` at the end of their import (importing the
-    harness imports both), so the allow-list holds them without this module importing them.
+    harness imports both): they hand their classes to :func:`register_target`, so the allow-list
+    holds them without this module importing them (they import it).
 
     Parameters
     ----------
@@ -413,7 +410,7 @@ def allow_harness_classes(module_name: str) -> None:
     from torch import nn
 
     for obj in _classes(sys.modules[module_name], nn.Module):
-        _HARNESS_MODELS[id(obj)] = obj
+        register_target(obj)
 
 
 def register_target(target: Any) -> Any:
