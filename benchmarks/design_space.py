@@ -140,6 +140,20 @@ BASELINE_SPACE: dict[str, list[Any]] = {
 }
 BASELINES = ("gps", "gine", "gin", "graph_transformer", "cwn")
 SEARCH_SEED = 0
+#: Prefix of the packaged CT's trials: the baselines' trial points (the same draw of
+#: :data:`BASELINE_SPACE`) applied to the packaged default, so that the CT gets the same tuning
+#: budget as every baseline (issue 23, item 3). Neither candidates of the design selection nor checks.
+CT_TRIAL = "packaged_trial_"
+
+
+def is_trial(config: str) -> bool:
+    """Whether ``config`` is a trial of the shared search (a baseline's or the packaged CT's)."""
+    return config.startswith(("trial_", CT_TRIAL))
+
+
+def trial_index(config: str) -> int:
+    """Index of a trial configuration in the shared draw (``-1`` for the CT's design variants)."""
+    return int(config.rsplit("_", 1)[1]) if is_trial(config) else -1
 
 
 def prepare_data(root: Path, work: Path) -> None:
@@ -198,6 +212,8 @@ def configurations(models: list[str]) -> list[tuple[str, str, list[str]]]:
     out = [("cellular_transformer", name, list(ov)) for name, ov in CT_VARIANTS.items()]
     out += [("cellular_transformer", name, list(ov)) for name, ov in CT_CHECKS.items()]
     trials = search_trials(BASELINE_SPACE, len(CT_VARIANTS), SEARCH_SEED)
+    out += [("cellular_transformer", f"{CT_TRIAL}{index}", [f"{k}={v}" for k, v in values.items()])
+            for index, values in enumerate(trials)]
     for model in BASELINES:
         for index, values in enumerate(trials):
             out.append((model, f"trial_{index}", [f"{k}={v}" for k, v in values.items()]))
@@ -314,7 +330,9 @@ def _ranks(agg: dict, dataset: str, model: str) -> dict[str, float]:
 def select_lodo(agg: dict, datasets: list[str]) -> tuple[dict[str, str], str | None, dict[str, float]]:
     """Leave-one-out choices per held-out data set, the all-data choice and mean ranks (validation only)."""
     # the shipped default and the checks of changes to it are no candidates
-    candidates = {k: v for k, v in agg.items() if k[2] != "packaged" and k[2] not in CT_CHECKS}
+    candidates = {
+        k: v for k, v in agg.items() if k[2] != "packaged" and k[2] not in CT_CHECKS and not k[2].startswith(CT_TRIAL)
+    }
     ranks = {d: _ranks(candidates, d, "cellular_transformer") for d in datasets}
     configs = sorted({c for r in ranks.values() for c in r}, key=list(CT_VARIANTS).index)
     complete = [c for c in configs if all(c in ranks[d] for d in datasets if ranks[d])]
@@ -407,24 +425,63 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
                 ranks = _ranks(agg, d, m)
                 best = min(ranks, key=ranks.get) if ranks else None
                 entries.append(agg.get((d, m, best)) if best else None)
-        walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
-        horizon = min(walls) if walls else float("nan")
-        cells = []
-        for a in entries:
-            if a is None:
-                cells.append("–")
-                continue
-            sign = _better(a["metric"])
-            at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
-            at = [v for v in at if math.isfinite(v)]
-            at_t = statistics.fmean(at) if at else float("nan")
-            cells.append(
-                f"{_fmt(a['test'], a['metric'])} (val {_fmt(a['val'], a['metric'])}; {a['params'] / 1000:.0f}k p, "
-                f"{a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
-            )
-        lines.append(f"| {d} | {horizon:.0f} | " + " | ".join(cells) + " |")
+        lines.append(_comparison_row(d, entries))
+    lines += _equal_trials_table(agg, datasets)
     lines += _checks_table(agg, datasets)
     return "\n".join(lines)
+
+
+def _comparison_row(dataset: str, entries: list[dict[str, Any] | None]) -> str:
+    """One row of a comparison: the horizon T (the fastest entry's wall time) and one cell per entry."""
+    walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
+    horizon = min(walls) if walls else float("nan")
+    cells = []
+    for a in entries:
+        if a is None:
+            cells.append("–")
+            continue
+        sign = _better(a["metric"])
+        at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
+        at = [v for v in at if math.isfinite(v)]
+        at_t = statistics.fmean(at) if at else float("nan")
+        cells.append(
+            f"{_fmt(a['test'], a['metric'])} ± {_fmt(a['test_std'], a['metric'])} (val {_fmt(a['val'], a['metric'])}; "
+            f"{a['params'] / 1000:.0f}k p, {a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
+        )
+    return f"| {dataset} | {horizon:.0f} | " + " | ".join(cells) + " |"
+
+
+def _equal_trials_table(agg: dict, datasets: list[str]) -> list[str]:
+    """The packaged CT and every baseline, each at its best-validation trial of the same trial points.
+
+    Only the trial indices the packaged CT finished on every data set count, for every model, so
+    that each model gets exactly the same tuning budget (the same draw of :data:`BASELINE_SPACE`).
+    """
+    ct = "cellular_transformer"
+    indices = sorted(
+        {trial_index(c) for d, m, c in agg if m == ct and c.startswith(CT_TRIAL)},
+    )
+    indices = [i for i in indices if all((d, ct, f"{CT_TRIAL}{i}") in agg for d in datasets)]
+    if not indices:
+        return []
+    models = [ct, *BASELINES]
+    lines = ["", "### Equal tuning budget: the packaged CT and the baselines, each at its best-validation trial", ""]
+    lines.append(
+        f"Trials {', '.join(map(str, indices))} of the shared draw ({len(indices)} per model; the same "
+        "learning rate, weight decay, dropout and width points for every model). Each cell: test mean ± std "
+        "over seeds (validation; parameters, epochs, median s/epoch; best validation within the wall time T "
+        "of the fastest entry of the row, `@T`)."
+    )
+    lines += ["", "| data set | T (s) | " + " | ".join(models) + " |", "|---|---:|" + "---:|" * len(models)]
+    for d in datasets:
+        entries = []
+        for m in models:
+            names = {f"{CT_TRIAL if m == ct else 'trial_'}{i}" for i in indices}
+            pool = {k: v for k, v in agg.items() if k[0] == d and k[1] == m and k[2] in names}
+            ranks = _ranks(pool, d, m)
+            entries.append(pool.get((d, m, min(ranks, key=ranks.get))) if ranks else None)
+        lines.append(_comparison_row(d, entries))
+    return lines
 
 
 def _checks_table(agg: dict, datasets: list[str]) -> list[str]:
@@ -503,8 +560,7 @@ def main(argv: list[str] | None = None) -> None:
     # the CT's variants on every data set first (the selection needs them all), then the
     # baselines trial by trial (a partial run leaves every baseline the same number of trials)
     def order(task: dict[str, Any]) -> tuple:
-        trial = int(task["config"].split("_")[1]) if task["config"].startswith("trial_") else -1
-        return (task["model"] != "cellular_transformer", trial, task["seed"])
+        return (trial_index(task["config"]), task["model"] != "cellular_transformer", task["seed"])
 
     tasks.sort(key=order)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
