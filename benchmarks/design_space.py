@@ -130,6 +130,11 @@ CT_CHECKS: dict[str, list[str]] = {
         "'1->0:incidence_1','0->1:incidence_1.T','2->1:incidence_2','1->2:incidence_2.T','0->0:all_0']"
     ],
 }
+# the global arrow with the CT's best ZINC trial point (packaged_trial_5: width 64, lr 3e-3): what
+# the ZINC gap to GPS is made of, global attention and tuning together
+CT_CHECKS["packaged_global0_lr3e-3_w64"] = [
+    *CT_CHECKS["packaged_global0"], "optimizer.lr=0.003", "model.params.hidden_channels=64",
+]
 
 #: Search space of the baselines (their equal-budget configurations).
 BASELINE_SPACE: dict[str, list[Any]] = {
