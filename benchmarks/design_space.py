@@ -111,6 +111,13 @@ CT_VARIANTS: dict[str, list[str]] = {
     "packaged": [],
 }
 
+#: The default tensor diagram plus a global arrow ``0->0:all_0`` (unmasked attention among the
+#: vertices of each complex), as an override.
+_GLOBAL0 = (
+    "+model.params.tensor_diagram=['0->0:adjacency_0','1->1:coadjacency_1','2->2:coadjacency_2',"
+    "'1->0:incidence_1','0->1:incidence_1.T','2->1:incidence_2','1->2:incidence_2.T','0->0:all_0']"
+)
+
 #: Checks of single changes to the packaged default, run on every data set and seed of the
 #: protocol but neither candidates of the selection nor part of the budget (the baselines keep
 #: ``len(CT_VARIANTS)`` trials, so their configurations do not move): evidence for or against a
@@ -125,16 +132,11 @@ CT_CHECKS: dict[str, list[str]] = {
     "packaged_lr3e-3_warmup1": ["optimizer.lr=0.003", "optimizer.warmup_epochs=1"],
     # GPS's recipe inside the CT: a global arrow (unmasked attention among the vertices of each
     # complex) beside the seven local arrows of the default tensor diagram
-    "packaged_global0": [
-        "+model.params.tensor_diagram=['0->0:adjacency_0','1->1:coadjacency_1','2->2:coadjacency_2',"
-        "'1->0:incidence_1','0->1:incidence_1.T','2->1:incidence_2','1->2:incidence_2.T','0->0:all_0']"
-    ],
+    "packaged_global0": [_GLOBAL0],
+    # the global arrow with the CT's best ZINC trial point (packaged_trial_5: width 64, lr 3e-3):
+    # what the ZINC gap to GPS is made of, global attention and tuning together
+    "packaged_global0_lr3e-3_w64": [_GLOBAL0, "optimizer.lr=0.003", "model.params.hidden_channels=64"],
 }
-# the global arrow with the CT's best ZINC trial point (packaged_trial_5: width 64, lr 3e-3): what
-# the ZINC gap to GPS is made of, global attention and tuning together
-CT_CHECKS["packaged_global0_lr3e-3_w64"] = [
-    *CT_CHECKS["packaged_global0"], "optimizer.lr=0.003", "model.params.hidden_channels=64",
-]
 
 #: Search space of the baselines (their equal-budget configurations).
 BASELINE_SPACE: dict[str, list[Any]] = {
@@ -216,12 +218,11 @@ def configurations(models: list[str]) -> list[tuple[str, str, list[str]]]:
 
     out = [("cellular_transformer", name, list(ov)) for name, ov in CT_VARIANTS.items()]
     out += [("cellular_transformer", name, list(ov)) for name, ov in CT_CHECKS.items()]
-    trials = search_trials(BASELINE_SPACE, len(CT_VARIANTS), SEARCH_SEED)
-    out += [("cellular_transformer", f"{CT_TRIAL}{index}", [f"{k}={v}" for k, v in values.items()])
-            for index, values in enumerate(trials)]
-    for model in BASELINES:
-        for index, values in enumerate(trials):
-            out.append((model, f"trial_{index}", [f"{k}={v}" for k, v in values.items()]))
+    # the same trial points for the packaged CT and every baseline
+    trials = [[f"{k}={v}" for k, v in values.items()]
+              for values in search_trials(BASELINE_SPACE, len(CT_VARIANTS), SEARCH_SEED)]
+    out += [("cellular_transformer", f"{CT_TRIAL}{index}", list(ov)) for index, ov in enumerate(trials)]
+    out += [(model, f"trial_{index}", list(ov)) for model in BASELINES for index, ov in enumerate(trials)]
     return [c for c in out if c[0] in models]
 
 
@@ -463,9 +464,7 @@ def _equal_trials_table(agg: dict, datasets: list[str]) -> list[str]:
     that each model gets exactly the same tuning budget (the same draw of :data:`BASELINE_SPACE`).
     """
     ct = "cellular_transformer"
-    indices = sorted(
-        {trial_index(c) for d, m, c in agg if m == ct and c.startswith(CT_TRIAL)},
-    )
+    indices = sorted({trial_index(c) for _, m, c in agg if m == ct and c.startswith(CT_TRIAL)})
     indices = [i for i in indices if all((d, ct, f"{CT_TRIAL}{i}") in agg for d in datasets)]
     if not indices:
         return []
