@@ -23,6 +23,8 @@ r"""The attention core shared by every model family.
 * :mod:`~topomodelx_attention.nn.attention.fused`: many sparse blocks between token groups in
   one fused call; :mod:`~topomodelx_attention.nn.attention.stacked`: :class:`StackedBlocks`,
   their Q/K/V/O weights stacked per group and role.
+* :mod:`~topomodelx_attention.nn.attention.relative`: relative random-walk pair features
+  (:func:`random_walk_pair_features`, GRIT's RRWP), the learned bias of global dense attention.
 """
 
 from topomodelx_attention.nn._export import refuse_torchscript, register_prepared_inputs
@@ -58,6 +60,7 @@ from topomodelx_attention.nn.attention.linear import (
     orthogonal_random_matrix,
 )
 from topomodelx_attention.nn.attention.multihead import MultiGroupAttention, MultiHeadAttention
+from topomodelx_attention.nn.attention.relative import random_walk_pair_features
 from topomodelx_attention.nn.attention.scatter import (
     HAS_TORCH_SCATTER,
     scatter_max,
@@ -109,6 +112,7 @@ __all__ = [
     "orthogonal_random_matrix",
     "padded_layout",
     "prepare_neighborhood",
+    "random_walk_pair_features",
     "register_kernel",
     "scatter_max",
     "scatter_sum",

@@ -153,6 +153,9 @@ class CellularTransformer(nn.Module):
         :class:`CellularTransformerLayer`): e.g. ``{"scale": 1.0}`` (the paper's unscaled Eq. 2
         logits; default ``1/sqrt(d_head)``), ``{"bias_scale": "shared"}`` (the paper's single θ
         of the dense bias θ·N; default one per head), ``{"num_random_features": 64}`` (linear).
+        ``{"rrwp_steps": 8}``: the global arrows add a learned bias of the relative random-walk
+        probabilities of walks of length ``0..7`` on ``adjacency_r`` (GRIT's RRWP; not in the
+        paper); the model then also reads ``adjacency_r``.
     tensor_diagram : sequence, optional
         Arrows of the tensor diagram (default: the paper's, Figure 2). A global arrow
         ``"r->r:all_r"`` adds unmasked attention among the rank-``r`` cells of each complex
@@ -392,6 +395,8 @@ class CellularTransformer(nn.Module):
     def neighborhood_keys(self) -> list[str]:
         """``ComplexData`` neighbourhood keys the model reads (tensor diagram + vertex sums)."""
         keys = {arrow.neighborhood for arrow in self.arrows if not arrow.is_global}
+        if self.layers[0].rrwp_steps:  # the relative random walks of the global arrows
+            keys |= {f"adjacency_{arrow.source}" for arrow in self.arrows if arrow.is_global}
         if self.vertex_sum_ranks:
             keys |= {f"incidence_{r}" for r in range(1, max(self.vertex_sum_ranks) + 1)}
         return sorted(keys)

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention.data import to_coalesced_coo
 from topomodelx_attention.nn.attention import (
     KERNELS,
     MultiGroupAttention,
@@ -60,6 +61,7 @@ from topomodelx_attention.nn.attention import (
     kernel_class,
     padded_layout,
     prepare_neighborhood,
+    random_walk_pair_features,
 )
 from topomodelx_attention.nn.attention.fused import (
     FusedNeighborhood,
@@ -121,6 +123,11 @@ class CellStructure:
         such a layer), sliced out of ``fused``
         (:func:`~topomodelx_attention.nn.attention.fused.fused_subset`); ``None`` when none of
         them attends.
+    relative : tuple of (NeighborhoodIndex or None)
+        Per arrow (same order): the relative random-walk pair features of a global arrow with
+        ``rrwp_steps > 0`` (values ``(nnz, rrwp_steps)``,
+        :func:`~topomodelx_attention.nn.attention.random_walk_pair_features`), ``None`` for the
+        other arrows; empty when the layer has no such bias.
     """
 
     neighborhoods: tuple[NeighborhoodIndex | None, ...]
@@ -130,6 +137,7 @@ class CellStructure:
     general_layout: PaddedLayout | None
     output_ranks: tuple[int, ...] | None = None
     output_fused: FusedNeighborhood | None = None
+    relative: tuple[NeighborhoodIndex | None, ...] = ()
 
 
 def valid_ranks(ranks: Sequence[object], max_rank: int) -> bool:
@@ -146,7 +154,7 @@ def _reads_neighborhood(kind: str) -> bool:
 
 
 class CellularTransformerLayer(nn.Module):
-    """One pre-norm Cellular Transformer layer on ranks ``0..max_rank`` (Appendix A).
+    r"""One pre-norm Cellular Transformer layer on ranks ``0..max_rank`` (Appendix A).
 
     Parameters
     ----------
@@ -170,7 +178,16 @@ class CellularTransformerLayer(nn.Module):
         ``X_t Q (X_s K)ᵀ``), and the kernel's own, e.g. ``bias_scale`` (``"per_head"`` or the
         paper's one shared θ of ``φ(N) = θN``, dense) or ``num_random_features`` (linear).
         With ``kind="mixed"`` each kernel gets the options it takes; an option no kernel of
-        the layer takes raises ``ValueError``.
+        the layer takes raises ``ValueError``. One more option belongs to the global arrows:
+        ``rrwp_steps`` (int, default 0). ``K > 0``: every global arrow ``r->r:all_r`` (dense)
+        adds to its logits a learned bias of the relative random-walk probabilities of each
+        pair of rank-``r`` cells (GRIT's RRWP; not in the paper): the features
+        :math:`\log(1 + n_b (P^k)_{ij})`, ``k = 0..K-1``, of the walk
+        :math:`P = D^{-1} A` on ``adjacency_r``
+        (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`), mapped to one
+        logit per head by a ``K → heads`` linear map of the layer (``relative_bias[key]``, of
+        shape ``(heads, K)``, zero at initialisation: the layer starts as the unbiased global
+        arrow). The neighbourhoods must then hold ``adjacency_r``.
     tensor_diagram : sequence, optional
         Arrows (see :func:`parse_tensor_diagram`); default :func:`default_tensor_diagram`.
         Pairwise attention builds one block per arrow, also for several arrows between the same
@@ -233,6 +250,8 @@ class CellularTransformerLayer(nn.Module):
         self.max_rank = int(max_rank)
         self.attention = attention
         self.kind = kind
+        kernel_options = dict(kernel_options or {})
+        rrwp_steps = kernel_options.pop("rrwp_steps", 0)  # the global arrows' option
         self.kernel_options = _check_kernel_options(kind, kernel_options)
         self.output_projection = output_projection
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
@@ -242,6 +261,7 @@ class CellularTransformerLayer(nn.Module):
                 "attends over every cell already (kind='dense' or 'linear')"
             )
         self.block_keys = block_keys(self.arrows)
+        self.rrwp_steps = _check_rrwp_steps(rrwp_steps, self.arrows, kind)
         # the arrows that read a neighbourhood matrix (a global arrow reads none)
         self._matrix_arrows = tuple(a for a in self.arrows if not a.is_global)
         self.attention_dropout = check_dropout(attention_dropout, "attention_dropout")
@@ -295,6 +315,16 @@ class CellularTransformerLayer(nn.Module):
             )
         # arrows whose neighbourhood values enter the logits as θ·N (checked for signs)
         self._bias_arrows = tuple(a for a in self._matrix_arrows if self._kernel(a).accepts_bias)
+        # global arrows biased by relative random-walk features: a K → heads map each
+        self._relative_arrows = tuple(a for a in self.arrows if a.is_global and self.rrwp_steps)
+        # (heads, K) weights, zero at initialisation (no random draw: the other parameters
+        # are those of the same layer without the bias)
+        self.relative_bias = nn.ParameterDict(
+            {
+                self._block_of[a]: nn.Parameter(torch.zeros(self.heads, self.rrwp_steps))
+                for a in self._relative_arrows
+            }
+        )
 
     # ------------------------------------------------------------------ arrow weights
     @property
@@ -383,7 +413,9 @@ class CellularTransformerLayer(nn.Module):
         kind = self._arrow_kind(arrow)
         options = self._options_of(kind)
         if arrow.is_global and kind == "dense":
-            options["neighborhood_bias"] = False
+            options["neighborhood_bias"] = bool(self.rrwp_steps)
+            if self.rrwp_steps:  # the learned K → heads map gives the logits: θ fixed at 1
+                options.update(bias_scale="shared", learn_bias_scale=False, bias_scale_init=1.0)
         return options
 
     def _options_of(self, kind: str) -> dict[str, Any]:
@@ -403,6 +435,7 @@ class CellularTransformerLayer(nn.Module):
             f"channels={self.channels}, heads={self.heads}, max_rank={self.max_rank}, "
             f"attention={self.attention!r}, kind={self.kind!r}, arrows=[{arrows}], "
             f"output_projection={self.output_projection}"
+            + (f", rrwp_steps={self.rrwp_steps}" if self.rrwp_steps else "")
         )
 
     # ------------------------------------------------------------------ neighbourhoods
@@ -575,9 +608,49 @@ class CellularTransformerLayer(nn.Module):
                 device=device,
                 name=arrow.label,
             )
+        relative: tuple[NeighborhoodIndex | None, ...] = ()
+        if self._relative_arrows:
+            relative = tuple(
+                self._relative_features(arrow, neighborhoods, layouts[arrow.source], sizes)
+                if arrow in self._relative_arrows
+                else None
+                for arrow in self.arrows
+            )
         return CellStructure(
-            tuple(per_arrow), fused, layouts, None, None, output_ranks, output_fused
+            tuple(per_arrow), fused, layouts, None, None, output_ranks, output_fused, relative
         )
+
+    def _relative_features(
+        self,
+        arrow: Arrow,
+        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
+        layout: PaddedLayout,
+        sizes: Sequence[int],
+    ) -> NeighborhoodIndex | None:
+        """Relative random-walk features of a global arrow's rank (``None`` for an empty rank)."""
+        rank = arrow.source
+        if sizes[rank] == 0:
+            return None
+        key = f"adjacency_{rank}"
+        if isinstance(neighborhoods, ArrowNeighborhoods):
+            matrix = next(
+                (m for a, m in neighborhoods.items() if a.neighborhood == key and not a.transpose),
+                None,
+            )
+            if matrix is None:
+                raise ValueError(
+                    f"rrwp_steps={self.rrwp_steps} walks on {key!r}, which the prepared "
+                    "neighbourhoods do not hold: pass the neighbourhoods by key"
+                )
+        elif key not in neighborhoods:
+            raise ValueError(
+                f"rrwp_steps={self.rrwp_steps}: the global arrow {arrow.label} walks on {key!r}, "
+                f"which was not given (available: {sorted(neighborhoods)})"
+            )
+        else:
+            matrix = to_coalesced_coo(neighborhoods[key], key)
+        dtype = self.relative_bias[self._block_of[arrow]].dtype
+        return random_walk_pair_features(matrix, layout, self.rrwp_steps, dtype=dtype, name=key)
 
     def _fused_index(
         self,
@@ -724,7 +797,17 @@ class CellularTransformerLayer(nn.Module):
             layout = None
             if attention.kernel.needs_layout:
                 layout = (structure.layouts[arrow.target], structure.layouts[arrow.source])
-            out = self.dropout(attention(target, source, structure.neighborhoods[i], layout=layout))
+            neighborhood = structure.neighborhoods[i]
+            if key in self.relative_bias:  # learned relative random-walk bias, (nnz, heads)
+                if not structure.relative or structure.relative[i] is None:
+                    raise ValueError(
+                        f"the global arrow {arrow.label} has rrwp_steps={self.rrwp_steps}: its "
+                        "CellStructure must come from a layer with the same rrwp_steps"
+                    )
+                features = structure.relative[i]
+                values = features.values @ self.relative_bias[key].t()
+                neighborhood = replace(features, values=values)
+            out = self.dropout(attention(target, source, neighborhood, layout=layout))
             update[arrow.target] = (
                 out if update[arrow.target] is None else update[arrow.target] + out
             )
@@ -749,6 +832,25 @@ def _transposed(matrix: Tensor) -> Tensor:
         is_coalesced=True,
         check_invariants=False,  # a permutation of valid entries: valid and coalesced
     )
+
+
+def _check_rrwp_steps(steps: object, arrows: Sequence[Arrow], kind: str) -> int:
+    """``kernel_options["rrwp_steps"]`` as an int (``0``: off); it needs a global dense arrow."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(
+            f"kernel_options['rrwp_steps'] must be a non-negative int (0: no bias), got {steps!r}"
+        )
+    if steps and not any(a.is_global for a in arrows):
+        raise ValueError(
+            f"kernel_options['rrwp_steps']={steps} biases the global arrows (r->r:all_r); the "
+            "tensor diagram has none: add one (e.g. '0->0:all_0') or set rrwp_steps=0"
+        )
+    if steps and kind == "linear":
+        raise ValueError(
+            f"kernel_options['rrwp_steps']={steps} is a bias of dense attention; kind='linear' "
+            "makes the global arrows linear (no logits to bias): use kind='sparse', 'mixed' or 'dense'"
+        )
+    return int(steps)
 
 
 def _check_kernel_options(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,0 +1,114 @@
+r"""Relative random-walk pair features: a learned attention bias for global (dense) attention.
+
+GRIT (Ma et al., 2023) biases global attention with *relative random-walk probabilities*
+(RRWP): for the random walk :math:`P = D^{-1} A` of a graph and the pair ``(i, j)`` of tokens,
+the vector :math:`(I_{ij}, P_{ij}, P^2_{ij}, \dots, P^{K-1}_{ij})`. A layer maps it to one logit
+per head (a learned ``K → heads`` map) and adds it to the dense attention logits, so that global
+attention knows how far apart (in walk probability) two cells are: a multi-hop,
+community-aware version of the θ·N bias of the Cellular Transformer (Eq. 2, dense kind).
+
+:func:`random_walk_pair_features` computes the features of a whole batch once per forward
+(eager, in a layer's ``prepare``), per complex, on its padded ``(B, L, L)`` walk matrices. The
+features are :math:`\log(1 + n_b P^k_{ij})`, with ``n_b`` the cells of the complex: a uniform
+walk gives 1 whatever the size of the complex, and the log keeps the return probability of
+short walks (``n_b`` on the diagonal for ``k = 0``) in range. Pairs whose ``K`` walk
+probabilities are all zero (further apart than ``K - 1`` steps) are not stored: their bias is 0,
+exactly as their features would give.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from topomodelx_attention.nn.attention.layout import NeighborhoodIndex, PaddedLayout
+
+__all__ = ["random_walk_pair_features"]
+
+
+@torch.no_grad()
+def random_walk_pair_features(
+    adjacency: Tensor,
+    layout: PaddedLayout,
+    steps: int,
+    *,
+    dtype: torch.dtype = torch.float32,
+    name: str = "adjacency",
+) -> NeighborhoodIndex:
+    r"""Relative random-walk features of every pair of tokens of the same complex (RRWP).
+
+    For complex ``b`` with ``n_b`` tokens, walk :math:`P = D^{-1} A` (row-stochastic; a
+    token without neighbours has a zero row) and ``k = 0 .. steps - 1``, the feature
+    :math:`f^k_{ij} = \log(1 + n_b (P^k)_{ij})` of every pair ``(i, j)`` of its tokens with
+    some nonzero :math:`(P^k)_{ij}` (every token is paired with itself: :math:`P^0 = I`).
+
+    Parameters
+    ----------
+    adjacency : torch.Tensor, shape = (n, n)
+        Coalesced sparse COO adjacency of the batch (block diagonal by complex); its pattern is
+        the graph, its values are not read (a stored entry is an edge).
+    layout : PaddedLayout
+        Padding of the ``n`` tokens per complex
+        (:func:`~topomodelx_attention.nn.attention.padded_layout` of their batch vector).
+    steps : int
+        ``K``: walk lengths ``0 .. K - 1`` (``K >= 1``).
+    dtype : torch.dtype, default=torch.float32
+        Floating dtype of the walk and the features (that of the parameters reading them).
+    name : str, default="adjacency"
+        Name of the matrix in error messages.
+
+    Returns
+    -------
+    NeighborhoodIndex
+        ``(n, n)`` pairs, grouped by complex, with ``values`` of shape ``(nnz, steps)``, the
+        features (the hybrid bias values of the dense kernel once mapped to the heads).
+
+    Raises
+    ------
+    ValueError
+        When ``steps < 1``, the matrix is not ``(n, n)`` sparse COO, or an entry joins two
+        different complexes.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int (walk lengths 0..steps-1), got {steps!r}")
+    n = layout.num_tokens
+    if not isinstance(adjacency, Tensor) or adjacency.layout != torch.sparse_coo:
+        raise ValueError(f"{name} must be a sparse COO tensor (coalesced), got {type(adjacency)}")
+    if tuple(adjacency.shape) != (n, n):
+        raise ValueError(
+            f"{name} has shape {tuple(adjacency.shape)}, expected ({n}, {n}) for the {n} tokens "
+            "of the layout"
+        )
+    device = layout.batch.device
+    num_b, length = layout.num_complexes, layout.length
+    index = adjacency.coalesce().indices().to(device)
+    row, col = index[0], index[1]
+    if bool((layout.batch[row] != layout.batch[col]).any()):
+        raise ValueError(
+            f"{name} joins tokens of two different complexes: a batch's adjacency must be block "
+            "diagonal (collate the complexes, do not connect them)"
+        )
+    slots = layout.index if layout.index is not None else torch.arange(n, device=device)
+    position = slots - layout.batch * length
+    degree = torch.bincount(row, minlength=n).to(dtype)
+    walk = torch.zeros(num_b * length * length, dtype=dtype, device=device)
+    walk.index_put_(
+        (slots[row] * length + position[col],), 1.0 / degree[row], accumulate=True
+    )
+    walk = walk.view(num_b, length, length)
+    valid = torch.zeros(num_b * length, dtype=torch.bool, device=device)
+    valid[slots] = True
+    valid = valid.view(num_b, length)
+    power = torch.diag_embed(valid.to(dtype))  # P^0 = I on the real tokens
+    features = [power]
+    for _ in range(steps - 1):
+        power = torch.bmm(power, walk)
+        features.append(power)
+    stacked = torch.stack(features, dim=-1)  # (B, L, L, K)
+    keep = (stacked > 0).any(-1) & valid.unsqueeze(2) & valid.unsqueeze(1)
+    b, i, j = keep.nonzero(as_tuple=True)
+    token = torch.full((num_b * length,), -1, dtype=torch.long, device=device)
+    token[slots] = torch.arange(n, device=device)
+    counts = layout.counts.to(device=device, dtype=dtype)
+    values = torch.log1p(counts[b].unsqueeze(1) * stacked[b, i, j])
+    return NeighborhoodIndex(token[b * length + i], token[b * length + j], values, (n, n))
