@@ -14,16 +14,31 @@ def adjacency(edges, n):
     return torch.sparse_coo_tensor(index, torch.ones(index.shape[1]), (n, n)).coalesce()
 
 
-def as_dict(features):
-    pairs = zip(features.index_target.tolist(), features.index_source.tolist())
-    return {pair: row for pair, row in zip(pairs, features.values.tolist())}
+def as_dict(features, layout):
+    """``{(token i, token j): features}`` of the pairs with a nonzero feature (same complex)."""
+    slots = layout.index if layout.index is not None else torch.arange(layout.num_tokens)
+    batch, position = layout.batch, slots - layout.batch * layout.length
+    out = {}
+    for i in range(layout.num_tokens):
+        for j in range(layout.num_tokens):
+            if batch[i] != batch[j]:
+                continue
+            row = features[batch[i], position[i], position[j]]
+            if bool(row.ne(0).any()):
+                out[(i, j)] = row.tolist()
+    return out
+
+
+def pairs(matrix, batch, steps, dtype=torch.float32):
+    layout = padded_layout(batch)
+    return as_dict(random_walk_pair_features(matrix, layout, steps, dtype=dtype), layout)
 
 
 def test_a_path_and_a_triangle_by_hand():
     # complex 0: path 0-1-2 (n=3); complex 1: triangle 3-4-5 (n=3)
     matrix = adjacency([(0, 1), (1, 2), (3, 4), (4, 5), (5, 3)], 6)
     batch = torch.tensor([0, 0, 0, 1, 1, 1])
-    got = as_dict(random_walk_pair_features(matrix, padded_layout(batch), 3, dtype=torch.float64))
+    got = pairs(matrix, batch, 3, torch.float64)
     f = lambda p: math.log1p(3 * p)  # noqa: E731
     # path: P = [[0,1,0],[.5,0,.5],[0,1,0]], P^2 = [[.5,0,.5],[0,1,0],[.5,0,.5]]
     expected = {
@@ -43,7 +58,7 @@ def test_a_path_and_a_triangle_by_hand():
 def test_pairs_further_than_the_walk_are_not_stored_and_isolated_vertices_keep_themselves():
     # a path of 4 vertices and an isolated vertex, walks of length 0 and 1
     matrix = adjacency([(0, 1), (1, 2), (2, 3)], 5)
-    got = as_dict(random_walk_pair_features(matrix, padded_layout(torch.zeros(5, dtype=torch.long)), 2))
+    got = pairs(matrix, torch.zeros(5, dtype=torch.long), 2)
     assert (0, 2) not in got and (0, 3) not in got and (4, 0) not in got
     assert got[(4, 4)] == pytest.approx([math.log1p(5), 0.0])  # P^0 only
     assert set(got) == {(i, i) for i in range(5)} | {(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2)}
@@ -53,21 +68,27 @@ def test_relabelling_the_vertices_relabels_the_pairs():
     generator = torch.Generator().manual_seed(0)
     edges = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2), (4, 5), (5, 6)]
     batch = torch.tensor([0, 0, 0, 0, 1, 1, 1])
-    base = as_dict(random_walk_pair_features(adjacency(edges, 7), padded_layout(batch), 4, dtype=torch.float64))
+    base = pairs(adjacency(edges, 7), batch, 4, torch.float64)
     perm = torch.cat([torch.randperm(4, generator=generator), 4 + torch.randperm(3, generator=generator)])
     new = torch.empty_like(perm)
     new[perm] = torch.arange(7)  # vertex v becomes new[v]
     moved = [(int(new[a]), int(new[b])) for a, b in edges]
-    got = as_dict(random_walk_pair_features(adjacency(moved, 7), padded_layout(batch), 4, dtype=torch.float64))
+    got = pairs(adjacency(moved, 7), batch, 4, torch.float64)
     assert got.keys() == {(int(new[a]), int(new[b])) for a, b in base}
     for (a, b), row in base.items():
         assert got[(int(new[a]), int(new[b]))] == pytest.approx(row, abs=1e-12)
 
 
-def test_an_empty_batch_has_no_pairs():
-    matrix = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (0, 0))
-    features = random_walk_pair_features(matrix, padded_layout(torch.zeros(0, dtype=torch.long)), 3)
-    assert features.values.shape == (0, 3) and features.index_target.numel() == 0
+def test_padding_slots_are_zero_and_an_empty_batch_gives_an_empty_grid():
+    # complexes of 3 and 1 vertices: the second complex's row has two padding slots
+    matrix = adjacency([(0, 1), (1, 2)], 4)
+    features = random_walk_pair_features(matrix, padded_layout(torch.tensor([0, 0, 0, 1])), 3)
+    assert features.shape == (2, 3, 3, 3)
+    assert features[1, 0, 0].tolist() == pytest.approx([math.log1p(1), 0.0, 0.0])
+    assert features[1, 1:].abs().sum() == 0 and features[1, :, 1:].abs().sum() == 0
+    empty = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (0, 0))
+    features = random_walk_pair_features(empty, padded_layout(torch.zeros(0, dtype=torch.long)), 3)
+    assert features.shape[-1] == 3 and features.abs().sum() == 0
 
 
 def test_bad_input_raises():

@@ -63,13 +63,11 @@ def test_the_block_is_softmax_attention_with_the_learned_bias_per_complex():
     q = block.lin_query(normed).view(-1, 2, 4)
     k = block.lin_key(normed).view(-1, 2, 4)
     v = block.lin_value(normed).view(-1, 2, 4)
-    features = random_walk_pair_features(
-        adjacency, padded_layout(b[0]), 3, dtype=torch.float64
-    )
-    bias = torch.zeros(2, normed.shape[0], normed.shape[0], dtype=torch.float64)
-    bias[:, features.index_target, features.index_source] = (
-        features.values @ layer.relative_bias["0->0"].t()
-    ).t()
+    layout = padded_layout(b[0])
+    features = random_walk_pair_features(adjacency, layout, 3, dtype=torch.float64)
+    position = layout.index - layout.batch * layout.length
+    pair = features[b[0].unsqueeze(1), position.unsqueeze(1), position.unsqueeze(0)]  # (n, n, K)
+    bias = (pair @ layer.relative_bias["0->0"].t()).permute(2, 0, 1)  # (heads, n, n)
     expected = torch.empty(normed.shape[0], 2, 4, dtype=torch.float64)
     for i in range(len(items)):
         rows = (b[0] == i).nonzero().squeeze(1)

@@ -46,6 +46,7 @@ from topomodelx_attention.nn.attention.kernels import (
 )
 from topomodelx_attention.nn.attention.layout import (
     NeighborhoodIndex,
+    PaddedBias,
     PaddedLayout,
     SizeGroup,
     neighborhood_index,
@@ -94,6 +95,7 @@ __all__ = [
     "MultiGroupAttention",
     "MultiHeadAttention",
     "NeighborhoodIndex",
+    "PaddedBias",
     "PaddedLayout",
     "SizeGroup",
     "SparseKernel",

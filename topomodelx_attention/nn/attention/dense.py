@@ -33,6 +33,7 @@ from topomodelx_attention.nn.attention.layout import (
     SIZE_GROUP_OVERHEAD,
     LayoutArg,
     Neighborhood,
+    PaddedBias,
     PaddedLayout,
     SizeGroup,
     neighborhood_index,
@@ -93,7 +94,8 @@ def dense_attention(
         shape ``(nnz,)`` or hybrid ``(nnz, heads)``, are used, an index pair meaning values 1,
         or a prepared ``NeighborhoodIndex``). Must be block-diagonal w.r.t. the batch vectors;
         entries linking two different complexes are ignored. Pairs not stored in ``N`` get
-        bias 0.
+        bias 0. Or a :class:`~topomodelx_attention.nn.attention.layout.PaddedBias`: the bias
+        of every pair already on the padded grid, ``(B, 1 or heads, Lt, Ls)``.
     bias_scale : torch.Tensor or float, shape = () or (1,) or (heads,), optional
         The learnable :math:`\theta` multiplying ``N`` (one per head or shared). ``None``
         means 1 (values of ``bias`` already pre-multiplied).
@@ -421,6 +423,8 @@ def _attention_mask(
         return key_mask
     heads = query.shape[1]
     device = query.device
+    if isinstance(bias, PaddedBias):
+        return _padded_bias_mask(bias, query, target, source, bias_scale)
     index_t, index_s, values = neighborhood_index(bias, query.shape[0], key.shape[0], name="bias")
     index_t = index_t.to(device)
     index_s = index_s.to(device)
@@ -453,4 +457,35 @@ def _attention_mask(
         attn_mask = attn_mask * theta.view(1, -1, 1, 1)
     if key_mask is not None:
         attn_mask = attn_mask.masked_fill(~key_mask, float("-inf"))
+    return attn_mask
+
+
+def _padded_bias_mask(
+    bias: PaddedBias,
+    query: Tensor,
+    target: PaddedLayout,
+    source: PaddedLayout,
+    bias_scale: Tensor | float | None,
+) -> Tensor:
+    """SDPA mask of a bias given on the padded grid: θ · bias, padding keys at -inf."""
+    values = bias.values
+    heads = query.shape[1]
+    grid = (target.num_complexes, target.length, source.length)
+    if (
+        values.dim() != 4
+        or values.shape[1] not in (1, heads)
+        or (values.shape[0], values.shape[2], values.shape[3]) != grid
+    ):
+        raise ValueError(
+            f"a PaddedBias must have shape (B, 1 or heads, Lt, Ls) = ({grid[0]}, 1 or {heads}, "
+            f"{grid[1]}, {grid[2]}) for these layouts, got {tuple(values.shape)}"
+        )
+    attn_mask = values.to(device=query.device, dtype=query.dtype)
+    if bias_scale is not None:
+        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=query.device).reshape(-1)
+        if theta.shape[0] not in (1, heads):
+            raise ValueError(f"bias_scale must have shape (), (1,) or ({heads},), got {tuple(theta.shape)}")
+        attn_mask = attn_mask * theta.view(1, -1, 1, 1)
+    if source.key_mask is not None:
+        attn_mask = attn_mask.masked_fill(~source.key_mask, float("-inf"))
     return attn_mask

@@ -27,6 +27,7 @@ __all__ = [
     "SIZE_GROUP_OVERHEAD",
     "Neighborhood",
     "NeighborhoodIndex",
+    "PaddedBias",
     "PaddedLayout",
     "SizeGroup",
     "neighborhood_index",
@@ -555,6 +556,26 @@ class NeighborhoodIndex:
 
 
 Neighborhood = Tensor | Sequence[Tensor] | NeighborhoodIndex
+
+
+@dataclass(frozen=True)
+class PaddedBias:
+    """A dense attention bias given on the padded grid of the dense kernel (not as pairs).
+
+    For biases that hold a value for (almost) every pair of tokens of a complex, e.g. the
+    relative random-walk bias of a global arrow
+    (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`): scattering pairs
+    into the grid would cost more than the attention itself.
+
+    Attributes
+    ----------
+    values : torch.Tensor, shape = (num_complexes, 1 or heads, length_target, length_source)
+        The logit bias of every pair of slots of the layouts of the call (the bias is
+        multiplied by the kernel's θ, as a neighbourhood's values; padding slots are masked
+        by the kernel whatever their value).
+    """
+
+    values: Tensor
 
 
 def prepare_neighborhood(

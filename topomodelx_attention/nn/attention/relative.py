@@ -8,12 +8,15 @@ attention knows how far apart (in walk probability) two cells are: a multi-hop,
 community-aware version of the θ·N bias of the Cellular Transformer (Eq. 2, dense kind).
 
 :func:`random_walk_pair_features` computes the features of a whole batch once per forward
-(eager, in a layer's ``prepare``), per complex, on its padded ``(B, L, L)`` walk matrices. The
+(eager, in a layer's ``prepare``), per complex, on its padded ``(B, L, L)`` walk powers (each
+step a sparse product with the walk: edges × L operations). The
 features are :math:`\log(1 + n_b P^k_{ij})`, with ``n_b`` the cells of the complex: a uniform
 walk gives 1 whatever the size of the complex, and the log keeps the return probability of
 short walks (``n_b`` on the diagonal for ``k = 0``) in range. Pairs whose ``K`` walk
-probabilities are all zero (further apart than ``K - 1`` steps) are not stored: their bias is 0,
-exactly as their features would give.
+probabilities are all zero (further apart than ``K - 1`` steps), and the padding slots, have
+zero features: a bias of 0. The features stay on the padded grid of the dense kernel: a layer
+maps them to its heads with one small product and hands the result to the kernel as a
+:class:`~topomodelx_attention.nn.attention.layout.PaddedBias` (no scatter of pairs per layer).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.layout import NeighborhoodIndex, PaddedLayout
+from topomodelx_attention.nn.attention.layout import PaddedLayout
 
 __all__ = ["random_walk_pair_features"]
 
@@ -34,19 +37,19 @@ def random_walk_pair_features(
     *,
     dtype: torch.dtype = torch.float32,
     name: str = "adjacency",
-) -> NeighborhoodIndex:
+) -> Tensor:
     r"""Relative random-walk features of every pair of tokens of the same complex (RRWP).
 
     For complex ``b`` with ``n_b`` tokens, walk :math:`P = D^{-1} A` (row-stochastic; a
     token without neighbours has a zero row) and ``k = 0 .. steps - 1``, the feature
-    :math:`f^k_{ij} = \log(1 + n_b (P^k)_{ij})` of every pair ``(i, j)`` of its tokens with
-    some nonzero :math:`(P^k)_{ij}` (every token is paired with itself: :math:`P^0 = I`).
+    :math:`f^k_{ij} = \log(1 + n_b (P^k)_{ij})` of every pair ``(i, j)`` of its tokens
+    (:math:`P^0 = I`), on the padded grid of ``layout``.
 
     Parameters
     ----------
     adjacency : torch.Tensor, shape = (n, n)
-        Coalesced sparse COO adjacency of the batch (block diagonal by complex); its pattern is
-        the graph, its values are not read (a stored entry is an edge).
+        Sparse COO adjacency of the batch (block diagonal by complex); its pattern is the
+        graph, its values are not read (a stored entry is an edge).
     layout : PaddedLayout
         Padding of the ``n`` tokens per complex
         (:func:`~topomodelx_attention.nn.attention.padded_layout` of their batch vector).
@@ -59,9 +62,9 @@ def random_walk_pair_features(
 
     Returns
     -------
-    NeighborhoodIndex
-        ``(n, n)`` pairs, grouped by complex, with ``values`` of shape ``(nnz, steps)``, the
-        features (the hybrid bias values of the dense kernel once mapped to the heads).
+    torch.Tensor, shape = (num_complexes, length, length, steps)
+        ``[b, p, q, k]``: the feature of the tokens at positions ``p`` (row) and ``q`` of
+        complex ``b``; zero on padding slots.
 
     Raises
     ------
@@ -73,7 +76,7 @@ def random_walk_pair_features(
         raise ValueError(f"steps must be a positive int (walk lengths 0..steps-1), got {steps!r}")
     n = layout.num_tokens
     if not isinstance(adjacency, Tensor) or adjacency.layout != torch.sparse_coo:
-        raise ValueError(f"{name} must be a sparse COO tensor (coalesced), got {type(adjacency)}")
+        raise ValueError(f"{name} must be a sparse COO tensor, got {type(adjacency).__name__}")
     if tuple(adjacency.shape) != (n, n):
         raise ValueError(
             f"{name} has shape {tuple(adjacency.shape)}, expected ({n}, {n}) for the {n} tokens "
@@ -89,26 +92,20 @@ def random_walk_pair_features(
             "diagonal (collate the complexes, do not connect them)"
         )
     slots = layout.index if layout.index is not None else torch.arange(n, device=device)
-    position = slots - layout.batch * length
     degree = torch.bincount(row, minlength=n).to(dtype)
-    walk = torch.zeros(num_b * length * length, dtype=dtype, device=device)
-    walk.index_put_(
-        (slots[row] * length + position[col],), 1.0 / degree[row], accumulate=True
-    )
-    walk = walk.view(num_b, length, length)
-    valid = torch.zeros(num_b * length, dtype=torch.bool, device=device)
-    valid[slots] = True
-    valid = valid.view(num_b, length)
-    power = torch.diag_embed(valid.to(dtype))  # P^0 = I on the real tokens
-    features = [power]
-    for _ in range(steps - 1):
-        power = torch.bmm(power, walk)
-        features.append(power)
-    stacked = torch.stack(features, dim=-1)  # (B, L, L, K)
-    keep = (stacked > 0).any(-1) & valid.unsqueeze(2) & valid.unsqueeze(1)
-    b, i, j = keep.nonzero(as_tuple=True)
-    token = torch.full((num_b * length,), -1, dtype=torch.long, device=device)
-    token[slots] = torch.arange(n, device=device)
-    counts = layout.counts.to(device=device, dtype=dtype)
-    values = torch.log1p(counts[b].unsqueeze(1) * stacked[b, i, j])
-    return NeighborhoodIndex(token[b * length + i], token[b * length + j], values, (n, n))
+    # the walk between slots (block diagonal, one L x L block per complex), sparse: one step
+    # costs (edges x L), not the (B x L^3) of a dense batched product
+    size = num_b * length
+    walk = torch.sparse_coo_tensor(
+        torch.stack([slots[row], slots[col]]), 1.0 / degree[row], (size, size), dtype=dtype
+    ).coalesce()
+    valid = torch.zeros(size, dtype=dtype, device=device)
+    valid[slots] = 1.0
+    features = torch.empty(num_b, length, length, steps, dtype=dtype, device=device)
+    power = torch.diag_embed(valid.view(num_b, length))  # P^0 = I on the real tokens
+    features[..., 0] = power
+    for k in range(1, steps):  # P^(k+1) = P · P^k, block by block
+        power = torch.sparse.mm(walk, power.view(size, length)).view(num_b, length, length)
+        features[..., k] = power
+    counts = layout.counts.to(device=device, dtype=dtype).view(num_b, 1, 1, 1)
+    return features.mul_(counts).log1p_()

@@ -57,6 +57,7 @@ from topomodelx_attention.nn.attention import (
     MultiGroupAttention,
     MultiHeadAttention,
     NeighborhoodIndex,
+    PaddedBias,
     PaddedLayout,
     kernel_class,
     padded_layout,
@@ -123,11 +124,12 @@ class CellStructure:
         such a layer), sliced out of ``fused``
         (:func:`~topomodelx_attention.nn.attention.fused.fused_subset`); ``None`` when none of
         them attends.
-    relative : tuple of (NeighborhoodIndex or None)
+    relative : tuple of (torch.Tensor or None)
         Per arrow (same order): the relative random-walk pair features of a global arrow with
-        ``rrwp_steps > 0`` (values ``(nnz, rrwp_steps)``,
-        :func:`~topomodelx_attention.nn.attention.random_walk_pair_features`), ``None`` for the
-        other arrows; empty when the layer has no such bias.
+        ``rrwp_steps > 0``, ``(num_complexes, length, length, rrwp_steps)`` on the padded grid
+        of its rank (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`);
+        ``None`` for the other arrows and for an empty rank; empty when the layer has no such
+        bias.
     """
 
     neighborhoods: tuple[NeighborhoodIndex | None, ...]
@@ -137,7 +139,7 @@ class CellStructure:
     general_layout: PaddedLayout | None
     output_ranks: tuple[int, ...] | None = None
     output_fused: FusedNeighborhood | None = None
-    relative: tuple[NeighborhoodIndex | None, ...] = ()
+    relative: tuple[Tensor | None, ...] = ()
 
 
 def valid_ranks(ranks: Sequence[object], max_rank: int) -> bool:
@@ -608,7 +610,7 @@ class CellularTransformerLayer(nn.Module):
                 device=device,
                 name=arrow.label,
             )
-        relative: tuple[NeighborhoodIndex | None, ...] = ()
+        relative: tuple[Tensor | None, ...] = ()
         if self._relative_arrows:
             relative = tuple(
                 self._relative_features(arrow, neighborhoods, layouts[arrow.source], sizes)
@@ -626,7 +628,7 @@ class CellularTransformerLayer(nn.Module):
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
         layout: PaddedLayout,
         sizes: Sequence[int],
-    ) -> NeighborhoodIndex | None:
+    ) -> Tensor | None:
         """Relative random-walk features of a global arrow's rank (``None`` for an empty rank)."""
         rank = arrow.source
         if sizes[rank] == 0:
@@ -804,9 +806,9 @@ class CellularTransformerLayer(nn.Module):
                         f"the global arrow {arrow.label} has rrwp_steps={self.rrwp_steps}: its "
                         "CellStructure must come from a layer with the same rrwp_steps"
                     )
-                features = structure.relative[i]
-                values = features.values @ self.relative_bias[key].t()
-                neighborhood = replace(features, values=values)
+                # (B, L, L, K) features → (B, heads, L, L) logits, on the kernel's padded grid
+                values = structure.relative[i] @ self.relative_bias[key].t()
+                neighborhood = PaddedBias(values.permute(0, 3, 1, 2))
             out = self.dropout(attention(target, source, neighborhood, layout=layout))
             update[arrow.target] = (
                 out if update[arrow.target] is None else update[arrow.target] + out
