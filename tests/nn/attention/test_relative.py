@@ -101,3 +101,25 @@ def test_bad_input_raises():
         random_walk_pair_features(adjacency([(0, 1)], 3), layout, 2)
     with pytest.raises(ValueError, match="sparse COO"):
         random_walk_pair_features(adjacency([(0, 1)], 4).to_dense(), layout, 2)
+
+
+def test_a_padded_bias_equals_the_same_bias_given_as_pairs():
+    from topomodelx_attention.nn.attention import PaddedBias, dense_attention
+
+    generator = torch.Generator().manual_seed(1)
+    batch = torch.tensor([0, 0, 0, 1, 1])
+    layout = padded_layout(batch)
+    q, k, v = (torch.randn(5, 2, 3, generator=generator, dtype=torch.float64) for _ in range(3))
+    grid = torch.randn(2, 2, 3, 3, generator=generator, dtype=torch.float64)  # (B, heads, L, L)
+    position = layout.index - layout.batch * layout.length
+    target, source = torch.meshgrid(torch.arange(5), torch.arange(5), indexing="ij")
+    same = batch[target] == batch[source]
+    target, source = target[same], source[same]
+    values = grid[batch[target], :, position[target], position[source]]  # (nnz, heads)
+    pairs = torch.sparse_coo_tensor(torch.stack([target, source]), values, (5, 5, 2)).coalesce()
+    theta = torch.tensor([0.5, 2.0], dtype=torch.float64)
+    expected = dense_attention(q, k, v, layout=layout, bias=pairs, bias_scale=theta)
+    got = dense_attention(q, k, v, layout=layout, bias=PaddedBias(grid), bias_scale=theta)
+    torch.testing.assert_close(got, expected)
+    with pytest.raises(ValueError, match="PaddedBias must have shape"):
+        dense_attention(q, k, v, layout=layout, bias=PaddedBias(grid[:, :, :2]))
