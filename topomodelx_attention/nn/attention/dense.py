@@ -423,8 +423,11 @@ def _attention_mask(
         return key_mask
     heads = query.shape[1]
     device = query.device
+    theta = None
+    if bias_scale is not None:
+        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=device).reshape(-1)
     if isinstance(bias, PaddedBias):
-        return _padded_bias_mask(bias, query, target, source, bias_scale)
+        return _scaled_and_masked(_padded_grid(bias, query, target, source, theta), theta, key_mask)
     index_t, index_s, values = neighborhood_index(bias, query.shape[0], key.shape[0], name="bias")
     index_t = index_t.to(device)
     index_s = index_s.to(device)
@@ -433,16 +436,7 @@ def _attention_mask(
     else:
         values = values.to(device=device, dtype=query.dtype)
         values = values.unsqueeze(1) if values.dim() == 1 else values.flatten(1)
-    theta = None
-    if bias_scale is not None:
-        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=device).reshape(-1)
-    widths = {values.shape[1], 1 if theta is None else theta.shape[0]}
-    if not widths <= {1, heads}:
-        raise ValueError(
-            f"bias values and bias_scale must give 1 or heads={heads} logits per entry, got "
-            f"{values.shape[1]} and {None if theta is None else theta.shape[0]}; bias_scale "
-            "must have shape (), (1,) or (heads,)"
-        )
+    _check_widths(values.shape[1], theta, heads)
     num_b, length_t, length_s = target.num_complexes, target.length, source.length
     b = target.batch.index_select(0, index_t)
     same = b == source.batch.index_select(0, index_s)  # entries across complexes are dropped
@@ -453,21 +447,37 @@ def _attention_mask(
     hv = values.shape[1]
     dense_n = values.new_zeros((num_b * length_t * length_s, hv)).index_add(0, row, values)
     attn_mask = dense_n.view(num_b, length_t, length_s, hv).permute(0, 3, 1, 2)
-    if theta is not None:  # θ·N, broadcast over the heads: (B, 1 or heads, Lt, Ls)
+    return _scaled_and_masked(attn_mask, theta, key_mask)
+
+
+def _check_widths(width: int, theta: Tensor | None, heads: int) -> None:
+    """Raise unless the bias values and θ each give 1 or ``heads`` logits per pair."""
+    widths = {width, 1 if theta is None else theta.shape[0]}
+    if not widths <= {1, heads}:
+        raise ValueError(
+            f"bias values and bias_scale must give 1 or heads={heads} logits per entry, got "
+            f"{width} and {None if theta is None else theta.shape[0]}; bias_scale "
+            "must have shape (), (1,) or (heads,)"
+        )
+
+
+def _scaled_and_masked(attn_mask: Tensor, theta: Tensor | None, key_mask: Tensor | None) -> Tensor:
+    """θ · bias, broadcast over the heads ``(B, 1 or heads, Lt, Ls)``; padding keys at -inf."""
+    if theta is not None:
         attn_mask = attn_mask * theta.view(1, -1, 1, 1)
     if key_mask is not None:
         attn_mask = attn_mask.masked_fill(~key_mask, float("-inf"))
     return attn_mask
 
 
-def _padded_bias_mask(
+def _padded_grid(
     bias: PaddedBias,
     query: Tensor,
     target: PaddedLayout,
     source: PaddedLayout,
-    bias_scale: Tensor | float | None,
+    theta: Tensor | None,
 ) -> Tensor:
-    """SDPA mask of a bias given on the padded grid: θ · bias, padding keys at -inf."""
+    """Return the values of a bias given on the padded grid, checked against the layouts and θ."""
     values = bias.values
     heads = query.shape[1]
     grid = (target.num_complexes, target.length, source.length)
@@ -480,12 +490,5 @@ def _padded_bias_mask(
             f"a PaddedBias must have shape (B, 1 or heads, Lt, Ls) = ({grid[0]}, 1 or {heads}, "
             f"{grid[1]}, {grid[2]}) for these layouts, got {tuple(values.shape)}"
         )
-    attn_mask = values.to(device=query.device, dtype=query.dtype)
-    if bias_scale is not None:
-        theta = torch.as_tensor(bias_scale, dtype=query.dtype, device=query.device).reshape(-1)
-        if theta.shape[0] not in (1, heads):
-            raise ValueError(f"bias_scale must have shape (), (1,) or ({heads},), got {tuple(theta.shape)}")
-        attn_mask = attn_mask * theta.view(1, -1, 1, 1)
-    if source.key_mask is not None:
-        attn_mask = attn_mask.masked_fill(~source.key_mask, float("-inf"))
-    return attn_mask
+    _check_widths(values.shape[1], theta, heads)
+    return values.to(device=query.device, dtype=query.dtype)
