@@ -613,7 +613,9 @@ class CellularTransformerLayer(nn.Module):
         relative: tuple[Tensor | None, ...] = ()
         if self._relative_arrows:
             relative = tuple(
-                self._relative_features(arrow, neighborhoods, layouts[arrow.source], sizes)
+                self._relative_features(
+                    arrow, neighborhoods, converted, layouts[arrow.source], sizes
+                )
                 if arrow in self._relative_arrows
                 else None
                 for arrow in self.arrows
@@ -626,10 +628,15 @@ class CellularTransformerLayer(nn.Module):
         self,
         arrow: Arrow,
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
+        converted: Mapping[str, Tensor],
         layout: PaddedLayout,
         sizes: Sequence[int],
     ) -> Tensor | None:
-        """Relative random-walk features of a global arrow's rank (``None`` for an empty rank)."""
+        """Relative random-walk features of a global arrow's rank (``None`` for an empty rank).
+
+        ``converted``: the matrices :meth:`_converted` already made coalesced COO in this
+        ``prepare`` (e.g. ``adjacency_0`` of the arrow ``0->0``), reused rather than converted again.
+        """
         rank = arrow.source
         if sizes[rank] == 0:
             return None
@@ -649,6 +656,8 @@ class CellularTransformerLayer(nn.Module):
                 f"rrwp_steps={self.rrwp_steps}: the global arrow {arrow.label} walks on {key!r}, "
                 f"which was not given (available: {sorted(neighborhoods)})"
             )
+        elif key in converted:
+            matrix = converted[key]
         else:
             matrix = to_coalesced_coo(neighborhoods[key], key)
         dtype = self.relative_bias[self._block_of[arrow]].dtype
