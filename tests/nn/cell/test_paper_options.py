@@ -462,9 +462,11 @@ def empty_complex():
     return to_double(data)
 
 
-@pytest.mark.parametrize(("attention", "kind"), COMBOS)
-def test_batch_with_an_empty_complex_gives_one_finite_row_per_complex(attention, kind):
-    model = make_model(attention, kind)
+def assert_one_finite_row_per_complex_with_an_empty_one(model):
+    """An empty complex alone and between two others: one finite row each, batched = single.
+
+    Returns the batch's output (empty complex in row 1).
+    """
     empty = empty_complex()
     assert [empty.num_cells(r) for r in range(3)] == [0, 0, 0]
     alone = model(Batch.from_data_list([empty]))
@@ -473,6 +475,12 @@ def test_batch_with_an_empty_complex_gives_one_finite_row_per_complex(attention,
     out = model(Batch.from_data_list(items))
     assert out.shape == (3, 2) and torch.isfinite(out).all()
     torch.testing.assert_close(out, torch.cat([model(c) for c in items]))
+    return out
+
+
+@pytest.mark.parametrize(("attention", "kind"), COMBOS)
+def test_batch_with_an_empty_complex_gives_one_finite_row_per_complex(attention, kind):
+    out = assert_one_finite_row_per_complex_with_an_empty_one(make_model(attention, kind))
     torch.testing.assert_close(out[1], torch.zeros(2, dtype=torch.float64))  # readout bias pooled over 0 cells
 
 

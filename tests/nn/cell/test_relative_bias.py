@@ -9,15 +9,15 @@ import pytest
 import torch
 from torch_geometric.data import Batch
 
-from tests.helpers import graph_from_edges, to_double
+from tests.helpers import to_double
 from tests.nn.cell.test_cellular_transformer import (
     assert_equivariant_and_batched,
     complexes,
     make_model,
 )
+from tests.nn.cell.test_paper_options import assert_one_finite_row_per_complex_with_an_empty_one
 from topomodelx_attention.nn.attention import padded_layout, random_walk_pair_features
 from topomodelx_attention.nn.cell import CellularTransformerLayer, default_tensor_diagram
-from topomodelx_attention.transforms import CellCycleLifting
 
 DIAGRAM = [*default_tensor_diagram(2), "0->0:all_0"]
 
@@ -94,14 +94,7 @@ def test_gradients_reach_the_bias_and_no_nan_without_neighbours():
 
 def test_empty_complexes_give_one_finite_row_each():
     model = randomised(make_model("pairwise", "sparse", tensor_diagram=DIAGRAM, kernel_options={"rrwp_steps": 3}))
-    empty = to_double(CellCycleLifting()(graph_from_edges([], num_nodes=0, feature_dim=3)))
-    empty.y = torch.tensor([0])
-    alone = model(Batch.from_data_list([empty]))
-    assert alone.shape == (1, 2) and torch.isfinite(alone).all()
-    items = [to_double(complexes()[0]), empty, to_double(complexes()[2])]
-    out = model(Batch.from_data_list(items))
-    assert out.shape == (3, 2) and torch.isfinite(out).all()
-    torch.testing.assert_close(out, torch.cat([model(c) for c in items]))
+    assert_one_finite_row_per_complex_with_an_empty_one(model)
 
 
 def test_bad_options_raise():
