@@ -809,7 +809,7 @@ class CellularTransformerLayer(nn.Module):
             if attention.kernel.needs_layout:
                 layout = (structure.layouts[arrow.target], structure.layouts[arrow.source])
             neighborhood = structure.neighborhoods[i]
-            if key in self.relative_bias:  # learned relative random-walk bias, (nnz, heads)
+            if key in self.relative_bias:  # learned relative random-walk bias, (B, heads, L, L)
                 if not structure.relative or structure.relative[i] is None:
                     raise ValueError(
                         f"the global arrow {arrow.label} has rrwp_steps={self.rrwp_steps}: its "
