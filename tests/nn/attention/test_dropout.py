@@ -11,7 +11,12 @@ import math
 import pytest
 import torch
 
-from topomodelx_attention.nn.attention import dense_attention, padded_layout, size_groups
+from topomodelx_attention.nn.attention import (
+    PaddedBias,
+    dense_attention,
+    padded_layout,
+    size_groups,
+)
 from topomodelx_attention.nn.attention.dropout import dropout_factors, softmax_dropout
 from topomodelx_attention.nn.attention.layout import SIZE_GROUP_OVERHEAD
 
@@ -155,11 +160,11 @@ def _group_factors(
     return out
 
 
-@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("with_bias", [None, "pairs", "padded"])
 def test_grouped_dense_dropout_is_softmax_times_the_group_factors(helpers, gen, with_bias):
     """Complexes of very different sizes (and an empty one), tokens shuffled across complexes:
     per complex softmax(scale q kᵀ + θ·N) ⊙ factors · v, the factors drawn group by group;
-    gradients equal the reference's."""
+    gradients equal the reference's, those of θ and of a bias on the padded grid included."""
     big = math.isqrt(SIZE_GROUP_OVERHEAD) + 10  # big² > the cost of a second group
     sizes = [big, 3, 0, big - 6, 2, big]
     heads, d = 2, 4
@@ -169,13 +174,22 @@ def test_grouped_dense_dropout_is_softmax_times_the_group_factors(helpers, gen, 
     layout = padded_layout(batch, len(sizes))
     assert len(layout.size_groups) > 1
     q, k, v = (t.requires_grad_() for t in helpers.qkv(batch.numel(), batch.numel(), heads, d, d, gen))
-    bias, theta, dense_bias = None, None, None
-    if with_bias:
+    bias, theta, dense_bias, learned = None, None, None, ()
+    if with_bias == "pairs":
         mask = helpers.block_mask(batch, batch, 0.3, gen)
         values = torch.rand(mask.shape, generator=gen, dtype=torch.float64)
         bias = helpers.to_sparse(mask, values)
-        theta = torch.tensor([0.7, -1.3], dtype=torch.float64)
+        theta = torch.tensor([0.7, -1.3], dtype=torch.float64, requires_grad=True)
         dense_bias = theta.view(-1, 1, 1) * (values * mask).unsqueeze(0)  # (H, n, n)
+        learned = (theta,)
+    elif with_bias == "padded":  # a learned (B, heads, L, L) grid, as the CT's RRWP bias
+        grid = torch.randn(len(sizes), heads, layout.length, layout.length, generator=gen, dtype=torch.float64)
+        grid.requires_grad_()
+        bias = PaddedBias(grid)
+        position = layout.index - layout.batch * layout.length
+        dense_bias = grid[batch.unsqueeze(1), :, position.unsqueeze(1), position.unsqueeze(0)]
+        dense_bias = dense_bias.permute(2, 0, 1)  # (H, n, n); pairs across complexes unused
+        learned = (grid,)
     torch.manual_seed(5)
     out = dense_attention(
         q, k, v, layout=layout, bias=bias, bias_scale=theta, dropout_p=0.3, training=True
@@ -197,8 +211,8 @@ def test_grouped_dense_dropout_is_softmax_times_the_group_factors(helpers, gen, 
     torch.testing.assert_close(out, expected)
     # gradients: the same as the per-complex reference's, for a random output weighting
     weight = torch.randn(out.shape, generator=gen, dtype=out.dtype)
-    grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
-    expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
+    grads = torch.autograd.grad((out * weight).sum(), (q, k, v, *learned))
+    expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v, *learned))
     for grad, reference in zip(grads, expected_grads):
         torch.testing.assert_close(grad, reference)
 

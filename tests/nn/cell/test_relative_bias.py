@@ -66,7 +66,7 @@ def test_the_block_is_softmax_attention_with_the_learned_bias_per_complex():
     layout = padded_layout(b[0])
     features = random_walk_pair_features(adjacency, layout, 3, dtype=torch.float64)
     position = layout.index - layout.batch * layout.length
-    pair = features[b[0].unsqueeze(1), position.unsqueeze(1), position.unsqueeze(0)]  # (n, n, K)
+    pair = features.permute(0, 2, 3, 1)[b[0].unsqueeze(1), position.unsqueeze(1), position.unsqueeze(0)]  # (n, n, K)
     bias = (pair @ layer.relative_bias["0->0"].t()).permute(2, 0, 1)  # (heads, n, n)
     expected = torch.empty(normed.shape[0], 2, 4, dtype=torch.float64)
     for i in range(len(items)):

@@ -183,14 +183,22 @@ def _dropout_attention(
     ):
         return _dropped_block(q, k, v, attn_mask, scale, dropout_p)
     parts, members = [], []
-    for group in groups:
+    grid_masks = None
+    if attn_mask is not None and attn_mask.shape[-2] > 1:
+        # a bias on the whole (B, ·, Lt, Ls) grid: one selection for all groups, split by group
+        # (a selection per group would allocate and fill a full-grid gradient per group)
+        grid_masks = attn_mask.index_select(0, torch.cat([g.complexes for g in groups])).split(
+            [g.complexes.shape[0] for g in groups]
+        )
+    for number, group in enumerate(groups):
         index, size_t, size_s = group.complexes, group.length, group.source_length
         qg = q.index_select(0, index)[:, :, :size_t]
         kg, vg = (t.index_select(0, index)[:, :, :size_s] for t in (k, v))
         mask = None
-        if attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
-            mask = attn_mask.index_select(0, index)
-            mask = mask[..., :size_t, :size_s] if mask.shape[-2] > 1 else mask[..., :size_s]
+        if grid_masks is not None:
+            mask = grid_masks[number][..., :size_t, :size_s]
+        elif attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
+            mask = attn_mask.index_select(0, index)[..., :size_s]
         out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, Lt_g, d_v)
         parts.append(F.pad(out, (0, 0, 0, length - size_t)))
         members.append(index)

@@ -62,9 +62,11 @@ def random_walk_pair_features(
 
     Returns
     -------
-    torch.Tensor, shape = (num_complexes, length, length, steps)
-        ``[b, p, q, k]``: the feature of the tokens at positions ``p`` (row) and ``q`` of
-        complex ``b``; zero on padding slots.
+    torch.Tensor, shape = (num_complexes, steps, length, length)
+        ``[b, k, p, q]``: the feature ``k`` of the tokens at positions ``p`` (row) and ``q``
+        of complex ``b``; zero on padding slots. Walk length first, so that a ``steps → heads``
+        map is one batched product whose output is already the ``(B, heads, L, L)`` grid of the
+        dense kernel (no transposed copy forward or backward).
 
     Raises
     ------
@@ -101,11 +103,11 @@ def random_walk_pair_features(
     ).coalesce()
     valid = torch.zeros(size, dtype=dtype, device=device)
     valid[slots] = 1.0
-    features = torch.empty(num_b, length, length, steps, dtype=dtype, device=device)
+    features = torch.empty(num_b, steps, length, length, dtype=dtype, device=device)
     power = torch.diag_embed(valid.view(num_b, length))  # P^0 = I on the real tokens
-    features[..., 0] = power
+    features[:, 0] = power
     for k in range(1, steps):  # P^(k+1) = P · P^k, block by block
         power = torch.sparse.mm(walk, power.view(size, length)).view(num_b, length, length)
-        features[..., k] = power
+        features[:, k] = power
     counts = layout.counts.to(device=device, dtype=dtype).view(num_b, 1, 1, 1)
     return features.mul_(counts).log1p_()

@@ -126,7 +126,7 @@ class CellStructure:
         them attends.
     relative : tuple of (torch.Tensor or None)
         Per arrow (same order): the relative random-walk pair features of a global arrow with
-        ``rrwp_steps > 0``, ``(num_complexes, length, length, rrwp_steps)`` on the padded grid
+        ``rrwp_steps > 0``, ``(num_complexes, rrwp_steps, length, length)`` on the padded grid
         of its rank (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`);
         ``None`` for the other arrows and for an empty rank; empty when the layer has no such
         bias.
@@ -815,9 +815,13 @@ class CellularTransformerLayer(nn.Module):
                         f"the global arrow {arrow.label} has rrwp_steps={self.rrwp_steps}: its "
                         "CellStructure must come from a layer with the same rrwp_steps"
                     )
-                # (B, L, L, K) features → (B, heads, L, L) logits, on the kernel's padded grid
-                values = structure.relative[i] @ self.relative_bias[key].t()
-                neighborhood = PaddedBias(values.permute(0, 3, 1, 2))
+                # (B, K, L, L) features → (B, heads, L, L) logits on the kernel's padded
+                # grid: (heads, K) @ (B, K, L·L) as one bmm (torch.matmul would fold it into
+                # a transposed copy of the features), contiguous forward and backward
+                features = structure.relative[i]
+                weight = self.relative_bias[key]
+                values = torch.bmm(weight.expand(features.shape[0], -1, -1), features.flatten(2))
+                neighborhood = PaddedBias(values.view(features.shape[0], -1, *features.shape[2:]))
             out = self.dropout(attention(target, source, neighborhood, layout=layout))
             update[arrow.target] = (
                 out if update[arrow.target] is None else update[arrow.target] + out
