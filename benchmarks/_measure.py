@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import inspect
 import resource
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -186,6 +189,42 @@ def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     print(fmt_row(["---"] * len(header)))
     for row in rows:
         print(fmt_row(row))
+
+
+# ----------------------------------------------------------------------------------------------
+# before / after
+# ----------------------------------------------------------------------------------------------
+def import_before(argv: list[str]) -> type | None:
+    """``CellularTransformer`` of the copy named by ``--before DIR``: its ``nn``, this ``data``.
+
+    This checkout's package and its ``data`` subpackage are imported first (so both models
+    read the same ``ComplexData`` batches); then the other copy's ``nn`` is imported in its
+    place and its modules are taken out of ``sys.modules`` again (its classes keep them alive),
+    so that this checkout's ``nn`` is imported next as usual.
+    """
+    if "--before" not in argv or argv.index("--before") + 1 >= len(argv):
+        return None
+    directory = (Path(argv[argv.index("--before") + 1]) / "topomodelx_attention").resolve()
+    if not directory.is_dir():
+        raise ValueError(f"--before {directory.parent}: no topomodelx_attention/ package in it")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout
+    import topomodelx_attention as package
+    import topomodelx_attention.data
+
+    path = package.__path__
+    package.__path__ = [str(directory)]
+    try:
+        from topomodelx_attention.nn.cell import CellularTransformer as before
+
+        if not Path(inspect.getfile(before)).resolve().is_relative_to(directory):
+            raise ValueError(f"--before {directory.parent}: its CellularTransformer was not imported")
+    finally:
+        package.__path__ = path
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None) or ""
+            if name.startswith("topomodelx_attention.") and Path(file).resolve().is_relative_to(directory):
+                del sys.modules[name]
+    return before
 
 
 # ----------------------------------------------------------------------------------------------

@@ -98,8 +98,12 @@ def random_walk_pair_features(
     # the walk between slots (block diagonal, one L x L block per complex), sparse: one step
     # costs (edges x L), not the (B x L^3) of a dense batched product
     size = num_b * length
-    walk = torch.sparse_coo_tensor(
-        torch.stack([slots[row], slots[col]]), 1.0 / degree[row], (size, size), dtype=dtype
+    walk = torch.sparse_coo_tensor(  # slots of checked entries: valid by construction
+        torch.stack([slots[row], slots[col]]),
+        1.0 / degree[row],
+        (size, size),
+        dtype=dtype,
+        check_invariants=False,
     ).coalesce()
     valid = torch.zeros(size, dtype=dtype, device=device)
     valid[slots] = 1.0
