@@ -89,7 +89,7 @@ class Contribution:
 CONTRIBUTIONS: dict[str, Contribution] = {
     "cellular_transformer": Contribution(
         "cellular_transformer", "cell", "CellularTransformer", "CellularTransformerWrapper",
-        ("cellular_transformer", "cellular_transformer_general"),
+        ("cellular_transformer", "cellular_transformer_general", "cellular_transformer_rrwp"),
         "| CellularTransformer | [Attending to Topological Spaces: The Cellular Transformer]"
         "(https://arxiv.org/abs/2405.14094) |",
         "### Cellular Complexes",
