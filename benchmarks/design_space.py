@@ -118,6 +118,9 @@ _GLOBAL0 = (
     "'1->0:incidence_1','0->1:incidence_1.T','2->1:incidence_2','1->2:incidence_2.T','0->0:all_0']"
 )
 
+#: A learned relative random-walk bias (8 walk lengths) on every global arrow, as an override.
+_RRWP8 = "+model.params.kernel_options.rrwp_steps=8"
+
 #: Checks of single changes to the packaged default, run on every data set and seed of the
 #: protocol but neither candidates of the selection nor part of the budget (the baselines keep
 #: ``len(CT_VARIANTS)`` trials, so their configurations do not move): evidence for or against a
@@ -136,6 +139,12 @@ CT_CHECKS: dict[str, list[str]] = {
     # the global arrow with the CT's best ZINC trial point (packaged_trial_5: width 64, lr 3e-3):
     # what the ZINC gap to GPS is made of, global attention and tuning together
     "packaged_global0_lr3e-3_w64": [_GLOBAL0, "optimizer.lr=0.003", "model.params.hidden_channels=64"],
+    # the global arrow biased by relative random-walk probabilities (GRIT's RRWP, 8 walk lengths:
+    # the GraphUniverse grid's configuration), at the packaged point and at trial 5's point
+    "packaged_global0_rrwp8": [_GLOBAL0, _RRWP8],
+    "packaged_global0_rrwp8_lr3e-3_w64": [
+        _GLOBAL0, _RRWP8, "optimizer.lr=0.003", "model.params.hidden_channels=64",
+    ],
 }
 
 #: Search space of the baselines (their equal-budget configurations).
