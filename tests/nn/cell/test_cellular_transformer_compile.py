@@ -13,7 +13,7 @@ import torch
 import torch._dynamo
 
 from tests import helpers
-from topomodelx_attention.nn.cell import CellularTransformer
+from topomodelx_attention.nn.cell import CellularTransformer, default_tensor_diagram
 from topomodelx_attention.transforms import CellCycleLifting
 
 
@@ -60,5 +60,29 @@ def test_compiled_ct_gradients_match_eager(mutag, cardinality):
         for name, param in model.named_parameters():
             if "cardinality" in name:
                 torch.nn.init.normal_(param, std=0.3)
+    batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
+    helpers.assert_compiled_gradients_match(model, model.prepare(batch))
+
+
+def _rrwp_model(**kwargs):
+    """A global vertex arrow with the relative random-walk bias, the bias's weights non-zero."""
+    diagram = [*default_tensor_diagram(2), "0->0:all_0"]
+    model = _model("pairwise", "sparse", tensor_diagram=diagram, kernel_options={"rrwp_steps": 3}, **kwargs)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for layer in model.layers:
+            for weight in layer.relative_bias.values():
+                weight.copy_(torch.randn(weight.shape, generator=generator, dtype=weight.dtype))
+    return model
+
+
+@pytest.mark.slow
+def test_compiled_ct_with_the_rrwp_bias_has_no_graph_break_and_no_recompile(mutag):
+    helpers.assert_compiles_across_sizes(_rrwp_model(pooling="mean").eval(), mutag, 2)
+
+
+@pytest.mark.slow
+def test_compiled_ct_with_the_rrwp_bias_gradients_match_eager(mutag):
+    model = _rrwp_model(dropout=0.0).train()
     batch = helpers.batch_slice(mutag, helpers.COMPILE_SIZES[1])
     helpers.assert_compiled_gradients_match(model, model.prepare(batch))
