@@ -100,6 +100,20 @@ def test_bias_scale_options():
     assert shared.kernel.bias_scale.shape == (1,)
     with pytest.raises(ValueError, match="bias_scale"):
         MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "per_cell"})
+    # "none": no θ at all; the bias is added unscaled (as θ = 1 would add it)
+    none = MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "none"})
+    assert none.kernel.bias_scale is None and "kernel.bias_scale" not in none.state_dict()
+    unit = MultiHeadAttention(8, heads=4, kind="dense", kernel_options={"bias_scale": "shared", "learn_bias_scale": False})
+    unit.load_state_dict(none.state_dict(), strict=False)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, generator=generator)
+    bias = torch.rand(5, 5, generator=generator).to_sparse()
+    torch.testing.assert_close(none(x, None, bias), unit(x, None, bias))
+    # a state dict with the fixed θ = 1 buffer loads (dropped); any other θ has nowhere to go
+    none.load_state_dict(unit.state_dict())
+    unit.kernel.bias_scale.fill_(0.5)
+    with pytest.raises(ValueError, match='bias_scale="none"'):
+        none.load_state_dict(unit.state_dict())
     with pytest.raises(ValueError, match="bias_scale"):  # a dense option on the sparse kind
         MultiHeadAttention(8, heads=4, kind="sparse", kernel_options={"bias_scale": "shared"})
 

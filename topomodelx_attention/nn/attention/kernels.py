@@ -55,8 +55,9 @@ __all__ = [
     "register_kernel",
 ]
 
-#: Values of ``bias_scale``: one :math:`\theta` per head, or one shared scalar (the paper's).
-BIAS_SCALES: tuple[str, ...] = ("per_head", "shared")
+#: Values of ``bias_scale``: one :math:`\theta` per head, one shared scalar (the paper's), or
+#: none (the bias is added as given, e.g. logits a layer has already mapped to its heads).
+BIAS_SCALES: tuple[str, ...] = ("per_head", "shared", "none")
 
 #: Options every kernel takes (keyword-only), besides the ones of its own ``options``.
 COMMON_OPTIONS: tuple[str, ...] = ("scale", "attention_dropout")
@@ -373,9 +374,11 @@ class DenseKernel(AttentionKernel):
         Whether the kernel takes a neighbourhood bias :math:`\theta N`. ``False``: plain
         softmax attention (e.g. TokenGT), no :math:`\theta` is created and passing a
         neighbourhood raises ``ValueError``.
-    bias_scale : {"per_head", "shared"}, default = "per_head"
-        One :math:`\theta` per head (shape ``(heads,)``) or one scalar shared by the heads
-        (shape ``(1,)``, the paper's :math:`\phi(N) = \theta N`).
+    bias_scale : {"per_head", "shared", "none"}, default = "per_head"
+        One :math:`\theta` per head (shape ``(heads,)``), one scalar shared by the heads
+        (shape ``(1,)``, the paper's :math:`\phi(N) = \theta N`), or none: the bias is added
+        to the logits as given (no :math:`\theta` is stored or multiplied; for a bias that is
+        already a learned logit per head, such as the CT's relative random-walk bias).
     learn_bias_scale : bool, default = True
         Whether :math:`\theta` is a trainable parameter (else a fixed buffer).
     bias_scale_init : float, default = 1.0
@@ -421,8 +424,10 @@ class DenseKernel(AttentionKernel):
         self.bias_scale_mode = bias_scale
         self.learn_bias_scale = bool(learn_bias_scale)
         self.bias_scale_init = float(bias_scale_init)
-        if not self.neighborhood_bias:
+        if not self.neighborhood_bias or bias_scale == "none":
             self.bias_scale = None
+            if self.neighborhood_bias:  # the former θ ≡ 1 buffer of such a kernel: dropped
+                self._register_load_state_dict_pre_hook(_drop_unit_bias_scale)
         else:
             theta = torch.empty(self.heads if bias_scale == "per_head" else 1)
             if self.learn_bias_scale:
@@ -441,7 +446,7 @@ class DenseKernel(AttentionKernel):
         """Keyword options of ``dense_attention`` / ``dense_attention_weights``: θ·N bias, scale."""
         theta = None
         if tokens.neighborhood is not None:
-            if self.bias_scale is None:
+            if not self.neighborhood_bias:
                 raise ValueError(
                     "this dense kernel has no neighbourhood bias (neighborhood_bias=False): "
                     "pass neighborhood=None"
@@ -484,6 +489,21 @@ class DenseKernel(AttentionKernel):
             else "neighborhood_bias=False"
         )
         return f"{common}, {bias}"
+
+
+def _drop_unit_bias_scale(state_dict: dict, prefix: str, *args: object) -> None:
+    """Load-state-dict pre-hook of a ``bias_scale="none"`` kernel: drop a stored θ of ones.
+
+    A state dict of such a kernel written with a fixed ``θ = 1`` buffer (the CT's relative
+    random-walk arrows until stop 39) loads; a θ of other values has no place to go.
+    """
+    theta = state_dict.pop(f"{prefix}bias_scale", None)
+    if theta is not None and not bool((theta == 1).all()):
+        raise ValueError(
+            f"{prefix}bias_scale holds {theta.tolist()}, but this dense kernel has "
+            'bias_scale="none" (the bias is added unscaled): build it with bias_scale="shared" '
+            'or "per_head" to load a θ'
+        )
 
 
 @register_kernel

@@ -189,7 +189,8 @@ class CellularTransformerLayer(nn.Module):
         (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`), mapped to one
         logit per head by a ``K → heads`` linear map of the layer (``relative_bias[key]``, of
         shape ``(heads, K)``, zero at initialisation: the layer starts as the unbiased global
-        arrow). The neighbourhoods must then hold ``adjacency_r``.
+        arrow; the arrow's dense kernel adds these logits unscaled, ``bias_scale="none"``).
+        The neighbourhoods must then hold ``adjacency_r``.
     tensor_diagram : sequence, optional
         Arrows (see :func:`parse_tensor_diagram`); default :func:`default_tensor_diagram`.
         Pairwise attention builds one block per arrow, also for several arrows between the same
@@ -416,8 +417,8 @@ class CellularTransformerLayer(nn.Module):
         options = self._options_of(kind)
         if arrow.is_global and kind == "dense":
             options["neighborhood_bias"] = bool(self.rrwp_steps)
-            if self.rrwp_steps:  # the learned K → heads map gives the logits: θ fixed at 1
-                options.update(bias_scale="shared", learn_bias_scale=False, bias_scale_init=1.0)
+            if self.rrwp_steps:  # the learned K → heads map gives the logits: no θ
+                options.update(bias_scale="none")
         return options
 
     def _options_of(self, kind: str) -> dict[str, Any]:
