@@ -13,7 +13,8 @@ import torch
 import torch._dynamo
 
 from tests import helpers
-from topomodelx_attention.nn.cell import CellularTransformer, default_tensor_diagram
+from tests.nn.cell.test_relative_bias import DIAGRAM, randomised
+from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 
 
@@ -66,14 +67,7 @@ def test_compiled_ct_gradients_match_eager(mutag, cardinality):
 
 def _rrwp_model(**kwargs):
     """A global vertex arrow with the relative random-walk bias, the bias's weights non-zero."""
-    diagram = [*default_tensor_diagram(2), "0->0:all_0"]
-    model = _model("pairwise", "sparse", tensor_diagram=diagram, kernel_options={"rrwp_steps": 3}, **kwargs)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for layer in model.layers:
-            for weight in layer.relative_bias.values():
-                weight.copy_(torch.randn(weight.shape, generator=generator, dtype=weight.dtype))
-    return model
+    return randomised(_model("pairwise", "sparse", tensor_diagram=DIAGRAM, kernel_options={"rrwp_steps": 3}, **kwargs))
 
 
 @pytest.mark.slow
