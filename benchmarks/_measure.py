@@ -142,10 +142,13 @@ def keep_freed_memory() -> bool:
     glibc serves every block above its mmap threshold (at most 32 MiB, adjusted dynamically)
     with a fresh ``mmap`` and unmaps it on free, so each large tensor is page-faulted and
     zeroed by the kernel again at every step: at 10⁶ cells a CT layer spends a third of its
-    time there. ``mallopt(M_MMAP_THRESHOLD)`` / ``mallopt(M_TRIM_THRESHOLD)`` to 2 GiB serve
-    such blocks from the heap and keep them (the environment variables
-    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` do the same for a whole run; so
-    does ``LD_PRELOAD`` of jemalloc or tcmalloc). Returns ``False`` where there is no glibc.
+    time there. ``mallopt(M_MMAP_THRESHOLD)`` to 2 GiB serves such blocks from the heap, and
+    ``mallopt(M_TRIM_THRESHOLD, -1)`` never gives the heap's free top back to the kernel (a
+    finite threshold is an ``int``, at most 2 GiB, and a 10⁶-cell step frees more than that at
+    the top of the heap: it was trimmed and faulted again, ~600 B per entry). The environment
+    variables ``MALLOC_MMAP_THRESHOLD_=2147483647`` / ``MALLOC_TRIM_THRESHOLD_=1099511627776``
+    do the same for a whole run; so does ``LD_PRELOAD`` of jemalloc or tcmalloc. Returns
+    ``False`` where there is no glibc.
     """
     name = ctypes.util.find_library("c")
     if name is None:
@@ -156,7 +159,8 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     m_trim_threshold, m_mmap_threshold, limit = -1, -3, 2**31 - 1
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, limit))
+    # M_TRIM_THRESHOLD = -1: trimming off (documented in mallopt(3))
+    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, -1))
 
 
 def memory_fwd_bwd(fn: Callable[[], Tensor], device: torch.device) -> float:
