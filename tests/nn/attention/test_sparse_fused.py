@@ -136,6 +136,32 @@ def test_shared_plan_gives_the_same_outputs_and_gradients(gen, monkeypatch, shuf
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-10)
 
 
+def test_shared_plan_is_not_written_by_the_kernel(gen, monkeypatch):
+    """The SDDMMs write into a fresh values buffer on the plan's index tensors (sampled_addmm
+    with out=its input): two forward + backward passes leave every index of the plan as it was
+    and give the same results."""
+    n_t, n_s = 15, 11
+    index_t, index_s = _edges(gen, n_t, n_s, 50, False)
+    kw = {"generator": gen, "dtype": torch.float64}
+    q, k = torch.randn(n_t, HEADS, D, **kw), torch.randn(n_s, HEADS, D, **kw)
+    v = torch.randn(n_s, HEADS, DV, **kw)
+    edges = (index_t, index_s)
+    plan = sparse_plan(edges, HEADS, n_target=n_t, n_source=n_s)
+    fields = ("crow", "col", "row", "lengths", "position", "crow_t", "col_t", "to_transposed")
+    snapshot = {name: getattr(plan, name).clone() for name in fields}
+    monkeypatch.setattr(sparse_module, "_use_fused", lambda *args: True)
+    results = []
+    for _ in range(2):
+        inputs = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = sparse_attention(*inputs, edges, plan=plan)
+        out.pow(2).sum().backward()
+        results.append([out] + [x.grad for x in inputs])
+    for name in fields:
+        assert torch.equal(getattr(plan, name), snapshot[name]), name
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)
+
+
 def test_plan_of_another_neighbourhood_is_refused(gen):
     index_t, index_s = _edges(gen, 10, 8, 30, False)
     q, k, v = (torch.randn(n, HEADS, D, generator=gen) for n in (10, 8, 8))
