@@ -32,6 +32,12 @@ The CT grid, seed 42 first, two single-thread workers, at the lowest priority::
     nohup nice -n 19 python benchmarks/graphuniverse_grid.py --models cellular_transformer \\
         --seeds 42 --workers 2 > outputs/graphuniverse_grid/ct.log 2>&1 &
 
+A variant's complete grid of one task becomes the entry (its rows and that task's overrides replace
+those of ``results.json``; the replaced rows are kept in ``results_replaced_by_<variant>.json``)::
+
+    python benchmarks/graphuniverse_grid.py --models cellular_transformer \
+        --tasks community_detection --promote cd-cardinality-global0-rrwp8
+
 Configuration selection on a small subset (validation only, no OOD, its own file)::
 
     python benchmarks/graphuniverse_grid.py --models cellular_transformer --n-graphs 200 \\
@@ -177,6 +183,54 @@ def add_row(path: Path, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> 
         meta["n_runs"] = len(rows)
         meta["train_seeds"] = sorted({int(r["train_seed"]) for r in rows})
         write_atomic(path, {"metadata": meta, "results": rows})
+
+
+def promote(model: str, task: str, variant: str, root: Path | None = None) -> Path:
+    """Make a variant's complete protocol grid of ``task`` the entry of ``results.json``.
+
+    The variant file (``results_<variant>.json``) must hold all 36 runs of ``task`` (12 settings ×
+    seeds 42, 43, 44) and share ``results.json``'s protocol and global overrides. Its rows of
+    ``task`` and its ``task_overrides[task]`` replace those of ``results.json``; the other task's
+    rows stay. The replaced rows, with the former metadata, go to
+    ``results_replaced_by_<variant>.json`` so that nothing is lost. Returns that file.
+    """
+    source = results_file(model, PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], variant, root)
+    target = results_file(model, PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], None, root)
+    kept = target.with_name(f"results_replaced_by_{variant}.json")
+    with locked(target), locked(source):
+        if not source.is_file() or not target.is_file():
+            raise ValueError(f"--promote needs both {source} and {target}")
+        if kept.exists():
+            raise ValueError(f"{kept} exists: {variant} was promoted before (move that file away to promote again)")
+        data, entry = read_results(source), read_results(target)
+        new_rows = [r for r in data["results"] if r["experiment"] == task]
+        have = {row_id(r) for r in new_rows}
+        missing = [run_id(task, slug, seed) for seed in SEEDS for slug in SETTINGS if run_id(task, slug, seed) not in have]
+        if missing:
+            raise ValueError(
+                f"{source.name} lacks {len(missing)} of the {len(SETTINGS) * len(SEEDS)} runs of {task} "
+                f"(first: {missing[0]}); finish its grid before --promote"
+            )
+        old, meta = entry.get("metadata", {}), data.get("metadata", {})
+        for key in ("protocol", "overrides"):
+            if old.get(key) != meta.get(key):
+                raise ValueError(f"{source.name} has {key}={meta.get(key)!r}, {target.name} {old.get(key)!r}: not the same entry")
+        replaced = [r for r in entry["results"] if r["experiment"] == task]
+        rows = [r for r in entry["results"] if r["experiment"] != task] + new_rows
+        order = {rid: i for i, rid in enumerate(run_id(t, s, sd) for sd in SEEDS for s in SETTINGS for t in TASKS)}
+        rows.sort(key=lambda r: order.get(row_id(r), len(order)))
+        write_atomic(kept, {"metadata": {**old, "n_runs": len(replaced)}, "results": replaced})
+        overrides = {**old.get("task_overrides", {}), task: list(meta.get("task_overrides", {}).get(task, []))}
+        promoted = {**old.get("promoted", {}), task: source.name}
+        write_atomic(target, {
+            "metadata": {
+                **old, "task_overrides": overrides, "promoted": promoted, "n_runs": len(rows),
+                "train_seeds": sorted({int(r["train_seed"]) for r in rows}),
+                "generated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            },
+            "results": rows,
+        })
+    return kept
 
 
 # ----------------------------------------------------------------------------------------------
@@ -462,6 +516,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-ood", action="store_true", help="skip the OOD tests (configuration selection)")
     parser.add_argument("--measure", action="store_true", help="time the epochs of each model (2 epochs, first setting)")
     parser.add_argument("--list", action="store_true", help="print the pending runs and exit")
+    parser.add_argument(
+        "--promote", metavar="VARIANT", help="make VARIANT's complete grid of the one --tasks task the entry of results.json"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.settings = list(SETTINGS) if args.settings == ["all"] else args.settings
@@ -478,6 +535,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid (or ``--measure`` / ``--list``)."""
     args = parse(argv)
+    if args.promote:
+        if len(args.tasks) != 1:
+            raise ValueError("--promote takes exactly one task (--tasks community_detection or triangle_counting)")
+        for model in args.models:
+            kept = promote(model, args.tasks[0], args.promote)
+            print(f"{model}: {args.tasks[0]} rows of results_{args.promote}.json are the entry now; replaced rows in {kept}")
+        return 0
     if args.measure:
         args.max_epochs = min(args.max_epochs, 2)
         measure(args)

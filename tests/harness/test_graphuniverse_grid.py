@@ -194,6 +194,48 @@ def test_results_file_refuses_a_foreign_file(grid, tmp_path):
         grid.read_results(path)
 
 
+def _rows(grid, task, seeds, value):
+    return [
+        {"experiment": task, "run_slug": slug, "train_seed": seed, "test_best_rerun_accuracy": value}
+        for seed in seeds for slug in grid.SETTINGS
+    ]
+
+
+def test_promote_makes_a_complete_variant_grid_the_entry(grid, tmp_path):
+    root = grid.RESULTS / "ct"
+    root.mkdir(parents=True)
+    protocol = {**grid.PROTOCOL, "ood": True}
+    meta = {"protocol": protocol, "overrides": [], "task_overrides": {"community_detection": ["a=1"], "triangle_counting": ["t=1"]}}
+    entry = _rows(grid, "community_detection", grid.SEEDS, 0.4) + _rows(grid, "triangle_counting", grid.SEEDS, None)
+    (root / "results.json").write_text(json.dumps({"metadata": meta, "results": entry}))
+    variant = {"protocol": protocol, "overrides": [], "task_overrides": {"community_detection": ["a=1", "b=2"]}}
+    source = root / "results_v.json"
+    partial = _rows(grid, "community_detection", grid.SEEDS, 0.5)[:-1]
+    source.write_text(json.dumps({"metadata": variant, "results": partial}))
+    with pytest.raises(ValueError, match=r"results_v\.json lacks 1 of the 36 runs of community_detection \(first: community_detection/h_hi_d_hi_pl_hi/seed_44\)"):
+        grid.promote("ct", "community_detection", "v")
+    source.write_text(json.dumps({"metadata": {**variant, "overrides": ["x=1"]}, "results": partial + _rows(grid, "community_detection", [44], 0.5)[-1:]}))
+    with pytest.raises(ValueError, match=r"has overrides=\['x=1'\], results\.json \[\]: not the same entry"):
+        grid.promote("ct", "community_detection", "v")
+    source.write_text(json.dumps({"metadata": variant, "results": _rows(grid, "community_detection", grid.SEEDS, 0.5)}))
+    assert grid.main(["--models", "ct", "--tasks", "community_detection", "--promote", "v"]) == 0
+    data = json.loads((root / "results.json").read_text())
+    cd = [r for r in data["results"] if r["experiment"] == "community_detection"]
+    assert len(cd) == 36 and {r["test_best_rerun_accuracy"] for r in cd} == {0.5}
+    assert sum(r["experiment"] == "triangle_counting" for r in data["results"]) == 36  # the other task stays
+    assert data["metadata"]["task_overrides"] == {"community_detection": ["a=1", "b=2"], "triangle_counting": ["t=1"]}
+    assert data["metadata"]["promoted"] == {"community_detection": "results_v.json"} and data["metadata"]["n_runs"] == 72
+    ids = [grid.row_id(r) for r in data["results"]]
+    assert ids[:2] == ["community_detection/h_lo_d_lo_pl_lo/seed_42", "triangle_counting/h_lo_d_lo_pl_lo/seed_42"]
+    kept = json.loads((root / "results_replaced_by_v.json").read_text())
+    assert len(kept["results"]) == 36 and {r["test_best_rerun_accuracy"] for r in kept["results"]} == {0.4}
+    assert kept["metadata"]["task_overrides"]["community_detection"] == ["a=1"]
+    with pytest.raises(ValueError, match="was promoted before"):  # the replaced rows are never overwritten
+        grid.promote("ct", "community_detection", "v")
+    with pytest.raises(ValueError, match="exactly one task"):
+        grid.main(["--models", "ct", "--promote", "v"])
+
+
 # ----------------------------------------------------------------------------------------------
 # benchmarks/graphuniverse_leaderboard.py
 # ----------------------------------------------------------------------------------------------
