@@ -168,10 +168,22 @@ def segment_softmax_sorted(scores: Tensor, index: Tensor, lengths: Tensor) -> Te
 
 
 def expand_segments(per_segment: Tensor, index: Tensor) -> Tensor:
-    """``per_segment[:, index]``: the value of every item's segment, ``(batch, n_items)``.
+    """Give every item its segment's value: ``per_segment[:, index]``.
 
     A single row is gathered as a 1-D tensor: ``index_select`` along dim 0 of a vector is
     ~1.5× faster on CPU than along dim 1 of a ``(1, n)`` matrix (same values).
+
+    Parameters
+    ----------
+    per_segment : torch.Tensor, shape = (batch, n_segments)
+        One value per segment, for every row.
+    index : torch.Tensor, shape = (n_items,)
+        Segment of each item (int32 or int64).
+
+    Returns
+    -------
+    torch.Tensor, shape = (batch, n_items)
+        ``per_segment[b, index[i]]`` at ``(b, i)``.
     """
     if per_segment.shape[0] == 1:
         return per_segment[0].index_select(0, index).unsqueeze(0)
