@@ -35,7 +35,7 @@ The CT grid, seed 42 first, two single-thread workers, at the lowest priority::
 A variant's complete grid of one task becomes the entry (its rows and that task's overrides replace
 those of ``results.json``; the replaced rows are kept in ``results_replaced_by_<variant>.json``)::
 
-    python benchmarks/graphuniverse_grid.py --models cellular_transformer \
+    python benchmarks/graphuniverse_grid.py --models cellular_transformer \\
         --tasks community_detection --promote cd-cardinality-global0-rrwp8
 
 Configuration selection on a small subset (validation only, no OOD, its own file)::
@@ -174,15 +174,23 @@ def add_row(path: Path, row: Mapping[str, Any], metadata: Mapping[str, Any]) -> 
     with locked(path):
         data = read_results(path)
         rows = [r for r in data["results"] if row_id(r) != row_id(row)] + [dict(row)]
-        order = {rid: i for i, rid in enumerate(run_id(t, s, sd) for sd in SEEDS for s in SETTINGS for t in TASKS)}
-        rows.sort(key=lambda r: order.get(row_id(r), len(order)))
         old = data.get("metadata", {})
         meta = {**old, **metadata}
         meta["task_overrides"] = {**old.get("task_overrides", {}), **metadata.get("task_overrides", {})}  # per task
-        meta["generated_at_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        meta["n_runs"] = len(rows)
-        meta["train_seeds"] = sorted({int(r["train_seed"]) for r in rows})
-        write_atomic(path, {"metadata": meta, "results": rows})
+        write_atomic(path, _file_of(meta, rows))
+
+
+def _file_of(metadata: Mapping[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A results file of ``rows`` in the challenge's order, its counts and time stamp refreshed."""
+    order = {rid: i for i, rid in enumerate(run_id(t, s, sd) for sd in SEEDS for s in SETTINGS for t in TASKS)}
+    rows = sorted(rows, key=lambda r: order.get(row_id(r), len(order)))
+    meta = {
+        **metadata,
+        "generated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "n_runs": len(rows),
+        "train_seeds": sorted({int(r["train_seed"]) for r in rows}),
+    }
+    return {"metadata": meta, "results": rows}
 
 
 def promote(model: str, task: str, variant: str, root: Path | None = None) -> Path:
@@ -217,19 +225,10 @@ def promote(model: str, task: str, variant: str, root: Path | None = None) -> Pa
                 raise ValueError(f"{source.name} has {key}={meta.get(key)!r}, {target.name} {old.get(key)!r}: not the same entry")
         replaced = [r for r in entry["results"] if r["experiment"] == task]
         rows = [r for r in entry["results"] if r["experiment"] != task] + new_rows
-        order = {rid: i for i, rid in enumerate(run_id(t, s, sd) for sd in SEEDS for s in SETTINGS for t in TASKS)}
-        rows.sort(key=lambda r: order.get(row_id(r), len(order)))
         write_atomic(kept, {"metadata": {**old, "n_runs": len(replaced)}, "results": replaced})
         overrides = {**old.get("task_overrides", {}), task: list(meta.get("task_overrides", {}).get(task, []))}
         promoted = {**old.get("promoted", {}), task: source.name}
-        write_atomic(target, {
-            "metadata": {
-                **old, "task_overrides": overrides, "promoted": promoted, "n_runs": len(rows),
-                "train_seeds": sorted({int(r["train_seed"]) for r in rows}),
-                "generated_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            },
-            "results": rows,
-        })
+        write_atomic(target, _file_of({**old, "task_overrides": overrides, "promoted": promoted}, rows))
     return kept
 
 
