@@ -19,6 +19,13 @@ PE are computed once and cached (``--cache-dir``), outside the timed epochs.
 Timing: one warm-up epoch per model, then ``--repeats`` rounds in which every model trains one
 epoch (round-robin), minimum kept. Ratios are against GPS in the same run.
 
+With ``--phases`` it also splits the epoch into its parts (thread clock, the same shuffled
+batches for every model in a round, minimum per part over the rounds): collation, the model's
+per-batch ``prepare`` (the CT's attention plan and input checks; GPS has none), forward,
+backward and the AdamW step, and counts the floating-point work of the dense matrix products
+(``mm``/``addmm``/``bmm`` on strided operands, from the profiler's FLOP estimates over one
+epoch) with the time they take: where an epoch's difference to GPS comes from.
+
 It also prints the cost of the CT's sparse attention per stored neighbourhood entry (forward
 of its attention blocks, one extra epoch with timing hooks) next to this machine's floor for
 the same gathers and scatters: for every attention call, ``index_select`` of the source rows and
@@ -29,6 +36,7 @@ Usage::
     python benchmarks/epoch_vs_peers.py                       # MUTAG, width 32, 2 layers, batch 32
     python benchmarks/epoch_vs_peers.py --zinc-csv /path/to/data/zinc12k/smiles_score.csv
     python benchmarks/epoch_vs_peers.py --models cellular_transformer gps --repeats 5 --threads 2
+    python benchmarks/epoch_vs_peers.py --models cellular_transformer gps --phases
 """
 
 from __future__ import annotations
@@ -85,6 +93,109 @@ def make_epoch(model, complexes, info, batch_size: int):
             optimizer.step()
 
     return epoch
+
+
+PHASES = ("collate", "prepare", "forward", "backward", "step")
+
+
+def phase_epoch(model, complexes, info, batch_size: int, seed: int) -> dict[str, float]:
+    """Thread seconds of each part of one training epoch (the batches of ``seed``'s shuffle)."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=1e-3, **adam_update_mode(model.parameters())
+    )
+    classification = info.task == "classification"
+    seconds = dict.fromkeys(PHASES, 0.0)
+    model.train()
+    torch.manual_seed(seed)
+    batches = iter(ComplexDataLoader(complexes, batch_size=batch_size, shuffle=True))
+    while True:
+        start = time.thread_time()
+        batch = next(batches, None)
+        if batch is None:
+            return seconds
+        collated = time.thread_time()
+        seconds["collate"] += collated - start
+        optimizer.zero_grad(set_to_none=True)
+        inputs = model.prepare(batch) if hasattr(model, "prepare") else batch
+        prepared = time.thread_time()
+        seconds["prepare"] += prepared - collated
+        out = model(inputs)
+        forward = time.thread_time()
+        seconds["forward"] += forward - prepared
+        if classification:
+            loss = F.cross_entropy(out, batch.y.view(-1).long())
+        else:
+            loss = F.l1_loss(out.view(-1), batch.y.view(-1).to(out.dtype))
+        loss.backward()
+        backward = time.thread_time()
+        seconds["backward"] += backward - forward
+        optimizer.step()
+        seconds["step"] += time.thread_time() - backward
+
+
+def dense_gemm_work(model, complexes, info, batch_size: int) -> tuple[float, float, int]:
+    """``(GFLOP, seconds, calls)`` of the dense matrix products of one training epoch.
+
+    Products whose operands are strided (``mm``, ``addmm``, ``bmm``): the profiler's FLOP
+    estimate of a product with a sparse operand counts it as dense, so the products inside the
+    sparse attention kernel (an ancestor event named ``*Sparse*``) are left out.
+    """
+    products = ("aten::mm", "aten::addmm", "aten::bmm")
+    with torch.profiler.profile(with_flops=True, record_shapes=True) as prof:
+        make_epoch(model, complexes, info, batch_size)()
+    flops = seconds = 0.0
+    calls = 0
+    for event in prof.events():
+        if event.name not in products or not event.flops:
+            continue
+        parent, in_sparse_kernel = event.cpu_parent, False
+        while parent is not None and not in_sparse_kernel:
+            in_sparse_kernel, parent = "Sparse" in parent.name, parent.cpu_parent
+        if in_sparse_kernel:
+            continue
+        flops += event.flops
+        seconds += (event.cpu_time_total - sum(c.cpu_time_total for c in event.cpu_children)) / 1e6
+        calls += 1
+    return flops / 1e9, seconds, calls
+
+
+def print_phases(built: dict, batch_size: int, repeats: int, title: str) -> None:
+    """The epoch of every model split into its parts, and its dense GEMM work, as one table."""
+    best = {name: dict.fromkeys(PHASES, float("inf")) for name in built}
+    for seed in range(repeats + 1):  # the first round warms up
+        for name, (model, complexes, info) in built.items():
+            seconds = phase_epoch(model, complexes, info, batch_size, seed)
+            if seed:
+                best[name] = {k: min(best[name][k], v) for k, v in seconds.items()}
+    rows = []
+    for name, (model, complexes, info) in built.items():
+        gflop, gemm_s, calls = dense_gemm_work(model, complexes, info, batch_size)
+        parts = [f"{1e3 * best[name][k]:.1f}" for k in PHASES]
+        total = sum(best[name].values())
+        rows.append(
+            [
+                name,
+                *parts,
+                f"{1e3 * total:.1f}",
+                f"{gflop:.2f}",
+                f"{1e3 * gemm_s:.1f}",
+                str(calls),
+                f"{gflop / max(gemm_s, 1e-9):.0f}",
+            ]
+        )
+    print_table(
+        title,
+        [
+            "model",
+            *(f"{k} ms" for k in PHASES),
+            "sum ms",
+            "dense GEMM GFLOP",
+            "GEMM ms",
+            "GEMM calls",
+            "GFLOP/s",
+        ],
+        rows,
+    )
 
 
 def time_epochs(epochs: dict, repeats: int) -> dict[str, float]:
@@ -165,6 +276,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--cache-dir", default=None, help="lifting/PE cache (default: the harness cache)"
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also split the epoch into collate / prepare / forward / backward / step and count "
+        "the dense GEMM work",
+    )
     args = parser.parse_args(argv)
     if BASELINE not in args.models:
         parser.error(f"--models must include the baseline {BASELINE!r}")
@@ -202,6 +319,15 @@ def main(argv: list[str] | None = None) -> None:
             ["model", "parameters", "s/epoch", f"vs {BASELINE}"],
             rows,
         )
+        if args.phases:
+            print()
+            print_phases(
+                built,
+                args.batch_size,
+                args.repeats,
+                f"{dataset}: one training epoch by parts (thread ms, min of {args.repeats}; "
+                "dense GEMM work of one epoch from the profiler)",
+            )
         if "cellular_transformer" in built:
             model, complexes, info = built["cellular_transformer"]
             attention_ns, floor_ns, entries = attention_cost(
