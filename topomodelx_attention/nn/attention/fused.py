@@ -551,13 +551,18 @@ def fused_sparse_attention_weights(
         and output_dropout.training
         and getattr(output_dropout, "p", 1.0) > 0.0
     )
+    # one split per table: its backward concatenates the groups' gradients, where a slice per
+    # group would fill a zero tensor of the whole table for each and add them up
+    q_rows = [stop - start for start, stop in zip(slots.q_offsets[:-1], slots.q_offsets[1:])]
+    out_groups = out.split(q_rows)
+    total_groups = None if totals is None else totals.split(q_rows)
     update: list[Tensor | None] = [None] * len(x)
     for g, targets in enumerate(slots.targets):
         if not targets:
             continue
-        rows = out[slots.q_offsets[g] : slots.q_offsets[g + 1]]
-        if totals is not None:
-            total = totals[slots.q_offsets[g] : slots.q_offsets[g + 1]]
+        rows = out_groups[g]
+        if total_groups is not None:
+            total = total_groups[g]
             rows = rows + (
                 total.view(sizes[g], len(targets), heads, value_channels) * cardinality[g]
             ).view_as(rows)
