@@ -392,3 +392,24 @@ def test_one_row_per_graph_with_empty_graphs_anywhere_in_the_batch():
         assert out.shape == (5, 2) and torch.isfinite(out).all()
         torch.testing.assert_close(out, torch.cat([model(g) for g in order]))
         torch.testing.assert_close(out[0], out[2])
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean"])
+@pytest.mark.parametrize("edge_tokens", ["directed", "undirected"])
+def test_pooled_readout_invariant_batched_equals_single_with_empty_graphs(pooling, edge_tokens):
+    model = make_model("dense", edge_tokens, pooling=pooling)
+    items = graphs()
+    empty = items[-1]
+    assert empty.num_nodes == 0
+    permuted, _ = relabel(items[0], torch.Generator().manual_seed(4))
+    torch.testing.assert_close(model(permuted), model(items[0]), atol=1e-10, rtol=1e-8)
+    order = [empty, *items[:-1], empty]
+    out = model(Batch.from_data_list(order))
+    assert out.shape == (len(order), 2) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.cat([model(g) for g in order]), atol=1e-10, rtol=1e-8)
+    torch.testing.assert_close(out[0], model.readouts["complex"].bias)
+    # the prediction reads the node and edge tokens, not the [graph] token
+    tokens = model.encode(items[0])
+    rest = tokens.x[tokens.num_complexes :]
+    pooled = rest.sum(0) if pooling == "sum" else rest.mean(0)
+    torch.testing.assert_close(model(items[0])[0], model.readouts["complex"](pooled))

@@ -320,3 +320,71 @@ def test_shared_options_are_keyword_only_with_the_same_defaults():
         assert graph[name].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert cells[name].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert graph[name].default == cells[name].default, name
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean"])
+@pytest.mark.parametrize("identifiers", ["ordered", "sum"])
+def test_pooled_readout_one_row_per_complex_batched_equals_single(pooling, identifiers):
+    items = lifted(CellCycleLifting(), num_nodes_extra=2)
+    empty = to_double(
+        LaplacianNodeId(DIM)(CellCycleLifting()(graph_from_edges([], num_nodes=0, feature_dim=3)))
+    )
+    order = [empty, items[0], items[1], empty, items[2]]
+    model = make_model(2, identifiers=identifiers, pooling=pooling)
+    out = model(Batch.from_data_list(order))
+    assert out.shape == (5, 2) and torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.cat([model(c) for c in order]), atol=1e-10, rtol=1e-8)
+    # an empty complex pools to zeros: its row is the readout's bias
+    torch.testing.assert_close(out[0], model.readouts["complex"].bias)
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean"])
+def test_pooled_readout_reads_the_sum_or_mean_of_the_cell_tokens(pooling):
+    data = lifted(CellCycleLifting())[0]
+    model = make_model(2, identifiers="sum", pooling=pooling)
+    tokens = model.encode(data)
+    cells = tokens.x[tokens.num_complexes :]  # every token but [graph]: one per cell
+    assert cells.shape[0] == sum(data.num_cells(r) for r in range(3))
+    pooled = cells.sum(0) if pooling == "sum" else cells.mean(0)
+    torch.testing.assert_close(model(data)[0], model.readouts["complex"](pooled))
+
+
+def test_pooled_readout_is_invariant_and_differs_from_the_graph_token():
+    data = lifted(CellCycleLifting())[0]
+    generator = torch.Generator().manual_seed(3)
+    perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
+    torch.manual_seed(0)
+    summed = make_model(2, identifiers="ordered", pooling="sum")
+    torch.manual_seed(0)
+    token = make_model(2, identifiers="ordered")
+    permuted = permute_complex(data, perms)
+    torch.testing.assert_close(summed(permuted), summed(data), atol=1e-10, rtol=1e-8)
+    assert not torch.allclose(summed(data), token(data))
+
+
+def test_pooled_readout_gradients_reach_every_parameter_but_the_graph_token_readout_path():
+    model = make_model(2, identifiers="sum", pooling="sum").train()
+    batch = Batch.from_data_list(lifted(CellCycleLifting()))
+    model(batch).square().sum().backward()
+    readout = model.readouts["complex"]
+    assert readout.weight.grad is not None and readout.weight.grad.abs().sum() > 0
+    for name, parameter in model.named_parameters():
+        if name.startswith("readouts.") and not name.startswith("readouts.complex"):
+            continue  # the cell-level readouts are not read by forward
+        assert parameter.grad is not None, name
+        assert torch.isfinite(parameter.grad).all(), name
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model_class": TokenGT, "in_channels": 3, "edge_channels": 0},
+        {"model_class": OrderKTokenGT, "in_channels": [3, 3]},
+    ],
+    ids=["tokengt", "order_k"],
+)
+def test_unknown_pooling_raises(options):
+    options = dict(options)
+    model_class = options.pop("model_class")
+    with pytest.raises(ValueError, match=r"pooling must be one of \('graph_token', 'sum', 'mean'\)"):
+        small_token_model(model_class, "dense", node_id_dim=DIM, pooling="max", **options)

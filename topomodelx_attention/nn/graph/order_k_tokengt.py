@@ -200,6 +200,12 @@ class OrderKTokenGT(TokenModel):
     outputs : sequence of "complex" or int, default = ("complex",)
         Which predictions the model returns: ``"complex"`` one row per complex
         (:meth:`forward`), a rank ``r`` one row per r-cell (:meth:`cell_outputs`).
+    pooling : {"graph_token", "sum", "mean"}, default = "graph_token"
+        How :meth:`forward` reads the complex-level prediction: the ``[graph]`` token (the
+        paper), or the sum / mean of the tokens of the cells of every rank of each complex
+        (with ``identifiers="ordered"`` every ordering of a cell is a token). A sum can count
+        cells (e.g. the triangles of a lifting whose 2-cells are its triangles), which the
+        ``[graph]`` token's softmax average over them cannot.
     ffn_channels, dropout, attention_dropout, embedding_dropout, drop_path, sign_flip, eigenvector_dropout, bias, token_layout
         As in :class:`TokenGT`.
     check_inputs : bool, default = True
@@ -224,6 +230,7 @@ class OrderKTokenGT(TokenModel):
         max_tokens: int | None = MAX_TOKENS,
         type_identifiers: bool = True,
         outputs: Sequence[str | int] = ("complex",),
+        pooling: str = "graph_token",
         ffn_channels: int | None = None,
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
@@ -303,6 +310,7 @@ class OrderKTokenGT(TokenModel):
             bias=bias,
             token_layout=token_layout,
             check_inputs=check_inputs,
+            pooling=pooling,
         )
 
     def extra_repr(self) -> str:

@@ -194,6 +194,11 @@ class TokenGT(TokenModel):
         Which predictions the model returns (one linear readout each): ``"complex"`` one row per
         graph (:meth:`forward`), ``0`` one per node, ``1`` one per edge (:meth:`cell_outputs`):
         cell-level outputs are named by their rank, as everywhere.
+    pooling : {"graph_token", "sum", "mean"}, default = "graph_token"
+        How :meth:`forward` reads the complex-level prediction: the ``[graph]`` token (the
+        paper), or the sum / mean of the other tokens of each graph (every token once: with
+        ``edge_tokens="directed"`` both directions of an edge). A sum can count tokens, which
+        the ``[graph]`` token's softmax average over them cannot.
     sparse_equivariant_basis : bool, default = False
         "+ SEB" of A.4.3: after every layer add to every node token the sum of the tokens of
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
@@ -243,6 +248,7 @@ class TokenGT(TokenModel):
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
         outputs: Sequence[str | int] = ("complex",),
+        pooling: str = "graph_token",
         sparse_equivariant_basis: bool = False,
         categorical: Sequence[int] | None = None,
         edge_categorical: Sequence[int] | None = None,
@@ -283,6 +289,7 @@ class TokenGT(TokenModel):
             bias=bias,
             token_layout=token_layout,
             check_inputs=check_inputs,
+            pooling=pooling,
         )
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
 

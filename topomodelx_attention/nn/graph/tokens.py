@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
 from topomodelx_attention.nn.attention.heads import check_dropout
-from topomodelx_attention.nn.common import FeatureEncoder, segment_pool
+from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, segment_pool
 from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTLayer, all_pairs_kind
 
 __all__ = [
@@ -412,6 +412,11 @@ class TokenGTTokenizer(nn.Module):
 # ----------------------------------------------------------------------------------------------
 # shared model machinery
 # ----------------------------------------------------------------------------------------------
+#: How the token models read their complex-level prediction: the ``[graph]`` token (the
+#: paper's readout) or a sum / mean over the other tokens of each complex.
+TOKEN_POOLINGS = ("graph_token", *POOLINGS)
+
+
 def check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tuple:
     """Return the ``outputs`` of a token model as a tuple of distinct entries of ``allowed``."""
     if isinstance(outputs, (str, int)):
@@ -454,8 +459,12 @@ class TokenModel(nn.Module):
         bias: bool,
         token_layout: str,
         check_inputs: bool,
+        pooling: str = "graph_token",
     ) -> None:
         kind = all_pairs_kind(kind)
+        if pooling not in TOKEN_POOLINGS:
+            raise ValueError(f"pooling must be one of {TOKEN_POOLINGS}, got {pooling!r}")
+        self.pooling = pooling
         self.hidden_channels = hidden_channels
         self.node_id_dim = non_negative_int(node_id_dim, "node_id_dim")
         self.sign_flip = bool(sign_flip)
@@ -558,10 +567,14 @@ class TokenModel(nn.Module):
         return self.encode_tokens(self.tokenize(data))
 
     def forward(self, data: object) -> Tensor:
-        """Complex-level prediction from the ``[graph]`` token.
+        """Complex-level prediction: the readout of the pooled tokens.
 
-        ``forward(data)`` is ``forward(prepare(data))``; a ``torch.compile``-d model called on
-        either runs ``prepare`` eagerly and the rest as one graph.
+        With ``pooling="graph_token"`` (the paper) the ``[graph]`` token of each complex is
+        read; with ``"sum"`` / ``"mean"`` the sum / mean of its other tokens (every token once:
+        with ordered identifiers every ordering of a cell, with directed edge tokens both
+        directions; a complex without tokens pools to zeros). ``forward(data)`` is
+        ``forward(prepare(data))``; a ``torch.compile``-d model called on either runs
+        ``prepare`` eagerly and the rest as one graph.
 
         Parameters
         ----------
@@ -577,7 +590,11 @@ class TokenModel(nn.Module):
         # prepared here, in the called method: a compiled model breaks its graph once, at prepare
         inputs = self._prepared(data)  # the compiled model's one graph break
         tokens = self.encode(inputs)
-        return readout(tokens.x[: tokens.num_complexes])
+        count = tokens.num_complexes
+        if self.pooling == "graph_token":
+            return readout(tokens.x[:count])
+        pooled = segment_pool(tokens.x[count:], tokens.layout.batch[count:], count, self.pooling)
+        return readout(pooled)
 
     def encode_tokens(self, tokens: TokenBatch) -> TokenBatch:
         """Run the encoder stack (with its final LayerNorm) on a token set.
