@@ -19,7 +19,10 @@ epoch-time mean/std and parameter counts from the harness in ``wandb_config``). 
 finished when its row is in the file: a restart skips it (resumable); rows are added under a
 file lock and the file is replaced atomically, so a killed run leaves no partial row. Runs with
 fewer graphs or epochs than the protocol (``--n-graphs``, ``--max-epochs``) go to
-``results_n<N>_e<E>.json`` instead, never mixed with protocol runs.
+``results_n<N>_e<E>.json`` instead, never mixed with protocol runs. The workers import a copy of
+the package made when the grid starts (``outputs/graphuniverse_grid/code/<digest>``; ``--live-code``
+runs on the working tree), so editing the code or the packaged configs during a grid of several
+hours neither changes nor breaks its runs.
 
 Examples
 --------
@@ -49,9 +52,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import itertools
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -518,6 +523,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--promote", metavar="VARIANT", help="make VARIANT's complete grid of the one --tasks task the entry of results.json"
     )
+    parser.add_argument(
+        "--live-code",
+        action="store_true",
+        help="run on the working tree's package (default: the workers import a copy made at start, so that "
+        "edits during the grid cannot change or break its runs)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.settings = list(SETTINGS) if args.settings == ["all"] else args.settings
@@ -529,6 +540,47 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--variant must be letters, digits, '-' or '.'")
     args.set_task = {"community_detection": args.set_cd, "triangle_counting": args.set_tc}
     return args
+
+
+def snapshot_package(root: Path) -> Path:
+    """Copy the imported package's files to ``root/<digest>/topomodelx_attention`` (once per content).
+
+    Workers started with the returned folder first on ``PYTHONPATH`` import this copy, so editing
+    the working tree (code or packaged YAML configs) while a grid runs for hours changes none of
+    its runs. The digest covers every file's path and bytes, so an unchanged package reuses its copy.
+
+    Parameters
+    ----------
+    root : Path
+        Folder holding the copies.
+
+    Returns
+    -------
+    Path
+        The folder to put on ``PYTHONPATH``.
+    """
+    import topomodelx_attention
+
+    source = Path(topomodelx_attention.__file__).resolve().parent
+    files = sorted(
+        f for f in source.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
+    )
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(str(f.relative_to(source)).encode() + b"\0" + f.read_bytes() + b"\0")
+    target = root / digest.hexdigest()[:16]
+    if (target / "topomodelx_attention" / "__init__.py").is_file():
+        return target
+    staging = root / f".{target.name}.{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging / "topomodelx_attention", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    try:
+        os.replace(staging, target)  # atomic: a concurrent launcher's copy may have won
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / "topomodelx_attention" / "__init__.py").is_file():
+            raise
+    return target
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -556,10 +608,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for item in pending:
             print(" ", item[0], run_id(*item[1:]))
         return 0
-    if args.worker or args.workers <= 1:
+    if args.worker or (args.workers <= 1 and args.live_code):
         return min(worker(args), 1)
     command = [sys.executable, str(Path(__file__).resolve()), *(argv if argv is not None else sys.argv[1:]), "--worker"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if not args.live_code:
+        code = snapshot_package(WORK / "code")
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+        print(f"workers import the package copied to {code} (--live-code: the working tree)", flush=True)
     procs = []
     for i in range(args.workers):
         procs.append(subprocess.Popen(command, env=env))

@@ -6,6 +6,10 @@ Tiny families (≤ 30 nodes) generated offline; the shared leaderboard is never 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,7 +119,7 @@ def _grid_args(tmp_path, *extra):
     return [
         "--models", "gin", "--tasks", "triangle_counting", "--settings", "h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi",
         "--seeds", "42", "--n-graphs", "10", "--max-epochs", "1", "--cache-dir", str(tmp_path / "cache"),
-        "--set", "dataset.family.n_nodes_range=[10,30]", *extra,
+        "--set", "dataset.family.n_nodes_range=[10,30]", "--live-code", *extra,
     ]
 
 
@@ -304,3 +308,45 @@ def test_counting_config_builds_the_cardinality_variant(tmp_path):
     assert all(layer.attention.cardinality_weight is not None for layer in model.layers)
     result = run_experiment(cfg, output_dir=tmp_path / "run", verbose=False)
     assert np.isfinite(result.seeds[0].test)
+
+
+def test_workers_import_a_copy_of_the_package_made_at_start(grid, tmp_path, monkeypatch):
+    launched = []
+
+    class Finished:
+        def wait(self):
+            return 0
+
+    real_popen = subprocess.Popen
+
+    def popen(command, *args, **kwargs):
+        if command[-1] != "--worker":
+            return real_popen(command, *args, **kwargs)
+        launched.append((command, kwargs["env"]))
+        return Finished()
+
+    monkeypatch.setattr(grid.subprocess, "Popen", popen)
+    args = [a for a in _grid_args(tmp_path) if a != "--live-code"]
+    assert grid.main(args) == 0  # one worker: still a subprocess, on the copy
+    (command, env), = launched
+    assert command[-1] == "--worker"
+    code = Path(env["PYTHONPATH"].split(os.pathsep)[0])
+    assert code.parent == tmp_path / "work" / "code"
+    copied = code / "topomodelx_attention"
+    import topomodelx_attention
+
+    source = Path(topomodelx_attention.__file__).parent
+    for name in ("__init__.py", "configs/model/cell/cellular_transformer.yaml", "nn/graph/tokens.py"):
+        assert (copied / name).read_bytes() == (source / name).read_bytes(), name
+    assert not list(copied.rglob("__pycache__"))
+    # the same package content reuses its copy; an import from it sees the copy
+    assert grid.snapshot_package(tmp_path / "work" / "code") == code
+    found = subprocess.run(
+        [sys.executable, "-c", "import topomodelx_attention as m; print(m.__file__)"],
+        env={**os.environ, "PYTHONPATH": str(code)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(found.stdout.strip()).resolve() == (copied / "__init__.py").resolve()
