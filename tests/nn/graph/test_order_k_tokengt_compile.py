@@ -45,9 +45,11 @@ def _breaks(model, batch) -> tuple[int, int, list]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("identifiers", ["sum", "ordered"])
-def test_compiled_orderk_tokengt_on_complex_data_has_no_graph_break(skeletons, identifiers):
-    model = _model(identifiers).eval()
+@pytest.mark.parametrize(
+    ("identifiers", "pooling"), [("sum", "graph_token"), ("ordered", "graph_token"), ("sum", "sum")]
+)
+def test_compiled_orderk_tokengt_on_complex_data_has_no_graph_break(skeletons, identifiers, pooling):
+    model = _model(identifiers, pooling=pooling).eval()
     batch = batch_slice(skeletons, COMPILE_SIZES[1])
     graphs, breaks, reasons = _breaks(model, batch)
     assert (graphs, breaks) == (1, 0), reasons
