@@ -464,7 +464,7 @@ def worker(args: argparse.Namespace) -> int:
         add_row(path, row, metadata(model, args))
         score = row["test_best_rerun_accuracy"] if task == "community_detection" else row["test_mse_by_total_triangles"]
         print(
-            f"[{datetime.now():%H:%M:%S}] {model} {rid}: done, test {score:.4f}, {row['harness']['epochs']} epochs, "
+            f"[{datetime.now():%H:%M:%S}] {model} {rid}: done, test {score:.4g}, {row['harness']['epochs']} epochs, "
             f"{row['wandb_config']['AvgTime/train_epoch_mean']:.1f} s/epoch, {row['harness']['seconds']:.0f} s",
             flush=True,
         )
