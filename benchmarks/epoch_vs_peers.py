@@ -73,23 +73,27 @@ def prepare(
     return model, complexes, prepared.info
 
 
+def make_optimizer(model) -> torch.optim.AdamW:
+    """AdamW over ``model``'s parameters, as the harness builds it."""
+    return torch.optim.AdamW(model.parameters(), lr=1e-3, **adam_update_mode(model.parameters()))
+
+
+def epoch_loss(out, batch, info):
+    """The harness's training loss: cross-entropy for classification, L1 otherwise."""
+    if info.task == "classification":
+        return F.cross_entropy(out, batch.y.view(-1).long())
+    return F.l1_loss(out.view(-1), batch.y.view(-1).to(out.dtype))
+
+
 def make_epoch(model, complexes, info, batch_size: int):
     """A function training ``model`` for one epoch over ``complexes`` (collation included)."""
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=1e-3, **adam_update_mode(model.parameters())
-    )  # as the harness
-    classification = info.task == "classification"
+    optimizer = make_optimizer(model)
 
     def epoch() -> None:
         model.train()
         for batch in ComplexDataLoader(complexes, batch_size=batch_size, shuffle=True):
             optimizer.zero_grad(set_to_none=True)
-            out = model(batch)
-            if classification:
-                loss = F.cross_entropy(out, batch.y.view(-1).long())
-            else:
-                loss = F.l1_loss(out.view(-1), batch.y.view(-1).to(out.dtype))
-            loss.backward()
+            epoch_loss(model(batch), batch, info).backward()
             optimizer.step()
 
     return epoch
@@ -100,10 +104,7 @@ PHASES = ("collate", "prepare", "forward", "backward", "step")
 
 def phase_epoch(model, complexes, info, batch_size: int, seed: int) -> dict[str, float]:
     """Thread seconds of each part of one training epoch (the batches of ``seed``'s shuffle)."""
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=1e-3, **adam_update_mode(model.parameters())
-    )
-    classification = info.task == "classification"
+    optimizer = make_optimizer(model)
     seconds = dict.fromkeys(PHASES, 0.0)
     model.train()
     torch.manual_seed(seed)
@@ -122,11 +123,7 @@ def phase_epoch(model, complexes, info, batch_size: int, seed: int) -> dict[str,
         out = model(inputs)
         forward = time.thread_time()
         seconds["forward"] += forward - prepared
-        if classification:
-            loss = F.cross_entropy(out, batch.y.view(-1).long())
-        else:
-            loss = F.l1_loss(out.view(-1), batch.y.view(-1).to(out.dtype))
-        loss.backward()
+        epoch_loss(out, batch, info).backward()
         backward = time.thread_time()
         seconds["backward"] += backward - forward
         optimizer.step()
