@@ -15,10 +15,18 @@ triangle counting, lower is better), and prints per task:
   the (setting, seed) rows we have, and our rank on those rows (the leaderboard's own mean is
   over all 36 rows of a task).
 
+``--curves MODEL`` prints instead the community-detection learning curves of one of our models
+per homophily level, read from the ``val_curve`` every grid row stores: the best validation
+accuracy reached by epochs 1, 5, 10 and 20 (a run stopped earlier keeps its final best), the
+best epoch and the epochs run, the test accuracy, and the same rows of a leaderboard entry
+(``--against``, default GRIT #370) with the gap. It answers *where* a gap to that entry opens:
+from the first epochs (what the model can represent) or late (what it overfits).
+
 Usage::
 
     python benchmarks/graphuniverse_leaderboard.py [--results benchmarks/results/graphuniverse]
         [--leaderboard PATH] [--file results.json]
+    python benchmarks/graphuniverse_leaderboard.py --curves cellular_transformer [--against 370]
 """
 
 from __future__ import annotations
@@ -193,14 +201,78 @@ def table(leaderboard: list[dict[str, Any]], ours: list[dict[str, Any]], task: s
     return "\n".join(lines)
 
 
+CURVE_EPOCHS = (1, 5, 10, 20)
+
+
+def best_by_epoch(curve: Sequence[float], epoch: int) -> float:
+    """Best validation accuracy of ``curve`` within its first ``epoch`` epochs (all of a shorter run)."""
+    if not curve:
+        return float("nan")
+    return max(curve[:epoch])
+
+
+def curves(root: Path, file: str, model: str, leaderboard: list[dict[str, Any]], against: int) -> str:
+    """Markdown table of one model's community-detection learning curves per homophily level."""
+    path = root / model / file
+    if not path.is_file():
+        raise SystemExit(f"no {path}")
+    other = next((e for e in leaderboard if e["pr"] == against), None)
+    if other is None:
+        raise SystemExit(f"no leaderboard submission #{against}")
+    task = "community_detection"
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in json.loads(path.read_text()).get("results", []):
+        curve = (row.get("harness") or {}).get("val_curve")
+        if row["experiment"] != task or not curve:
+            continue
+        groups.setdefault(row["run_slug"].split("_d_")[0], []).append(row)
+    if not groups:
+        raise SystemExit(f"no community-detection rows with a validation curve in {path}")
+    heads = [f"val ≤ {e}" for e in CURVE_EPOCHS]
+    lines = [
+        f"### {model}: community-detection learning curves (validation accuracy) against #{against}",
+        "",
+        "| homophily | runs | " + " | ".join(heads) + " | best epoch | epochs run | test | "
+        f"#{against} test (same rows) | gap |",
+        "|---|---:|" + "---:|" * (len(heads) + 5),
+    ]
+    for level in ("h_lo", "h_mid", "h_hi"):
+        rows = groups.get(level, [])
+        if not rows:
+            continue
+        harness = [r["harness"] for r in rows]
+        keys = [(task, r["run_slug"], int(r["train_seed"])) for r in rows]
+        theirs = [other["rows"][k] for k in keys if k in other["rows"]]
+        test = _mean([float(r["test_best_rerun_accuracy"]) for r in rows])
+        points = [_mean([best_by_epoch(h["val_curve"], e) for h in harness]) for e in CURVE_EPOCHS]
+        gap = test - _mean(theirs) if len(theirs) == len(rows) else float("nan")
+        lines.append(
+            f"| {level} | {len(rows)} | " + " | ".join(_f(p) for p in points)
+            + f" | {_mean([h['best_epoch'] for h in harness]):.1f} | {_mean([h['epochs'] for h in harness]):.1f} | "
+            f"{_f(test)} | {_f(_mean(theirs))} | {_f(gap)} |"
+        )
+    lines += [
+        "",
+        "*val ≤ e*: best validation accuracy within the first e epochs, mean over the runs (the epoch of a "
+        "run's best validation is the checkpoint it is tested with). The leaderboard holds no curves: its "
+        "entry is compared on test only, over the same (setting, seed) rows (*gap*: ours − theirs).",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the Markdown tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=str(REPO / "benchmarks" / "results" / "graphuniverse"))
     parser.add_argument("--leaderboard", default=None)
     parser.add_argument("--file", default="results.json", help="results file name in every model folder")
+    parser.add_argument("--curves", metavar="MODEL", help="learning curves of one model's community-detection rows")
+    parser.add_argument("--against", type=int, default=370, help="leaderboard PR compared in --curves (GRIT)")
     args = parser.parse_args(argv)
     leaderboard = load_leaderboard(_find_leaderboard(args.leaderboard))
+    if args.curves:
+        print(curves(Path(args.results), args.file, args.curves, leaderboard, args.against))
+        return 0
     ours = load_ours(Path(args.results), args.file)
     if not ours:
         raise SystemExit(f"no {args.file} under {args.results}/<model>/")

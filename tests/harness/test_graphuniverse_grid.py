@@ -278,6 +278,36 @@ def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_pa
     assert any(r.startswith("| CT (cell/ct) #371") for r in text.splitlines())
 
 
+def test_leaderboard_curves_report_best_validation_by_epoch_and_the_gap_per_homophily(tmp_path):
+    board = load_benchmark("graphuniverse_leaderboard")
+    assert board.best_by_epoch([0.1, 0.3, 0.2], 1) == 0.1
+    assert board.best_by_epoch([0.1, 0.3, 0.2], 20) == 0.3  # a run stopped early keeps its final best
+    slugs = ["h_mid_d_lo_pl_lo", "h_mid_d_hi_pl_lo", "h_hi_d_lo_pl_lo"]
+    leaderboard = {"submissions": [{
+        "pr_number": 370, "pr_title": "Model: GRIT", "track": "track-1-gnn", "model_config": "graph/grit", "pr_state": "open",
+        "rows": [{"task": "community_detection", "homophily": s.split("_d_")[0], "avg_degree": "d_" + s.split("_")[-3],
+                  "power_law": s[-5:], "train_seed": 42, "score": v} for s, v in zip(slugs, [0.5, 0.7, 0.9])],
+    }]}
+    (tmp_path / "lb.json").write_text(json.dumps(leaderboard))
+    ours = tmp_path / "results" / "ct"
+    ours.mkdir(parents=True)
+    curves = [[0.1] * 4 + [0.4] * 8, [0.2] * 3, [0.5, 0.6]]  # 12, 3 and 2 epochs
+    rows = [
+        {"experiment": "community_detection", "run_slug": s, "train_seed": 42, "test_best_rerun_accuracy": t,
+         "harness": {"val_curve": c, "best_epoch": len(c) - 1, "epochs": len(c)}}
+        for s, t, c in zip(slugs, [0.4, 0.6, 0.8], curves)
+    ] + [{"experiment": "triangle_counting", "run_slug": slugs[0], "train_seed": 42, "harness": {"val_curve": [9.0]}}]
+    (ours / "results.json").write_text(json.dumps({"metadata": {}, "results": rows}))
+    text = board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 370)
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in text.splitlines() if r.startswith("| h_")}
+    assert set(cells) == {"h_mid", "h_hi"}  # h_lo has no rows; the counting row is not read
+    # h_mid: val ≤ 1 = mean(0.1, 0.2), ≤ 5 = mean(0.4, 0.2), ≤ 10, ≤ 20 the same; best epochs 11 and 2
+    assert cells["h_mid"] == ["2", "0.1500", "0.3000", "0.3000", "0.3000", "6.5", "7.5", "0.5000", "0.6000", "-0.1000"]
+    assert cells["h_hi"][:2] == ["1", "0.5000"] and cells["h_hi"][-3:] == ["0.8000", "0.9000", "-0.1000"]
+    with pytest.raises(SystemExit, match="#999"):
+        board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 999)
+
+
 def test_node_level_checkpoint_of_the_ct_is_retested_exactly(tmp_path):
     cfg = compose_config(
         [*TINY, "dataset.n_graphs=10", "seeds=[0]", "trainer.max_epochs=2", "plot=false", "trainer.enable_progress_bar=false",
