@@ -304,6 +304,11 @@ def test_leaderboard_curves_report_best_validation_by_epoch_and_the_gap_per_homo
     # h_mid: val ≤ 1 = mean(0.1, 0.2), ≤ 5 = mean(0.4, 0.2), ≤ 10, ≤ 20 the same; best epochs 11 and 2
     assert cells["h_mid"] == ["2", "0.1500", "0.3000", "0.3000", "0.3000", "6.5", "7.5", "0.5000", "0.6000", "-0.1000"]
     assert cells["h_hi"][:2] == ["1", "0.5000"] and cells["h_hi"][-3:] == ["0.8000", "0.9000", "-0.1000"]
+    # an entry without every one of our rows of a level shows no mean and no gap for it
+    (tmp_path / "lb.json").write_text(json.dumps({"submissions": [dict(leaderboard["submissions"][0], rows=leaderboard["submissions"][0]["rows"][:1])]}))
+    partial = board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 370)
+    mid = next(r for r in partial.splitlines() if r.startswith("| h_mid"))
+    assert [c.strip() for c in mid.split("|")[-4:-1]] == ["0.5000", "–", "–"]
     with pytest.raises(SystemExit, match="#999"):
         board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 999)
 
