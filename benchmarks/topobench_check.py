@@ -118,7 +118,9 @@ def _absent(name):
 MEMBERS = {
     "torch_scatter": {"scatter": scatter, "scatter_add": scatter_add},
     "torch_sparse": {"coalesce": coalesce, "spmm": spmm, "SparseTensor": SparseTensor},
-    "torch_cluster": {name: _absent(name) for name in ("fps", "knn", "radius")},
+    # names TopoBench imports at module level (main of 2026-06 imports knn_graph / radius_graph
+    # in its data manipulations and liftings); calling one raises
+    "torch_cluster": {name: _absent(name) for name in ("fps", "knn", "knn_graph", "radius", "radius_graph")},
 }
 for _name, _members in MEMBERS.items():
     try:  # a real compiled package wins
