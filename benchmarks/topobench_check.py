@@ -37,6 +37,15 @@ environment that has this package installed too (``benchmarks/README.md``)::
     tbvenv/bin/pip install rootutils hydra-colorlog rich tabulate einops wandb ogb pytest-mock pytest-cov
     tbvenv/bin/python benchmarks/topobench_check.py --topobench ../TopoBench
 
+3. **challenge** (``--challenge``): in the contributed worktree, runs the TDL Challenge 2026's own
+   sanity check, ``check_challenge_grid`` of TopoBench's ``2026_tdl_challenge/utils.py`` (1 epoch,
+   seed 42, CSV logger, on the GraphUniverse families of its grid), per contributed model and for
+   ``cell/cwn`` as a reference, and prints each run's validation metric. The function is TopoBench's,
+   unchanged; the launcher only keeps the first ``--challenge-settings`` of the 12 settings and passes
+   ``trainer=cpu`` and ``--challenge-graphs`` (graphs per family, default 40; the notebook generates
+   1,000) as its ``extra_overrides``. Needs a TopoBench main that has the
+   challenge (2026-06 or later) and ``graph-universe==0.1.2``.
+
 Protocols of ``--train``: ``--protocol quick`` (default: 5 epochs, one seed — a smoke test) or
 ``topobench`` (TopoBench's MUTAG reproduction settings from its ``scripts/reproduce.sh`` for CWN:
 lr 0.001, width 128, batch 32, ``max_cell_length=10``, data seeds 0, 3, 5, 7, 9, up to 500
@@ -142,6 +151,24 @@ os.environ.setdefault("PROJECT_ROOT", os.getcwd())
 sys.argv = ["topobench", *sys.argv[1:]]
 runpy.run_module("topobench", run_name="__main__")
 '''
+
+CHALLENGE_LAUNCHER = r'''
+import importlib, itertools, os, sys
+from pathlib import Path
+import tma_topobench_standins  # noqa: F401  before TopoBench is imported
+from topomodelx_attention.harness.topobench import register_topobench_transforms
+
+register_topobench_transforms()
+root = Path(os.getcwd())
+sys.path.insert(0, str(root))
+utils = importlib.import_module("2026_tdl_challenge.utils")
+model, count, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+settings = list(itertools.islice(utils.iter_challenge_settings(), count))
+utils.iter_challenge_settings = lambda: iter(settings)  # the first `count` settings of the grid
+utils.check_challenge_grid(project_root=root, model_config=model, extra_overrides=extra, quiet=False)
+'''
+#: Validation metric of each challenge task in TopoBench's CSV log.
+CHALLENGE_METRICS = {"community_detection": "val/accuracy", "triangle_counting": "val/mse"}
 
 #: Coverage TopoBench's codecov asks of a contribution's added code.
 COVERAGE_GATE = 93.0
@@ -341,6 +368,7 @@ def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> boo
     if tree is None:
         tree = make_worktree(topobench, work / "contributed")
         contribute(tree, args.models)
+        args.tree = tree
     launcher = work / "launch_topobench.py"
     launcher.write_text(LAUNCHER)
     models = args.train_models or [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
@@ -390,6 +418,58 @@ def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> boo
     return not failed
 
 
+def last_logged(csv_path: Path, column: str) -> float | None:
+    """Last non-empty value of ``column`` in a Lightning CSV log (``None`` if there is none)."""
+    if not csv_path.is_file():
+        return None
+    import csv
+
+    with csv_path.open() as handle:
+        values = [row[column] for row in csv.DictReader(handle) if row.get(column)]
+    return float(values[-1]) if values else None
+
+
+def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
+    """Run the challenge's ``check_challenge_grid`` per model; return whether every run succeeded."""
+    tree = getattr(args, "tree", None)
+    if tree is None:
+        tree = make_worktree(topobench, work / "contributed")
+        contribute(tree, args.models)
+        args.tree = tree
+    if not (tree / "2026_tdl_challenge" / "utils.py").is_file():
+        print(f"--challenge: TopoBench {args.head} has no 2026_tdl_challenge/utils.py (main of 2026-06 or later has)")
+        return False
+    launcher = work / "launch_challenge_check.py"
+    launcher.write_text(CHALLENGE_LAUNCHER)
+    models = [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
+    extra = ["trainer=cpu", f"dataset.loader.parameters.generation_parameters.family_parameters.n_graphs={args.challenge_graphs}"]
+    env = dict(_env(tree, work), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # its runs reload their own checkpoints
+    ok, table = True, []
+    for model in models:
+        shutil.rmtree(tree / "logs" / "check", ignore_errors=True)
+        log = work / f"challenge_{model.replace('/', '_')}.log"
+        print(f"$ check_challenge_grid(model_config={model!r}) on {args.challenge_settings} settings, "
+              f"{args.challenge_graphs} graphs per family", flush=True)
+        start = time.perf_counter()
+        with log.open("w") as handle:
+            code = subprocess.run(
+                [args.python, str(launcher), model, str(args.challenge_settings), *extra], cwd=tree, env=env,
+                stdout=handle, stderr=subprocess.STDOUT, check=False,
+            ).returncode
+        seconds = time.perf_counter() - start
+        ok &= code == 0
+        print(f"  {'passed' if code == 0 else 'FAILED'} ({seconds:.0f} s, log {log})", flush=True)
+        for task, column in CHALLENGE_METRICS.items():
+            for run in sorted((tree / "logs" / "check").glob(f"{task}_*")):
+                value = last_logged(run / "csv" / "version_0" / "metrics.csv", column)
+                table.append((model, task, run.name[len(task) + 1:], column, value))
+    print("\n| model | task | setting | validation metric (1 epoch) |")
+    print("|---|---|---|---:|")
+    for model, task, slug, column, value in table:
+        print(f"| {model} | {task} | {slug} | {column} {'–' if value is None else f'{value:.4g}'} |")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topobench", required=True, type=Path, help="path of a TopoBench checkout (git)")
@@ -413,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-dim", type=int, default=2,
                         help="dataset.parameters.max_dim_if_lifted for every training run (TopoBench's own cell "
                              "models need 2 with the cycle lifting; -1: keep TopoBench's default)")
+    parser.add_argument("--challenge", action="store_true",
+                        help="also run the TDL Challenge 2026's check_challenge_grid per model")
+    parser.add_argument("--challenge-settings", type=int, default=12, help="first K of the grid's 12 settings")
+    parser.add_argument("--challenge-graphs", type=int, default=40, help="graphs per generated family")
     parser.add_argument("--logs", type=Path, default=None, help="folder for logs and the temporary worktrees")
     parser.add_argument("--keep", action="store_true", help="keep the worktrees (git worktree list)")
     parser.add_argument("overrides", nargs="*", help="extra hydra overrides for every training run")
@@ -426,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
         args.max_dim = None
     if args.epochs < 1:
         parser.error("--epochs must be at least 1")
-    if args.no_tests and not args.train:
-        parser.error("nothing to do: --no-tests without --train")
+    if args.no_tests and not (args.train or args.challenge):
+        parser.error("nothing to do: --no-tests without --train or --challenge")
+    if not 1 <= args.challenge_settings <= 12 or args.challenge_graphs < 10:
+        parser.error("--challenge-settings must be in 1..12 and --challenge-graphs at least 10")
     args.head = subprocess.run(
         ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=True,
     ).stdout.strip()
@@ -446,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
             ok &= check_tests(args, topobench, work)
         if args.train:
             ok &= check_training(args, topobench, work)
+        if args.challenge:
+            ok &= check_challenge(args, topobench, work)
     finally:
         tree = getattr(args, "tree", None) or (work / "contributed")
         if not args.keep and tree.exists():

@@ -566,10 +566,10 @@ TOPOBENCH_RESOLVERS = {
     "get_default_metrics", "get_default_trainer", "get_default_transform",
     "get_flattened_channels", "get_required_lifting", "get_monitor_metric", "get_monitor_mode",
     "get_non_relational_out_channels", "infer_in_channels", "infer_num_cell_dimensions",
-    "infer_topotune_num_cell_dimensions", "parameter_multiplication",
+    "infer_topotune_num_cell_dimensions", "parameter_multiplication", "define_task_level",
     "oc.select", "oc.env", "oc.create", "oc.decode", "oc.deprecated", "oc.dict.keys", "oc.dict.values",
 }
-"""Resolvers TopoBench registers (topobench/run.py) plus OmegaConf's built-in ones."""
+"""Resolvers TopoBench registers (topobench/utils/config_resolvers.py; define_task_level since its main of 2026-06) plus OmegaConf's built-in ones."""
 
 
 def test_written_configs_parse_and_use_only_topobench_resolvers(checkout):
@@ -583,7 +583,11 @@ def test_written_configs_parse_and_use_only_topobench_resolvers(checkout):
         assert set(cfg) >= {"model_name", "model_domain", "feature_encoder", "backbone", "backbone_wrapper", "readout"}
         assert cfg["model_name"] == path.stem and cfg["model_domain"] == path.parent.name
         assert cfg["backbone_wrapper"]["_partial_"] is True
-        assert cfg["readout"]["task_level"] == "${dataset.parameters.task_level}"  # node- and graph-level
+        # node- and graph-level; "node_inductive" on inductive node tasks, as TopoBench's own configs (with "node",
+        # TBModel would index the node outputs with the per-graph split masks of an inductive data set)
+        assert cfg["readout"]["task_level"] == (
+            "${define_task_level:${dataset.parameters.task_level},${dataset.split_params.learning_setting}}"
+        )
         unknown = set(re.findall(r"\$\{([\w.]+):", text)) - TOPOBENCH_RESOLVERS
         assert not unknown, f"{path.name} uses resolvers TopoBench does not define: {unknown}"
         assert "neighborhoods" not in cfg["backbone"]  # TopoBench's liftings read that key
