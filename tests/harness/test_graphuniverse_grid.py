@@ -385,3 +385,23 @@ def test_workers_import_a_copy_of_the_package_made_at_start(grid, tmp_path, monk
         check=True,
     )
     assert Path(found.stdout.strip()).resolve() == (copied / "__init__.py").resolve()
+
+
+def test_challenge_export_matches_the_notebook_layout(tmp_path):
+    """``--export-challenge``: the notebook's ``h__d__pl`` slugs and OOD entries; nothing else is lost."""
+    grid = load_benchmark("graphuniverse_grid")
+    assert grid.notebook_slug("h_mid_d_hi_pl_lo") == "h_mid__d_hi__pl_lo"
+    with pytest.raises(ValueError, match="unknown setting"):
+        grid.notebook_slug("h_mid__d_hi__pl_lo")  # not one of this grid's slugs
+    ood = {"test_loss": 2.0, "test_best_rerun_accuracy": 0.3, "test_best_rerun_mse": None, "test_mse_by_total_triangles": None}
+    row = {"experiment": "community_detection", "run_slug": "h_lo_d_lo_pl_lo", "train_seed": 43,
+           "test_best_rerun_accuracy": 0.4, "ood_test": {"h_hi_d_hi_pl_hi": ood}, "harness": {"best_epoch": 3}}
+    payload = grid.challenge_payload({"metadata": {"protocol": {}}, "results": [row]}, "cell/ct")
+    out = payload["results"][0]
+    assert out["run_slug"] == "h_lo__d_lo__pl_lo"
+    assert out["ood_test"] == {"h_hi__d_hi__pl_hi": {"test_best_rerun_accuracy": 0.3, "test_best_rerun_mse": None}}
+    assert out["test_best_rerun_accuracy"] == 0.4 and out["harness"] == {"best_epoch": 3}
+    assert row["run_slug"] == "h_lo_d_lo_pl_lo"  # the source row is not modified
+    meta = payload["metadata"]
+    assert meta["model_config"] == "cell/ct" and meta["n_runs"] == 1 and meta["train_seeds"] == [43]
+    assert {"study_id", "generated_at_utc", "heatmap_note"} <= set(meta)
