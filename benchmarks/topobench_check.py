@@ -55,6 +55,7 @@ epochs, validation every 5 epochs, early stopping with patience 10).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -422,8 +423,6 @@ def last_logged(csv_path: Path, column: str) -> float | None:
     """Last non-empty value of ``column`` in a Lightning CSV log (``None`` if there is none)."""
     if not csv_path.is_file():
         return None
-    import csv
-
     with csv_path.open() as handle:
         values = [row[column] for row in csv.DictReader(handle) if row.get(column)]
     return float(values[-1]) if values else None
