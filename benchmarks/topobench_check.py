@@ -363,13 +363,17 @@ def check_tests(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
     return ok
 
 
+def contributed_tree(args: argparse.Namespace, topobench: Path, work: Path) -> Path:
+    """The worktree holding the contribution: :func:`check_tests`'s, else a new one (kept in ``args.tree``)."""
+    if getattr(args, "tree", None) is None:
+        args.tree = make_worktree(topobench, work / "contributed")
+        contribute(args.tree, args.models)
+    return args.tree
+
+
 def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
     """Train every model in the contributed worktree; return whether all runs succeeded."""
-    tree = getattr(args, "tree", None)
-    if tree is None:
-        tree = make_worktree(topobench, work / "contributed")
-        contribute(tree, args.models)
-        args.tree = tree
+    tree = contributed_tree(args, topobench, work)
     launcher = work / "launch_topobench.py"
     launcher.write_text(LAUNCHER)
     models = args.train_models or [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
@@ -430,11 +434,7 @@ def last_logged(csv_path: Path, column: str) -> float | None:
 
 def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
     """Run the challenge's ``check_challenge_grid`` per model; return whether every run succeeded."""
-    tree = getattr(args, "tree", None)
-    if tree is None:
-        tree = make_worktree(topobench, work / "contributed")
-        contribute(tree, args.models)
-        args.tree = tree
+    tree = contributed_tree(args, topobench, work)
     if not (tree / "2026_tdl_challenge" / "utils.py").is_file():
         print(f"--challenge: TopoBench {args.head} has no 2026_tdl_challenge/utils.py (main of 2026-06 or later has)")
         return False
