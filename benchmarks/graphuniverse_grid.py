@@ -582,7 +582,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="write the one --models model's results.json in the challenge notebook's exact layout to PATH and exit",
     )
     parser.add_argument(
-        "--model-config", default=None, help="TopoBench model config named in --export-challenge's metadata"
+        "--model-config", default=None, help="TopoBench model config named in --export-challenge's metadata (required there)"
     )
     parser.add_argument(
         "--live-code",
@@ -648,12 +648,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid (or ``--measure`` / ``--list``)."""
     args = parse(argv)
     if args.export_challenge:
-        if len(args.models) != 1:
-            raise ValueError("--export-challenge takes exactly one model (--models NAME)")
+        if len(args.models) != 1 or not args.model_config:
+            raise ValueError(
+                "--export-challenge takes exactly one model and its TopoBench config "
+                "(--models NAME --model-config DOMAIN/CONFIG, e.g. cell/cellular_transformer_rrwp)"
+            )
         source = results_file(args.models[0], PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], args.variant)
         if not source.is_file():
             raise ValueError(f"--export-challenge: no {source}")
-        payload = challenge_payload(json.loads(source.read_text()), args.model_config or f"cell/{args.models[0]}")
+        payload = challenge_payload(json.loads(source.read_text()), args.model_config)
         write_atomic(Path(args.export_challenge), payload)
         print(f"{source} -> {args.export_challenge}: {payload['metadata']['n_runs']} rows in the notebook's layout")
         return 0
