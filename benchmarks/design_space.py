@@ -27,6 +27,11 @@ Usage::
     python benchmarks/design_space.py --workers 2 --epochs 10 --seeds 1 --data-root DATA
     python benchmarks/design_space.py --table           # selection + comparison tables
     python benchmarks/design_space.py --datasets RINGS6 MUTAG --models cellular_transformer gps
+    # each model's best 10-epoch trial, trained for 50 epochs (resumable), and its table
+    python benchmarks/design_space.py --best-of benchmarks/results/design_space/runs.jsonl \
+        --epochs 50 --seeds 1 2 3 --workers 1 --out benchmarks/results/design_space_50ep --data-root DATA
+    python benchmarks/design_space.py --best-of benchmarks/results/design_space/runs.jsonl \
+        --out benchmarks/results/design_space_50ep --table
 
 ``--data-root`` holds ``tudataset/``, ``gcb/`` and ``zinc12k/`` (the project's shared data
 folder); the protocol's derived data (RINGS6, the PROTEINS subset, the converted GCB file) are
@@ -520,6 +525,70 @@ def _checks_table(agg: dict, datasets: list[str]) -> list[str]:
     return lines
 
 
+def best_trials(rows: list[dict[str, Any]], datasets: list[str]) -> dict[tuple[str, str], str]:
+    """Each model's best-validation trial per data set: ``{(data set, model): configuration}``.
+
+    The packaged CT is taken among its ``packaged_trial_*`` points, every baseline among its
+    ``trial_*`` points (the equal-budget table's choice; only trials finished on every data set
+    count, as there). For ``--best-of``: those configurations re-run with more epochs.
+    """
+    agg = _aggregate(complete_trials(rows, datasets))
+    ct = "cellular_transformer"
+    out = {}
+    for d in datasets:
+        for m in (ct, *BASELINES):
+            prefix = CT_TRIAL if m == ct else "trial_"
+            pool = {k: v for k, v in agg.items() if k[0] == d and k[1] == m and k[2].startswith(prefix)}
+            ranks = _ranks(pool, d, m)
+            if ranks:  # ties: the lowest trial index
+                out[(d, m)] = min(ranks, key=lambda c: (ranks[c], trial_index(c)))
+    return out
+
+
+def _score_cell(a: dict[str, Any] | None) -> str:
+    """``test ± std (val)`` of an aggregated entry, ``–`` when missing."""
+    if a is None:
+        return "–"
+    return f"{_fmt(a['test'], a['metric'])} ± {_fmt(a['test_std'], a['metric'])} ({_fmt(a['val'], a['metric'])})"
+
+
+def longer_training_table(
+    long_rows: list[dict[str, Any]], short_rows: list[dict[str, Any]], datasets: list[str]
+) -> str:
+    """Markdown: each model's best 10-epoch trial, at the protocol's epochs and trained longer.
+
+    One row per data set and model (the configuration of :func:`best_trials` on ``short_rows``):
+    test mean ± std over seeds, validation, the best epoch, final training loss and median
+    s/epoch, at the short and the long epoch count; the last column ranks the models of a data
+    set on validation at the long count (1 = best).
+    """
+    chosen = best_trials(short_rows, datasets)
+    short, long = _aggregate(short_rows), _aggregate(long_rows)
+    best_epochs: dict[tuple[str, str, str], list[int]] = {}
+    for row in long_rows:
+        best_epochs.setdefault((row["dataset"], row["model"], row["config"]), []).append(row["best_epoch"])
+    epochs = sorted({round(a["epochs"]) for a in long.values()})
+    lines = [f"### Longer training: each model's best 10-epoch trial at {', '.join(map(str, epochs))} epochs", ""]
+    lines.append("Test mean ± std over seeds (validation). Best epochs of the seeds; final training loss; median s/epoch.")
+    lines += ["", "| data set | model | trial | params | 10 epochs: test (val) | long: test (val) | best epochs | "
+              "final train loss, 10 → long | s/epoch | val rank, long |", "|---|---|---|---:|---:|---:|---|---:|---:|---:|"]
+    for d in datasets:
+        entries = [(m, c, short.get((d, m, c)), long.get((d, m, c))) for (dd, m), c in chosen.items() if dd == d]
+        entries = [e for e in entries if e[3] is not None]
+        if not entries:
+            continue
+        sign = _better(entries[0][3]["metric"])
+        for m, c, a, b in entries:
+            rank = 1 + sum(sign * other[3]["val"] > sign * b["val"] for other in entries)
+            lines.append(
+                f"| {d} | {m} | {c} | {b['params'] / 1000:.0f}k | {_score_cell(a)} | {_score_cell(b)} | "
+                f"{','.join(map(str, best_epochs[(d, m, c)]))} of {b['epochs']:.0f} | "
+                f"{'–' if a is None else format(a['final_loss'], '.3f')} → {b['final_loss']:.3f} | "
+                f"{b['s_per_epoch']:.2f} | {rank} |"
+            )
+    return "\n".join(lines)
+
+
 def _trial_counts(agg: dict) -> str:
     counts: dict[str, set] = {}
     for d, m, c in agg:
@@ -543,12 +612,28 @@ def main(argv: list[str] | None = None) -> None:
                         help="derived data, cache and run folders (default $TMA_DESIGN_WORK or <tmp>/tma_design_space)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the tables of the finished runs only")
+    parser.add_argument(
+        "--best-of", metavar="RUNS",
+        help="run only each model's best-validation trial per data set in the runs.jsonl RUNS (the "
+        "10-epoch protocol), e.g. with more --epochs and another --out; --table then compares them",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.best_of and Path(args.best_of).resolve() == (out / "runs.jsonl").resolve():
+        parser.error("--best-of reads another protocol's runs: give a different --out for the re-runs")
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs.jsonl"
+    short_rows = load_rows(Path(args.best_of)) if args.best_of else []
+    if args.best_of and not short_rows:
+        parser.error(f"--best-of: no finished runs in {args.best_of}")
+
+    def render() -> str:
+        if args.best_of:
+            return longer_training_table(load_rows(runs), short_rows, args.datasets)
+        return tables(load_rows(runs), args.datasets)
+
     if args.table:
-        text = tables(load_rows(runs), args.datasets)
+        text = render()
         (out / "tables.md").write_text(text + "\n")
         print(text)
         return
@@ -558,11 +643,14 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     prepare_data(root, work)
     done = {row["key"] for row in load_rows(runs)}
+    chosen = best_trials(short_rows, args.datasets) if args.best_of else None
     tasks = []
     for seed in args.seeds:
         for dataset in args.datasets:
             for model, config, overrides in configurations(args.models):
                 if args.configs and config not in args.configs:
+                    continue
+                if chosen is not None and chosen.get((dataset, model)) != config:
                     continue
                 key = run_key(dataset, model, config, seed)
                 if key in done:
@@ -592,7 +680,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} first loss "
                   f"{row['first_epoch_loss']:.2f} ({row['epochs']} ep, {row['s_per_epoch']:.2f} s/ep, "
                   f"{row['params']} params)", flush=True)
-    text = tables(load_rows(runs), args.datasets)
+    text = render()
     (out / "tables.md").write_text(text + "\n")
     print(text)
 

@@ -34,7 +34,11 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from topomodelx_attention.nn.attention.scatter import expand_segments, segment_softmax_sorted
+from topomodelx_attention.nn.attention.scatter import (
+    expand_segments,
+    segment_softmax_sorted,
+    segment_sum_sorted,
+)
 
 __all__ = ["CsrPattern", "csr_attention", "csr_attention_backward", "sparse_attention_csr"]
 
@@ -222,7 +226,7 @@ def csr_attention_backward(
         grad_weight = grad_weight * dropout_scale
     # softmax backward: α ⊙ (g − Σ_{s ∈ N(t)} α g)
     weighted = (alpha * grad_weight).unsqueeze(0)
-    total = torch.segment_reduce(weighted, "sum", lengths=pattern.lengths, axis=1, unsafe=True)
+    total = segment_sum_sorted(weighted, pattern.row, pattern.lengths)
     grad_scores = weighted.sub_(alpha * expand_segments(total, pattern.row)).squeeze(0)
     grad_scaled = grad_scores if scale == 1.0 else grad_scores * scale
     if need_q:
