@@ -15,8 +15,8 @@ Tables
 3. One complex of ``n`` tokens: sparse / dense / linear vs the baseline (dense kinds only up to
    the size where the quadratic cost stays reasonable).
 4. With ``--sparse-backward``: ``sparse_attention`` alone (ms forward, ms forward + backward,
-   bytes saved for backward) of this checkout against the ``sparse.py`` of a base revision
-   (``--sparse-base``, loaded from ``git show`` into a temporary module), timed round-robin in
+   bytes saved for backward) of this checkout against the ``nn`` of a base revision
+   (``--sparse-base``, a ``git archive`` imported beside this checkout), timed round-robin in
    the same run with the process-time clock: the shape of one joined Cellular Transformer call
    on lifted MUTAG (about 7,300 edges, 4 heads × 8 dims), the molecule batch and a larger graph.
 5. With ``--compile``: the molecule batch of table 1 per kind, eager vs
@@ -351,20 +351,39 @@ def compile_table(args: argparse.Namespace, device: torch.device) -> None:
 
 
 def load_base_sparse(revision: str) -> Callable[..., Tensor]:
-    """``sparse_attention`` of ``nn/attention/sparse.py`` at a git revision (a temporary module).
+    """``sparse_attention`` of the package's ``nn`` at a git revision.
 
-    The old file imports the rest of the core (scatter, heads, layout) from this checkout.
+    ``git archive`` of the revision's package into a temporary folder; its ``nn`` (the sparse
+    kernel and everything it imports from the core: ``scatter``, ``sparse_op``, ``layout``)
+    is imported in place of this checkout's and taken out of ``sys.modules`` again, this
+    checkout's ``nn`` modules put back. Until stop 43 only ``sparse.py`` came from the base and
+    the rest of the core from this checkout, so a change elsewhere in the core timed the same
+    on both rows.
     """
-    path = "topomodelx_attention/nn/attention/sparse.py"
-    source = subprocess.run(
-        ["git", "show", f"{revision}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+    import topomodelx_attention as package
+
+    folder = Path(tempfile.mkdtemp(prefix="sparse_base_"))
+    archive = subprocess.run(
+        ["git", "archive", revision, "topomodelx_attention"], cwd=ROOT, check=True, capture_output=True
     ).stdout
-    with tempfile.NamedTemporaryFile("w", suffix="_sparse_base.py", delete=False) as handle:
-        handle.write(source)
-    spec = importlib.util.spec_from_file_location("sparse_base", handle.name)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sparse_base"] = module
-    spec.loader.exec_module(module)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    directory = (folder / "topomodelx_attention").resolve()
+    ours = {n: m for n, m in sys.modules.items() if n == "topomodelx_attention.nn" or n.startswith("topomodelx_attention.nn.")}
+    for name in ours:
+        del sys.modules[name]
+    path, nn_module = package.__path__, getattr(package, "nn", None)
+    package.__path__ = [str(directory)]
+    try:
+        module = importlib.import_module("topomodelx_attention.nn.attention.sparse")
+        if not Path(module.__file__).resolve().is_relative_to(directory):
+            raise RuntimeError(f"--sparse-base {revision}: its sparse.py was not imported")
+    finally:
+        package.__path__ = path
+        for name in [n for n in sys.modules if n == "topomodelx_attention.nn" or n.startswith("topomodelx_attention.nn.")]:
+            del sys.modules[name]
+        sys.modules.update(ours)
+        if nn_module is not None:
+            package.nn = nn_module
     return module.sparse_attention
 
 
