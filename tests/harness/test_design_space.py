@@ -68,15 +68,19 @@ def test_longer_training_table_ranks_the_long_runs():
         _row("ZINC", "cellular_transformer", "packaged_trial_1", 1, 0.4, metric="mae", epochs=50, loss=0.2),
         _row("ZINC", "gps", "trial_1", 1, 0.45, metric="mae", epochs=50, loss=0.1),
     ]
+    long[0].update(wall=[1.0, 2.0], val_curve=[0.9, 0.4])  # slower: no epoch within GPS's 0.2 s
+    long[1].update(wall=[0.1, 0.2], val_curve=[0.6, 0.45])
     text = ds.longer_training_table(long, short, ["MUTAG", "ZINC"])
     assert "at 50 epochs" in text
     lines = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| ZINC")}
     assert set(lines) == {"cellular_transformer", "gps"}  # only models with long runs
-    assert lines["cellular_transformer"].endswith("| 1 |")  # 0.4 < 0.45 MAE: ranked first
-    assert lines["gps"].endswith("| 2 |")
+    assert " | 1 | " in lines["cellular_transformer"]  # 0.4 < 0.45 MAE: ranked first
+    assert " | 2 | " in lines["gps"]
     assert "0.800 ± 0.000 (0.800)" in lines["cellular_transformer"]  # the 10-epoch entry
     assert "0.400 ± 0.000 (0.400)" in lines["cellular_transformer"]
     assert "1.000 → 0.200" in lines["cellular_transformer"]  # final training loss, 10 → 50
+    assert lines["gps"].endswith("| 0 | 0.450 |")  # T = GPS's whole run; its best MAE by then
+    assert lines["cellular_transformer"].endswith("| 0 | – |")
     assert not any(line.startswith("| MUTAG") for line in text.splitlines())
 
 
