@@ -5,7 +5,8 @@ attention, width 32, 2 layers, 4 heads; the lifting's keys restricted to the CT'
 ``no_grad``, one thread. Cases, timed interleaved (minimum over ``--repeats`` rounds of
 ``--calls`` calls, thread CPU time), in µs per call:
 
-* *structure*: the model's whole ``prepare``; of it, the joined edge list of the fused arrows
+* *structure*: the model's whole ``prepare`` (input checks, batch counts and the layer's
+  ``prepare``); of the layer's, the joined edge list of the fused arrows
   (``prepare_fused_edges``), its CSR plan (``sparse_plan``, without the transposed pattern, as
   in inference), and the last layer's slice of it (``fused_subset``: the arrows into the
   readout rank);
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     for arrow in arrows:
         rows, cols = converted[arrow.neighborhood].indices()
         edges.append((cols, rows) if arrow.transpose else (rows, cols))
+    batch_vectors = [batch[f"batch_{r}"] for r in range(3)]
     active = layer.fused.active(sizes, model._last_layer_ranks)
     subset = [every.index(i) for i in active]
 
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cases = {
         "prepare": lambda: model.prepare(batch),
+        "layer prepare": lambda: layer.prepare(by_key, batch_vectors, batch.num_complexes, output_ranks=model._last_layer_ranks),
         "edges": lambda: prepare_fused_edges(pairs, edges, sizes),
         "plan": lambda: sparse_plan(index, heads, transposed=False),
         "subset": lambda: fused_subset(fused, pairs, subset, sizes),
@@ -144,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
         "structure of one batch (µs per batch)",
         ["part", "µs", "share of prepare"],
         [[name, f"{us[k]:.0f}", "" if k == "prepare" else f"{us[k] / us['prepare']:.0%}"]
-         for name, k in [("the model's prepare", "prepare"), ("joined edge list", "edges"),
+         for name, k in [("the model's prepare", "prepare"), ("of it: the layer's prepare (structure)", "layer prepare"),
+                         ("joined edge list", "edges"),
                          ("its CSR plan (no transpose)", "plan"), ("last layer's slice", "subset")]],
     )
     print_table(
