@@ -560,10 +560,12 @@ def longer_training_table(
 ) -> str:
     """Markdown: each model's best 10-epoch trial, at the protocol's epochs and trained longer.
 
-    One row per data set and model (the configuration of :func:`best_trials` on ``short_rows``):
+    One row per data set and model (the configuration of :func:`best_trials` on ``short_rows``),
+    plus every CT configuration that is not a trial and was run long too (e.g. ``packaged``):
     test mean ± std over seeds, validation, the best epoch, final training loss and median
-    s/epoch, at the short and the long epoch count; the last column ranks the models of a data
-    set on validation at the long count (1 = best).
+    s/epoch, at the short and the long epoch count; the rank of the row's validation among the
+    rows of its data set at the long count (1 = best); the best validation within the wall time
+    of the fastest row's whole run.
     """
     chosen = best_trials(short_rows, datasets)
     short, long = _aggregate(short_rows), _aggregate(long_rows)
@@ -582,6 +584,9 @@ def longer_training_table(
               "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     for d in datasets:
         entries = [(m, c, short.get((d, m, c)), long.get((d, m, c))) for (dd, m), c in chosen.items() if dd == d]
+        # CT configurations run long beside the trials (e.g. the packaged default itself)
+        entries += [(m, c, short.get((d, m, c)), a) for (dd, m, c), a in sorted(long.items())
+                    if dd == d and m == "cellular_transformer" and not c.startswith(CT_TRIAL)]
         entries = [e for e in entries if e[3] is not None]
         if not entries:
             continue

@@ -70,10 +70,15 @@ def test_longer_training_table_ranks_the_long_runs():
     ]
     long[0].update(wall=[1.0, 2.0], val_curve=[0.9, 0.4])  # slower: no epoch within GPS's 0.2 s
     long[1].update(wall=[0.1, 0.2], val_curve=[0.6, 0.45])
-    text = ds.longer_training_table(long, short, ["MUTAG", "ZINC"])
+    extra = _row("ZINC", "cellular_transformer", "packaged", 1, 0.5, metric="mae", epochs=50)
+    extra.update(wall=[1.0, 2.0])
+    text = ds.longer_training_table([*long, extra], short, ["MUTAG", "ZINC"])
     assert "at 50 epochs" in text
     lines = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| ZINC")}
     assert set(lines) == {"cellular_transformer", "gps"}  # only models with long runs
+    packaged = [line for line in text.splitlines() if "| packaged |" in line]
+    assert len(packaged) == 1 and " | 3 | " in packaged[0]  # the non-trial CT row, ranked 3rd of 3
+    lines["cellular_transformer"] = next(line for line in text.splitlines() if "packaged_trial_1" in line)
     assert " | 1 | " in lines["cellular_transformer"]  # 0.4 < 0.45 MAE: ranked first
     assert " | 2 | " in lines["gps"]
     assert "0.800 ± 0.000 (0.800)" in lines["cellular_transformer"]  # the 10-epoch entry
