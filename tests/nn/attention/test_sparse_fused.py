@@ -7,7 +7,11 @@ import torch
 
 from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
-from topomodelx_attention.nn.attention.scatter import segment_softmax, segment_softmax_sorted
+from topomodelx_attention.nn.attention.scatter import (
+    segment_softmax,
+    segment_softmax_sorted,
+    segment_sum_sorted,
+)
 
 HEADS, D, DV = 3, 4, 5
 
@@ -106,6 +110,22 @@ def test_segment_softmax_sorted_equals_segment_softmax(gen):
     sorted_ = segment_softmax_sorted(scores.t().contiguous(), index, lengths).t()
     torch.testing.assert_close(sorted_, segment_softmax(scores, index, 11), atol=1e-15, rtol=0)
     assert sorted_[index == index[0]].abs().max() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_segment_sum_sorted_equals_segment_reduce(gen, rows, dtype):
+    """Bit-identical to ``torch.segment_reduce`` (the one-row path adds in the same order),
+    with empty segments (zeros), a segment of 5,000 entries and an empty last segment."""
+    lengths = torch.tensor([0, 3, 1, 0, 5000, 2, 0])
+    index = torch.repeat_interleave(torch.arange(7), lengths).to(dtype)
+    values = torch.randn(rows, int(lengths.sum()), generator=gen)
+    expected = torch.segment_reduce(
+        values, "sum", lengths=lengths.expand(rows, 7).contiguous(), axis=1, unsafe=True
+    )
+    got = segment_sum_sorted(values, index, lengths.expand(rows, 7).contiguous())
+    assert got.shape == (rows, 7) and torch.equal(got, expected)
+    assert got[:, [0, 3, 6]].abs().max() == 0
 
 
 @pytest.mark.parametrize("transposed", [True, False])
