@@ -617,6 +617,39 @@ def _trial_counts(agg: dict) -> str:
     return ", ".join(f"{m} {n}" for m, n in sorted(per.items())) + f"; CT variants {len(CT_VARIANTS)}"
 
 
+def plan_tasks(
+    args: argparse.Namespace,
+    done: set[str],
+    chosen: dict[tuple[str, str], str] | None,
+    work: Path,
+    root: Path,
+) -> list[dict[str, Any]]:
+    """The runs still to do, in run order.
+
+    Every (seed, data set, configuration of ``args.models``) not in ``done``; only the
+    ``args.configs`` named, if any; with ``chosen`` (``--best-of``) and no ``args.configs``, only
+    each model's chosen trial per data set. Order: the CT's variants on every data set first (the
+    selection needs them all), then the baselines trial by trial (a partial run leaves every
+    baseline the same number of trials).
+    """
+    tasks = []
+    for seed in args.seeds:
+        for dataset in args.datasets:
+            for model, config, overrides in configurations(args.models):
+                if args.configs and config not in args.configs:
+                    continue
+                if chosen is not None and not args.configs and chosen.get((dataset, model)) != config:
+                    continue
+                key = run_key(dataset, model, config, seed)
+                if key in done:
+                    continue
+                tasks.append({"key": key, "dataset": dataset, "model": model, "config": config,
+                              "seed": seed, "overrides": overrides, "epochs": args.epochs,
+                              "work": str(work), "root": str(root)})
+    tasks.sort(key=lambda t: (trial_index(t["config"]), t["model"] != "cellular_transformer", t["seed"]))
+    return tasks
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -634,7 +667,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--best-of", metavar="RUNS",
         help="run only each model's best-validation trial per data set in the runs.jsonl RUNS (the "
-        "10-epoch protocol), e.g. with more --epochs and another --out; --table then compares them",
+        "10-epoch protocol), e.g. with more --epochs and another --out, or the --configs named; "
+        "--table then compares them",
     )
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -663,26 +697,7 @@ def main(argv: list[str] | None = None) -> None:
     prepare_data(root, work)
     done = {row["key"] for row in load_rows(runs)}
     chosen = best_trials(short_rows, args.datasets) if args.best_of else None
-    tasks = []
-    for seed in args.seeds:
-        for dataset in args.datasets:
-            for model, config, overrides in configurations(args.models):
-                if args.configs and config not in args.configs:
-                    continue
-                if chosen is not None and chosen.get((dataset, model)) != config:
-                    continue
-                key = run_key(dataset, model, config, seed)
-                if key in done:
-                    continue
-                tasks.append({"key": key, "dataset": dataset, "model": model, "config": config,
-                              "seed": seed, "overrides": overrides, "epochs": args.epochs,
-                              "work": str(work), "root": str(root)})
-    # the CT's variants on every data set first (the selection needs them all), then the
-    # baselines trial by trial (a partial run leaves every baseline the same number of trials)
-    def order(task: dict[str, Any]) -> tuple:
-        return (trial_index(task["config"]), task["model"] != "cellular_transformer", task["seed"])
-
-    tasks.sort(key=order)
+    tasks = plan_tasks(args, done, chosen, work, root)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:

@@ -97,3 +97,24 @@ def test_best_of_refuses_its_own_output(tmp_path):
     out = tmp_path / "long"
     ds.main(["--best-of", str(runs), "--out", str(out), "--table", "--datasets", "MUTAG", "ZINC"])
     assert (out / "tables.md").read_text().startswith("### Longer training")
+
+
+def _args(**changes):
+    import argparse
+
+    values = {"models": ["cellular_transformer", *ds.BASELINES], "configs": None, "seeds": [1],
+              "datasets": ["MUTAG", "ZINC"], "epochs": 50}
+    values.update(changes)
+    return argparse.Namespace(**values)
+
+
+def test_plan_tasks_best_of_runs_the_chosen_trials_or_the_configs_named(tmp_path):
+    chosen = ds.best_trials(_protocol(), ["MUTAG", "ZINC"])
+    tasks = ds.plan_tasks(_args(), set(), chosen, tmp_path, tmp_path)
+    assert {(t["dataset"], t["model"], t["config"]) for t in tasks} == {(d, m, c) for (d, m), c in chosen.items()}
+    assert all(t["epochs"] == 50 for t in tasks)
+    named = ds.plan_tasks(_args(models=["cellular_transformer"], configs=["packaged"]), set(), chosen, tmp_path, tmp_path)
+    assert [(t["dataset"], t["config"]) for t in named] == [("MUTAG", "packaged"), ("ZINC", "packaged")]
+    done = {ds.run_key("MUTAG", "cellular_transformer", "packaged", 1)}
+    rest = ds.plan_tasks(_args(models=["cellular_transformer"], configs=["packaged"]), done, chosen, tmp_path, tmp_path)
+    assert [t["dataset"] for t in rest] == ["ZINC"]  # resumable: finished runs are skipped
