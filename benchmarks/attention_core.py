@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -368,7 +369,11 @@ def load_base_sparse(revision: str) -> Callable[..., Tensor]:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     directory = (folder / "topomodelx_attention").resolve()
-    ours = {n: m for n, m in sys.modules.items() if n == "topomodelx_attention.nn" or n.startswith("topomodelx_attention.nn.")}
+
+    def nn_modules() -> dict[str, types.ModuleType]:
+        return {n: m for n, m in sys.modules.items() if n == "topomodelx_attention.nn" or n.startswith("topomodelx_attention.nn.")}
+
+    ours = nn_modules()
     for name in ours:
         del sys.modules[name]
     path, nn_module = package.__path__, getattr(package, "nn", None)
@@ -379,7 +384,7 @@ def load_base_sparse(revision: str) -> Callable[..., Tensor]:
             raise RuntimeError(f"--sparse-base {revision}: its sparse.py was not imported")
     finally:
         package.__path__ = path
-        for name in [n for n in sys.modules if n == "topomodelx_attention.nn" or n.startswith("topomodelx_attention.nn.")]:
+        for name in nn_modules():  # the base's
             del sys.modules[name]
         sys.modules.update(ours)
         if nn_module is not None:

@@ -454,19 +454,29 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _horizon(entries: list[dict[str, Any] | None]) -> float:
+    """The wall time T of the fastest entry's whole run (its slowest seed), ``nan`` without curves."""
+    walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
+    return min(walls) if walls else float("nan")
+
+
+def _best_within(a: dict[str, Any], horizon: float) -> float:
+    """Best validation reached within ``horizon`` seconds, mean over the seeds that reached one (``nan``: none)."""
+    sign = _better(a["metric"])
+    at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
+    at = [v for v in at if math.isfinite(v)]
+    return statistics.fmean(at) if at else float("nan")
+
+
 def _comparison_row(dataset: str, entries: list[dict[str, Any] | None]) -> str:
     """One row of a comparison: the horizon T (the fastest entry's wall time) and one cell per entry."""
-    walls = [max(w for c in a["curves"] for w, _ in c) for a in entries if a and a["curves"] and a["curves"][0]]
-    horizon = min(walls) if walls else float("nan")
+    horizon = _horizon(entries)
     cells = []
     for a in entries:
         if a is None:
             cells.append("–")
             continue
-        sign = _better(a["metric"])
-        at = [max((v for w, v in c if w <= horizon), key=lambda v: sign * v, default=float("nan")) for c in a["curves"]]
-        at = [v for v in at if math.isfinite(v)]
-        at_t = statistics.fmean(at) if at else float("nan")
+        at_t = _best_within(a, horizon)
         cells.append(
             f"{_fmt(a['test'], a['metric'])} ± {_fmt(a['test_std'], a['metric'])} (val {_fmt(a['val'], a['metric'])}; "
             f"{a['params'] / 1000:.0f}k p, {a['epochs']:.0f} ep, {a['s_per_epoch']:.2f} s/ep; @T {_fmt(at_t, a['metric'])})"
@@ -591,14 +601,10 @@ def longer_training_table(
         if not entries:
             continue
         sign = _better(entries[0][3]["metric"])
-        walls = [max(w for curve in e[3]["curves"] for w, _ in curve) for e in entries if any(e[3]["curves"])]
-        horizon = min(walls) if walls else float("nan")
+        horizon = _horizon([e[3] for e in entries])
         for m, c, a, b in entries:
             rank = 1 + sum(sign * other[3]["val"] > sign * b["val"] for other in entries)
-            at = [max((v for w, v in curve if w <= horizon), key=lambda v: sign * v, default=float("nan"))
-                  for curve in b["curves"]]
-            at = [v for v in at if math.isfinite(v)]
-            at_t = _fmt(statistics.fmean(at), b["metric"]) if at else "–"
+            at_t = _fmt(_best_within(b, horizon), b["metric"])
             lines.append(
                 f"| {d} | {m} | {c} | {b['params'] / 1000:.0f}k | {_score_cell(a)} | {_score_cell(b)} | "
                 f"{','.join(map(str, best_epochs[(d, m, c)]))} of {b['epochs']:.0f} | "
