@@ -1,8 +1,9 @@
 """``torch.compile`` from the public API: compiled vs eager forward + backward, compile cost.
 
-What a user writes: ``compiled = torch.compile(model, dynamic=True)`` and then
-``compiled(batch)`` on the raw PyG batches of ``ComplexData`` (the models' eager ``prepare`` runs
-at the one graph break, everything after it is one graph). For every model one compiled object
+What a user writes: ``compiled = torch.compile(model)`` (``--dynamic default``; or
+``torch.compile(model, dynamic=True)``, ``--dynamic true``) and then ``compiled(batch)`` on the
+raw PyG batches of ``ComplexData`` (the models' eager ``prepare`` runs at the one graph break,
+everything after it is one graph). For every model one compiled object
 serves batch sizes 16 / 32 / 48 (MUTAG, embedded; the harness's lifting and node identifiers):
 
 * the Cellular Transformer (width 32, 2 layers, 4 heads, pairwise sparse; the README's model),
@@ -17,6 +18,7 @@ inductor caches live in a fresh temporary folder unless ``--warm-cache`` (then t
 shows what a second run of the same script costs).
 
     python benchmarks/compile.py                 # both models, inductor, 1 thread
+    python benchmarks/compile.py --dynamic true  # the same with dynamic=True
     python benchmarks/compile.py --models ct --sizes 32
     python benchmarks/compile.py --warm-cache    # reuse inductor's on-disk cache
 """
@@ -71,14 +73,16 @@ def tokengt_model_and_data():
 MODELS = {"ct": ct_model_and_data, "tokengt": tokengt_model_and_data}
 
 
-def model_rows(label, model, complexes, sizes, repeats: int, backend: str) -> list[list[str]]:
+def model_rows(
+    label, model, complexes, sizes, repeats: int, backend: str, dynamic: bool | None
+) -> list[list[str]]:
     """One row per batch size; one compiled object for all of them."""
     batches = [next(iter(DataLoader(complexes[i * 8 :], batch_size=s))) for i, s in enumerate(sizes)]
     explanation = torch._dynamo.explain(model)(batches[0])
     breaks = explanation.graph_break_count
     torch._dynamo.reset()
     counters.clear()
-    compiled = torch.compile(model, backend=backend, dynamic=True)
+    compiled = torch.compile(model, backend=backend, dynamic=dynamic)
     rows = []
     for size, batch in zip(sizes, batches):
         start = time.perf_counter()
@@ -115,6 +119,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backend", default="inductor")
     parser.add_argument(
+        "--dynamic",
+        choices=["true", "default"],
+        default="default",
+        help="torch.compile(model, dynamic=True), or torch's default dynamic=None (the README's "
+        "form; one run per mode, so that neither reuses the other's compiled kernels)",
+    )
+    parser.add_argument(
         "--warm-cache", action="store_true", help="keep inductor's on-disk cache (default: fresh)"
     )
     args = parser.parse_args(argv)
@@ -127,12 +138,14 @@ def main(argv: list[str] | None = None) -> None:
         f"{'warm' if args.warm_cache else 'cold'} inductor cache, {os.cpu_count()} CPUs, "
         f"load average {load:.1f}"
     )
+    dynamic = True if args.dynamic == "true" else None
     rows = []
     for name in args.models:
         label, model, complexes = MODELS[name]()
-        rows += model_rows(label, model, complexes, args.sizes, args.repeats, args.backend)
+        rows += model_rows(label, model, complexes, args.sizes, args.repeats, args.backend, dynamic)
+    form = "torch.compile(model, dynamic=True)" if dynamic else "torch.compile(model)"
     print_table(
-        "torch.compile(model, dynamic=True) on raw batches vs eager, forward + backward",
+        f"{form} on raw batches vs eager, forward + backward",
         HEADER,
         rows,
     )

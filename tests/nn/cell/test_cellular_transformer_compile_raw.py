@@ -1,7 +1,9 @@
-"""``torch.compile(model, dynamic=True)`` of the CT on raw batches, as a user runs it (issue 21).
+"""``torch.compile(model)`` of the CT on raw batches, as a user runs it (issue 21).
 
 No ``prepare`` by hand and torch's default duck sizing (the other compile tests turn it off):
-one compiled frame for every batch size, training gradients equal to eager, and the sparse
+one compiled frame for every batch size, with ``dynamic=True`` and with torch's default
+``dynamic=None`` (the README's form: ``prepare`` marks every prepared size dynamic, so the first
+compile is already the one for all sizes); training gradients equal to eager, and the sparse
 attention of the compiled graph is the fused kernel's custom op.
 """
 
@@ -34,11 +36,12 @@ def _model() -> CellularTransformer:
 
 
 @pytest.mark.slow
-def test_compiled_ct_on_raw_batches_trains_like_eager_without_recompiling(mutag):
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_ct_on_raw_batches_trains_like_eager_without_recompiling(mutag, dynamic):
     model = _model()
     torch._dynamo.reset()
     counters.clear()
-    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
+    compiled = torch.compile(model, backend="aot_eager", dynamic=dynamic)
     start = 0
     with torch._dynamo.config.patch(error_on_recompile=True):
         for size in SIZES:

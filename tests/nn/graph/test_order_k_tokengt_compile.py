@@ -59,11 +59,12 @@ def test_compiled_orderk_tokengt_on_complex_data_has_no_graph_break(skeletons, i
 
 
 @pytest.mark.slow
-def test_compiled_orderk_tokengt_does_not_recompile_across_batch_sizes(skeletons):
-    """``torch.compile(model, dynamic=True)`` on raw batches: one frame, outputs equal eager."""
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_compiled_orderk_tokengt_does_not_recompile_across_batch_sizes(skeletons, dynamic):
+    """``torch.compile(model[, dynamic=True])`` on raw batches: one frame, outputs equal eager."""
     model = _model("sum").eval()
     counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter, dynamic=True)
+    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
     # the first batch has as many complexes as node_id has columns (4): duck sizing would unify
     # the two sizes, specialize the batch size with the width and recompile at the next batch
     with torch._dynamo.config.patch(error_on_recompile=True):
