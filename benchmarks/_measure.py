@@ -10,8 +10,6 @@ allocated memory on CUDA. Command line: :func:`add_common_args`.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import inspect
 import resource
 import sys
@@ -137,30 +135,14 @@ def page_faults() -> int:
 
 
 def keep_freed_memory() -> bool:
-    """Make glibc keep freed memory for reuse instead of unmapping it (this process only).
+    """glibc keeps freed memory in this process (the package's ``harness.memory.keep_freed_memory``).
 
-    glibc serves every block above its mmap threshold (at most 32 MiB, adjusted dynamically)
-    with a fresh ``mmap`` and unmaps it on free, so each large tensor is page-faulted and
-    zeroed by the kernel again at every step: at 10⁶ cells a CT layer spends a third of its
-    time there. ``mallopt(M_MMAP_THRESHOLD)`` to 2 GiB serves such blocks from the heap, and
-    ``mallopt(M_TRIM_THRESHOLD, -1)`` never gives the heap's free top back to the kernel (a
-    finite threshold is an ``int``, at most 2 GiB, and a 10⁶-cell step frees more than that at
-    the top of the heap: it was trimmed and faulted again, ~600 B per entry). The environment
-    variables ``MALLOC_MMAP_THRESHOLD_=2147483647`` / ``MALLOC_TRIM_THRESHOLD_=1099511627776``
-    do the same for a whole run; so does ``LD_PRELOAD`` of jemalloc or tcmalloc. Returns
-    ``False`` where there is no glibc.
+    Imported when called: the harness package imports ``nn``, which ``import_before`` must
+    import from another copy first.
     """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    m_trim_threshold, m_mmap_threshold, limit = -1, -3, 2**31 - 1
-    # M_TRIM_THRESHOLD = -1: trimming off (documented in mallopt(3))
-    return bool(mallopt(m_mmap_threshold, limit)) and bool(mallopt(m_trim_threshold, -1))
+    from topomodelx_attention.harness.memory import keep_freed_memory as keep
+
+    return keep()
 
 
 def memory_fwd_bwd(fn: Callable[[], Tensor], device: torch.device) -> float:

@@ -9,6 +9,7 @@
 * :mod:`~.baselines` — the baselines GIN, GINE, GPS (RWSE), a ``TransformerConv`` graph
   transformer, CWN and SCCNN (registered on import);
 * :mod:`~.training` — the Lightning module and :func:`run_experiment`;
+* :mod:`~.memory` — glibc's allocator told to keep freed memory (``trainer.keep_freed_memory``);
 * :mod:`~.budget` — the equal-budget comparison :func:`run_equal_budget`;
 * :mod:`~.results` — result records, tables, learning curves and time-to-accuracy plots;
 * :mod:`~.topobench` — TopoBench-native tensor backbones, their wrapper and the ``topobench contribute`` templates.

@@ -42,6 +42,7 @@ from topomodelx_attention.harness.datasets import (
     prepare_dataset,
     prune_keys,
 )
+from topomodelx_attention.harness.memory import keep_freed_memory
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.results import (
     ExperimentResult,
@@ -68,7 +69,7 @@ __all__ = [
     "unused_parameters",
 ]
 
-_HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads", "max_time")
+_HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads", "max_time", "keep_freed_memory")
 _RUN_DIR_ENV = "TOPOMODELX_ATTENTION_RUN_DIR"
 
 
@@ -776,7 +777,8 @@ def run_experiment(
         Composed configuration (:func:`~.config.compose_config`). Besides the groups:
         ``seeds``, ``test``, ``plot``, ``compile`` (``torch.compile(model, dynamic=True)``),
         ``trainer.max_time`` (wall-time budget per seed: seconds, ``"DD:HH:MM:SS"`` or
-        ``timedelta`` keywords). A node-identifier PE with ``resample: true``
+        ``timedelta`` keywords), ``trainer.keep_freed_memory`` (glibc keeps freed memory in the
+        process, :func:`~.memory.keep_freed_memory`; process-wide, for very large complexes). A node-identifier PE with ``resample: true``
         (``OrthogonalRandomNodeId``) gives fixed identifiers to the data set (validation,
         test) and fresh ones to every training batch (:class:`ResampleNodeIds`).
     output_dir : path-like, optional
@@ -803,6 +805,8 @@ def run_experiment(
             f"model {name!r} works on the {spec.domain} domain, but model.domain={domain!r}"
         )
     budget = max_time_seconds(cfg.trainer.get("max_time"))
+    if cfg.trainer.get("keep_freed_memory", False):
+        keep_freed_memory()  # process-wide, once: large per-step temporaries reused, not re-mapped
     threads = cfg.trainer.get("num_threads")
     previous_threads = torch.get_num_threads()
     if threads:
