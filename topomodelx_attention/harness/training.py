@@ -778,9 +778,10 @@ def run_experiment(
         ``seeds``, ``test``, ``plot``, ``compile`` (``torch.compile(model, dynamic=True)``),
         ``trainer.max_time`` (wall-time budget per seed: seconds, ``"DD:HH:MM:SS"`` or
         ``timedelta`` keywords), ``trainer.keep_freed_memory`` (glibc keeps freed memory in the
-        process, :func:`~.memory.keep_freed_memory`; process-wide, for very large complexes). A node-identifier PE with ``resample: true``
-        (``OrthogonalRandomNodeId``) gives fixed identifiers to the data set (validation,
-        test) and fresh ones to every training batch (:class:`ResampleNodeIds`).
+        process, :func:`~.memory.keep_freed_memory`; process-wide, for very large complexes).
+        A node-identifier PE with ``resample: true`` (``OrthogonalRandomNodeId``) gives fixed
+        identifiers to the data set (validation, test) and fresh ones to every training batch
+        (:class:`ResampleNodeIds`).
     output_dir : path-like, optional
         Output folder (default ``cfg.paths.output_dir`` or
         ``outputs/<dataset>/<model>/<timestamp>``).
