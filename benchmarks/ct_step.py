@@ -113,6 +113,13 @@ def prune(complexes: list, keep: set[str]) -> list:
     return out
 
 
+def prune_to_lifting(complexes: list, model: nn.Module) -> list:
+    """Copies keeping every dense key and only ``model``'s neighbourhoods: the README's loop
+    (``CellCycleLifting(neighborhoods=model.neighborhood_keys)``)."""
+    dense = {k for k, v in complexes[0].items() if not (isinstance(v, torch.Tensor) and v.is_sparse)}
+    return prune(complexes, dense | set(model.neighborhood_keys))
+
+
 def batches(items: list, size: int) -> list:
     return [Batch.from_data_list(items[i : i + size]) for i in range(0, len(items), size)]
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))  # time this checkout's package, not another insta
 
 import torch  # noqa: E402
 from _measure import interleaved_min, print_table  # noqa: E402
-from ct_step import ct_kwargs, load_data, prune  # noqa: E402
+from ct_step import ct_kwargs, load_data, prune_to_lifting  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
 
 from topomodelx_attention.nn.attention.fused import fused_subset, prepare_fused_edges  # noqa: E402
@@ -73,8 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     options = argparse.Namespace(hidden=32, layers=2, heads=4, pe_dim=8)
     in_channels = [complexes[0][f"x_{r}"].shape[1] for r in range(3)]
     model = CellularTransformer(in_channels, **ct_kwargs(options, num_classes)).eval()
-    dense = {k for k, v in complexes[0].items() if not (isinstance(v, torch.Tensor) and v.is_sparse)}
-    batch = next(iter(DataLoader(prune(complexes, dense | set(model.neighborhood_keys)), batch_size=32)))
+    batch = next(iter(DataLoader(prune_to_lifting(complexes, model), batch_size=32)))
     layer = model.layers[0]
     with torch.no_grad():
         structure = model.prepare(batch).structure

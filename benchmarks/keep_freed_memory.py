@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("grid", "mutag")
 
@@ -55,7 +57,7 @@ def _grid_step():
 
 
 def _mutag_step():
-    from ct_step import ct_kwargs, load_data, prune
+    from ct_step import ct_kwargs, load_data, prune_to_lifting
     from torch_geometric.loader import DataLoader
 
     from topomodelx_attention.nn.cell import CellularTransformer
@@ -65,9 +67,7 @@ def _mutag_step():
     widths = [complexes[0][f"x_{r}"].shape[1] for r in range(3)]
     torch.manual_seed(0)
     model = CellularTransformer(widths, **ct_kwargs(options, num_classes)).train()
-    dense = {k for k, v in complexes[0].items() if not (isinstance(v, torch.Tensor) and v.is_sparse)}
-    data = prune(complexes, dense | set(model.neighborhood_keys))
-    batch = next(iter(DataLoader(data, batch_size=32)))
+    batch = next(iter(DataLoader(prune_to_lifting(complexes, model), batch_size=32)))
 
     def step() -> None:
         torch.manual_seed(3)
@@ -86,21 +86,19 @@ def child(case: str, keep: bool, steps: int, warmup: int) -> None:
         applied = keep_freed_memory()
         if not applied:
             raise SystemExit("keep_freed_memory() changed nothing here (no glibc, or MALLOC_* set)")
-    global torch
-    import torch
+    from _measure import page_faults
 
     torch.set_num_threads(1)
     step = {"grid": _grid_step, "mutag": _mutag_step}[case]()
     for _ in range(warmup):
         step()
-    best, faults = float("inf"), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    best, faults = float("inf"), page_faults()
     for _ in range(steps):
         start = time.thread_time()
         step()
         best = min(best, time.thread_time() - start)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    faults = (usage.ru_minflt - faults) / steps  # first touches of freshly mapped pages
-    peak = usage.ru_maxrss / 1024  # KiB on Linux
+    faults = (page_faults() - faults) / steps  # first touches of freshly mapped pages
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(json.dumps({"ms": best * 1e3, "faults": faults, "peak_mib": peak, "applied": applied}))
 
 

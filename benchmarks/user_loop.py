@@ -61,7 +61,7 @@ CellularTransformerBefore = import_before(sys.argv)
 
 import torch  # noqa: E402
 from _measure import add_common_args, interleaved_min, print_table  # noqa: E402
-from ct_step import GPS, ct_kwargs, load_data, prune  # noqa: E402
+from ct_step import GPS, ct_kwargs, load_data, prune, prune_to_lifting  # noqa: E402
 from torch import nn  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
 
@@ -180,8 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         keep |= {"y", "shape", "num_nodes"} | set(ct.neighborhood_keys)
         complexes = prune(complexes, keep)
     elif args.keys == "lifting":  # = CellCycleLifting(neighborhoods=ct.neighborhood_keys)
-        dense = {k for k, v in complexes[0].items() if not (isinstance(v, torch.Tensor) and v.is_sparse)}
-        complexes = prune(complexes, dense | set(ct.neighborhood_keys))
+        complexes = prune_to_lifting(complexes, ct)
     gps = GPS(graphs[0].x.shape[1], edge_channels, args.pe_dim, args.hidden, num_classes, args.layers, args.heads)
     data = {"CT": (ct, complexes), "GPS": (gps, graphs)}
     if args.before:
