@@ -217,6 +217,26 @@ def assert_no_recompile(model, batches, out_channels: int) -> list:
     return prepared
 
 
+def assert_one_frame_on_raw_batches(model, batches, out_channels: int, dynamic: bool | None) -> None:
+    """``torch.compile(model, dynamic=dynamic)`` called on raw ``(size, batch)`` pairs, as a user does.
+
+    Every output has ``size`` rows of ``out_channels`` and equals the eager model's, and one
+    compiled frame (the one after ``prepare``'s break) serves every size: a recompile raises.
+    """
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for size, batch in batches:
+            got = compiled(batch)
+            assert got.shape == (size, out_channels)
+            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
+    assert counter.frame_count == 1
+    torch._dynamo.reset()
+
+
 def small_token_model(cls, kind: str = "dense", **options):
     """The seeded, double, eval-mode token model (``TokenGT`` / ``OrderKTokenGT``) of the tests.
 

@@ -17,6 +17,7 @@ import torch._dynamo.testing
 from tests.helpers import (
     COMPILE_SIZES,
     assert_compiled_gradients_match,
+    assert_one_frame_on_raw_batches,
     batch_slice,
     compile_graphs,
 )
@@ -62,19 +63,10 @@ def test_compiled_orderk_tokengt_on_complex_data_has_no_graph_break(skeletons, i
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_compiled_orderk_tokengt_does_not_recompile_across_batch_sizes(skeletons, dynamic):
     """``torch.compile(model[, dynamic=True])`` on raw batches: one frame, outputs equal eager."""
-    model = _model("sum").eval()
-    counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
     # the first batch has as many complexes as node_id has columns (4): duck sizing would unify
     # the two sizes, specialize the batch size with the width and recompile at the next batch
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for i, size in enumerate((4, 8, 3)):
-            batch = batch_slice(skeletons, size, start=i)
-            got = compiled(batch)
-            assert got.shape == (size, 2)
-            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
-    assert counter.frame_count == 1  # the frame after prepare's break, for every size
-    torch._dynamo.reset()
+    batches = [(size, batch_slice(skeletons, size, start=i)) for i, size in enumerate((4, 8, 3))]
+    assert_one_frame_on_raw_batches(_model("sum").eval(), batches, 2, dynamic)
 
 
 @pytest.mark.slow

@@ -45,16 +45,6 @@ def test_compiled_tokengt_on_graphs_breaks_only_at_prepare_and_matches_gradients
 def test_tokengt_compiled_with_default_dynamic_does_not_recompile_on_raw_batches(mutag, kind):
     """``torch.compile(model)`` (torch's default ``dynamic=None``, the README's form) on raw
     batches: ``prepare`` marks every prepared size dynamic, so one frame serves every size."""
-    import torch._dynamo.testing
-
-    model = _model(kind).eval()
-    counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter)
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for i, size in enumerate(helpers.COMPILE_SIZES):
-            batch = helpers.batch_slice(mutag, size, start=i)
-            got = compiled(batch)
-            assert got.shape == (size, 2)
-            torch.testing.assert_close(got, model(batch), atol=1e-5, rtol=1e-5)
-    assert counter.frame_count == 1
-    torch._dynamo.reset()
+    sizes = helpers.COMPILE_SIZES
+    batches = [(size, helpers.batch_slice(mutag, size, start=i)) for i, size in enumerate(sizes)]
+    helpers.assert_one_frame_on_raw_batches(_model(kind).eval(), batches, 2, dynamic=None)
