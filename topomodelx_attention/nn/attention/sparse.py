@@ -178,11 +178,11 @@ def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: in
     for h in range(1, heads):
         torch.add(position[h - 1], step, out=position[h])
     base = cols.to(torch.int32).mul_(heads)
-    col = torch.empty(heads, nnz, dtype=torch.int32)
+    column = torch.empty(heads, nnz, dtype=torch.int32)  # column j·H + h of (edge, head)
     for h in range(heads):
-        torch.add(base, h, out=col[h])
+        torch.add(base, h, out=column[h])
     # scatter_, not index assignment: several times faster for a permutation on CPU
-    col = torch.empty(nnz * heads, dtype=torch.int32).scatter_(0, position.view(-1), col.view(-1))
+    col = torch.empty(nnz * heads, dtype=torch.int32).scatter_(0, position.view(-1), column.view(-1))
     return crow, col, lengths, position.t()
 
 
