@@ -35,9 +35,16 @@ def test_bench_list_names_the_benchmark_scripts(capsys, monkeypatch):
         assert re.search(rf"^\s+{name}\s", out, flags=re.M), name
 
 
+def _checkout(root, name="topomodelx-attention"):
+    """A source-checkout-like folder: ``pyproject.toml`` naming the project, and ``benchmarks/``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(f'[project]\nname = "{name}"\nversion = "0"\n')
+    (root / "benchmarks").mkdir()
+    return root / "benchmarks"
+
+
 def test_bench_runs_a_script_in_a_subprocess(tmp_path, capsys):
-    folder = tmp_path / "benchmarks"
-    folder.mkdir()
+    folder = _checkout(tmp_path / "checkout")
     (folder / "echo_args.py").write_text(
         '"""Write the arguments."""\nimport pathlib, sys\n'
         'pathlib.Path(sys.argv[1]).write_text(" ".join(sys.argv[2:]))\n'
@@ -51,7 +58,52 @@ def test_bench_runs_a_script_in_a_subprocess(tmp_path, capsys):
 
 def test_bench_outside_a_checkout_explains(tmp_path, capsys):
     assert main(["bench", "--benchmarks-dir", str(tmp_path / "nowhere"), "--list"]) == 2
-    assert "source checkout" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "source checkout" in err[0] and err[0].startswith("topomodelx-attention bench: error:")
+
+
+def _planted_project(root, marker):
+    """Another project whose ``benchmarks/lifting.py`` would create ``marker`` if it ran."""
+    folder = _checkout(root, name="someone-elses-project")
+    (folder / "lifting.py").write_text(f'"""Planted."""\nopen({str(marker)!r}, "w").close()\n')
+    (folder / "planted.py").write_text(f'"""Planted too."""\nopen({str(marker)!r}, "w").close()\n')
+    return folder
+
+
+def test_bench_never_runs_the_scripts_of_the_working_folder(tmp_path, capsys, monkeypatch):
+    marker = tmp_path / "ran"
+    planted = _planted_project(tmp_path / "other", marker)
+    monkeypatch.chdir(planted.parent / "benchmarks")  # inside another project's checkout
+    assert main(["bench", "planted"]) == 2
+    assert "unknown benchmark 'planted'" in capsys.readouterr().err
+    assert main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert str(ROOT / "benchmarks") in out and "planted" not in out
+    assert not marker.exists()
+
+
+def test_bench_refuses_a_benchmarks_dir_of_another_project(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    planted = _planted_project(tmp_path / "other", marker)
+    for folder in (planted, planted.parent):  # the other project's folder, and its root
+        assert main(["bench", "--benchmarks-dir", str(folder), "lifting"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not the benchmarks/ folder of a source checkout of topomodelx-attention" in err[0]
+    assert not marker.exists()
+
+
+def test_bench_without_a_checkout_next_to_the_package_names_the_option(tmp_path, capsys, monkeypatch):
+    from topomodelx_attention import cli
+
+    # an installed (non-editable) package: no checkout above it
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages" / "topomodelx_attention" / "cli.py"))
+    _planted_project(tmp_path / "other", tmp_path / "ran")
+    monkeypatch.chdir(tmp_path / "other")
+    assert cli.find_benchmarks_dir() is None
+    assert main(["bench", "lifting"]) == 2
+    err = capsys.readouterr().err
+    assert "--benchmarks-dir" in err and "never run" in err
+    assert not (tmp_path / "ran").exists()
 
 
 # ------------------------------------------------------------------ a quiet, fast CLI (subprocesses)

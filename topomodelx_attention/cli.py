@@ -8,8 +8,9 @@ train
     Train and evaluate a model on a benchmark data set with the harness (hydra configs in
     ``topomodelx_attention/configs``; extra ``train``), print the results table.
 bench
-    Run one of the speed benchmarks of a source checkout (``benchmarks/<name>.py``) in a
-    subprocess; ``bench --list`` lists them.
+    Run one of the speed benchmarks of this project's source checkout (``benchmarks/<name>.py``
+    of the checkout the package is installed from, or ``--benchmarks-dir``) in a subprocess;
+    ``bench --list`` lists them.
 convert-gcb
     Convert an original GCB ``.npz`` (pickled scipy matrices) once to the plain numeric format
     the harness reads (a restricted unpickler: numpy arrays and scipy CSR matrices only).
@@ -275,29 +276,73 @@ def _quote(value: object) -> str:
     return text
 
 
-def find_benchmarks_dir(start: str | os.PathLike | None = None) -> Path | None:
-    """Find the ``benchmarks/`` folder of a source checkout (``None`` when there is none).
+PROJECT_NAME = "topomodelx-attention"
+"""``[project] name`` of this project's ``pyproject.toml`` (how a source checkout is recognised)."""
 
-    Looks in the working directory and its parents (a folder holding both ``pyproject.toml``
-    and ``benchmarks/``), then next to the package (an editable install of a checkout).
+
+def _project_name(folder: Path) -> str | None:
+    """``[project] name`` of ``folder/pyproject.toml``, normalised (``None``: no readable one)."""
+    path = folder / "pyproject.toml"
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            return None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the name line of the [project] table
+        import re
+
+        table = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, flags=re.M | re.S)
+        found = table and re.search(r"^name\s*=\s*[\"']([^\"']+)[\"']", table.group(1), flags=re.M)
+        name = found.group(1) if found else None
+    else:
+        try:
+            project = tomllib.loads(text).get("project")
+        except tomllib.TOMLDecodeError:
+            return None
+        name = project.get("name") if isinstance(project, dict) else None
+    if not isinstance(name, str):
+        return None
+    return name.replace("_", "-").replace(".", "-").lower()
+
+
+def is_project_benchmarks_dir(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is the ``benchmarks/`` folder of a source checkout of this project.
+
+    That is: a folder named ``benchmarks`` whose parent holds a ``pyproject.toml`` declaring
+    the project :data:`PROJECT_NAME` (``topomodelx-attention``).
 
     Parameters
     ----------
-    start : path-like, optional
-        Where to start (default: the working directory).
+    folder : path-like
+        The folder.
+
+    Returns
+    -------
+    bool
+        ``True`` for this project's benchmark folder.
+    """
+    folder = Path(folder).resolve()
+    return folder.name == "benchmarks" and folder.is_dir() and _project_name(folder.parent) == PROJECT_NAME
+
+
+def find_benchmarks_dir() -> Path | None:
+    """Return the ``benchmarks/`` folder of the checkout this package runs from (``None``: none).
+
+    Only the checkout that holds the imported package counts (an editable install or a
+    checkout on ``PYTHONPATH``: the folder above the package, with this project's
+    ``pyproject.toml``, :func:`is_project_benchmarks_dir`). The working folder and its parents
+    are never searched: ``bench`` must not run the scripts of whatever project it is started in.
 
     Returns
     -------
     pathlib.Path or None
         The folder.
     """
-    here = Path(start or Path.cwd()).resolve()
-    package_root = Path(__file__).resolve().parent.parent
-    for folder in (here, *here.parents, package_root):
-        candidate = folder / "benchmarks"
-        if (folder / "pyproject.toml").is_file() and candidate.is_dir():
-            return candidate
-    return None
+    candidate = Path(__file__).resolve().parent.parent / "benchmarks"
+    return candidate if is_project_benchmarks_dir(candidate) else None
 
 
 def list_benchmarks(folder: Path) -> dict[str, str]:
@@ -315,17 +360,28 @@ def list_benchmarks(folder: Path) -> dict[str, str]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    folder = Path(args.benchmarks_dir) if args.benchmarks_dir else find_benchmarks_dir()
-    if folder is None or not folder.is_dir():
-        where = args.benchmarks_dir or Path.cwd()
-        print(
-            f"topomodelx-attention bench: error: no benchmarks/ folder found from {where}. The "
-            "benchmark scripts live in a source checkout of topomodelx-attention (they are not "
-            "installed with the package): clone the repository and run this command inside it, "
-            "or pass --benchmarks-dir PATH.",
-            file=sys.stderr,
-        )
-        return 2
+    if args.benchmarks_dir:
+        folder = Path(args.benchmarks_dir).expanduser()
+        if not folder.is_dir():
+            raise UserError(
+                f"--benchmarks-dir {folder} is not a folder: pass the benchmarks/ folder of a source "
+                f"checkout of {PROJECT_NAME}"
+            )
+        if not is_project_benchmarks_dir(folder):
+            raise UserError(
+                f"--benchmarks-dir {folder} is not the benchmarks/ folder of a source checkout of "
+                f"{PROJECT_NAME} (a folder named benchmarks next to a pyproject.toml with "
+                f"name = \"{PROJECT_NAME}\"); bench runs only this project's own scripts"
+            )
+    else:
+        folder = find_benchmarks_dir()
+        if folder is None:
+            raise UserError(
+                f"this installation of {PROJECT_NAME} has no benchmarks/ folder: the benchmark "
+                "scripts live in a source checkout (they are not installed with the package). Clone "
+                "the repository and install it editable (pip install -e .), or pass --benchmarks-dir "
+                "PATH (the checkout's benchmarks/ folder); scripts of the working folder are never run"
+            )
     scripts = list_benchmarks(folder)
     if args.list or not args.name:
         width = max((len(name) for name in scripts), default=0)
@@ -338,12 +394,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
     name = args.name[:-3] if args.name.endswith(".py") else args.name
     if name not in scripts:
-        print(
-            f"topomodelx-attention bench: error: unknown benchmark {args.name!r}; available: "
-            f"{sorted(scripts)}",
-            file=sys.stderr,
-        )
-        return 2
+        raise UserError(f"unknown benchmark {args.name!r}; available: {sorted(scripts)}")
     command = [sys.executable, str(folder / f"{name}.py"), *args.args]
     return subprocess.run(command, cwd=folder.parent, check=False).returncode
 
@@ -434,10 +485,19 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         _cmd_bench,
         help="run a speed benchmark script of the source checkout (benchmarks/<name>.py)",
-        description="Run benchmarks/<name>.py of a source checkout in a subprocess.",
+        description=(
+            "Run benchmarks/<name>.py of this project's source checkout in a subprocess: the "
+            "checkout the package is installed from (editable install), or --benchmarks-dir. "
+            "Scripts of the working folder or of another project are never run."
+        ),
     )
     bench.add_argument("--list", action="store_true", help="list the benchmark scripts")
-    bench.add_argument("--benchmarks-dir", default=None, help="the checkout's benchmarks/ folder")
+    bench.add_argument(
+        "--benchmarks-dir",
+        default=None,
+        help="the benchmarks/ folder of a source checkout of topomodelx-attention (default: the "
+        "checkout this package is installed from; never the working folder)",
+    )
     bench.add_argument("name", nargs="?", help="benchmark name (e.g. lifting)")
     bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
 

@@ -1,6 +1,8 @@
 """Composition of the packaged hydra configs; the ``_target_`` allow-list."""
 
+import builtins
 import contextlib
+import functools
 import os
 import re
 import subprocess
@@ -318,6 +320,34 @@ def test_register_target_extends_the_allow_list_from_code_only(monkeypatch):
     assert f"{__name__}._MyLifting" in config.allowed_targets()
     with pytest.raises(TypeError, match="register_target"):
         register_target(3)
+
+
+def _factory(size: int = 1) -> _MyLifting:
+    return _MyLifting(size)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [os.system, builtins.eval, builtins.exec, lambda: None, _factory, _MyLifting(2), _MyLifting.__init__,
+     functools.partial(_MyLifting, 3), "tests.harness.test_config._MyLifting", None],
+    ids=["os.system", "eval", "exec", "lambda", "function", "instance", "method", "partial", "string", "none"],
+)
+def test_register_target_accepts_classes_only(monkeypatch, target):
+    monkeypatch.setattr(config, "_REGISTERED", {})
+    with pytest.raises(TypeError, match="register_target accepts classes only"):
+        register_target(target)
+    assert config._REGISTERED == {}
+
+
+def test_register_target_refuses_a_class_no_configuration_can_name(monkeypatch):
+    monkeypatch.setattr(config, "_REGISTERED", {})
+
+    class Local:
+        pass
+
+    with pytest.raises(TypeError, match="top level of an imported module"):
+        register_target(Local)
+    assert config._REGISTERED == {}
 
 
 # ------------------------------------------------------------------ +key additions nothing reads

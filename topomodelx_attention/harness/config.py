@@ -417,20 +417,43 @@ def register_target(target: Any) -> Any:
     """Allow a class of your own as a ``_target_`` of the harness configs (usable as a decorator).
 
     Only Python code can extend the allow-list, never a configuration: register a custom
-    lifting or positional encoding before composing the configuration that names it.
+    lifting or positional encoding before composing the configuration that names it. Only
+    classes are accepted: a configuration may then build an instance of the class, and nothing
+    else. Functions, lambdas, builtins such as ``os.system`` or ``builtins.eval``, methods,
+    instances and classes defined inside a function (no configuration can name them) raise
+    ``TypeError``; to register a factory, make it a class (its ``__init__`` or ``__new__``).
 
     Parameters
     ----------
     target : type
-        The class (or documented factory function) configs may instantiate.
+        The class configs may instantiate, defined at the top level of a module.
 
     Returns
     -------
     type
         ``target`` itself.
+
+    Raises
+    ------
+    TypeError
+        When ``target`` is not such a class (the message names what was given).
     """
-    if not callable(target) or not isinstance(getattr(target, "__module__", None), str) or not hasattr(target, "__qualname__"):
-        raise TypeError(f"register_target needs a class or function defined in a module, got {target!r}")
+    if not inspect.isclass(target):
+        kind = "a lambda" if getattr(target, "__name__", None) == "<lambda>" else type(target).__name__
+        name = getattr(target, "__qualname__", None)
+        module = getattr(target, "__module__", None)
+        shown = f"{module}.{name}" if isinstance(module, str) and isinstance(name, str) else repr(target)[:80]
+        raise TypeError(
+            f"register_target accepts classes only, got {kind} {shown}: a configuration may name a "
+            "registered class to build an instance of it, never a function to call (wrap a factory "
+            "in a class)"
+        )
+    module, qualname = getattr(target, "__module__", None), getattr(target, "__qualname__", "")
+    if not isinstance(module, str) or module not in sys.modules or "<" in qualname:
+        raise TypeError(
+            f"register_target needs a class defined at the top level of an imported module, got "
+            f"{qualname or target!r} of module {module!r} (no configuration could name it)"
+        )
     _REGISTERED[id(target)] = target
     return target
 
