@@ -236,3 +236,311 @@ def write_text(
 ) -> Path:
     """Write ``text`` to ``path`` through :func:`atomic_output` (no newline translation); returns ``path``."""
     return write_bytes(path, text.encode(encoding), root=root)
+
+
+# ----------------------------------------------------------------------------------------------
+# several files at once: all or nothing
+# ----------------------------------------------------------------------------------------------
+from collections.abc import Mapping  # noqa: E402
+
+
+class RestoreError(OSError):
+    """:func:`replace_all` failed and could not put every original back (the message says where)."""
+
+
+__all__ += ["RestoreError", "replace_all"]
+
+
+class _Slot:
+    """One destination of :func:`replace_all` and how far it got."""
+
+    def __init__(self, path: Path, folder: tuple[str, ...], data: bytes) -> None:
+        self.path = path
+        self.name = path.name
+        self.folder = folder
+        self.data = data
+        self.existed = False
+        self.mode: int | None = None  # the original's permissions (a regular file's)
+        self.temp: str | None = None  # the staged new content
+        self.backup: str | None = None  # the original, kept under another name
+        self.moved = False  # the original was renamed away (no hard links here)
+        self.replaced = False
+
+
+def _slots(contents: Mapping[str | os.PathLike, bytes], root: Path) -> list[_Slot]:
+    """Return the destinations of :func:`replace_all`, checked for names and clashes (nothing touched)."""
+    slots: dict[tuple[str, ...], _Slot] = {}
+    for path, data in contents.items():
+        path = Path(path)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"{path}: replace_all takes bytes, got {type(data).__name__} (encode text first)")
+        if not path.name or path.name in (".", ".."):
+            raise ValueError(f"{path}: not a file name")
+        folder = _relative_parts(path.parent, root)
+        if ".." in folder:
+            raise ValueError(f"{path}: '..' below {root} is not allowed in a path the package writes")
+        key = (*folder, path.name)
+        if key in slots:
+            raise ValueError(f"{path} is given twice")
+        slots[key] = _Slot(path, folder, bytes(data))
+    for key, slot in slots.items():
+        for depth in range(1, len(key)):
+            if key[:depth] in slots:
+                raise ValueError(f"{slots[key[:depth]].path} is both a file to write and a folder of {slot.path}")
+    return list(slots.values())
+
+
+def _entry(folder: tuple[int | None, Path], name: str) -> str:
+    """``name`` as the os functions take it with ``dir_fd=folder[0]`` (a full path without dir_fd)."""
+    return name if folder[0] is not None else str(folder[1] / name)
+
+
+@contextmanager
+def _about(path: Path) -> Iterator[None]:
+    """Name ``path`` (not a temporary or relative name) in an ``OSError`` raised inside."""
+    try:
+        yield
+    except LinkRefusedError:
+        raise
+    except OSError as error:
+        if error.errno is None or (error.filename is not None and os.path.isabs(str(error.filename))):
+            raise
+        raise type(error)(error.errno, error.strerror or os.strerror(error.errno), str(path)) from error
+
+
+def _walk(slots: list[_Slot], root: Path) -> tuple[dict[tuple[str, ...], tuple[int | None, Path]], list[tuple[str, ...]]]:
+    """Open every destination folder from ``root`` without following links or creating anything.
+
+    Returns the folders that exist (prefix → (descriptor, path); the caller closes the
+    descriptors) and, shortest first, those that must be created.
+    """
+    opened: dict[tuple[str, ...], tuple[int | None, Path]] = {}
+    missing: dict[tuple[str, ...], None] = {}
+    if _DIR_FD:
+        with _about(root):
+            opened[()] = (os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC), root)
+    elif not os.path.isdir(root):  # pragma: no cover - Windows
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    else:  # pragma: no cover - Windows
+        opened[()] = (None, root)
+    try:
+        for slot in slots:
+            for depth in range(1, len(slot.folder) + 1):
+                prefix = slot.folder[:depth]
+                if prefix in opened or prefix in missing:
+                    continue
+                if prefix[:-1] in missing:
+                    missing[prefix] = None
+                    continue
+                parent, shown = opened[prefix[:-1]], root.joinpath(*prefix)
+                try:
+                    if parent[0] is None:  # pragma: no cover - Windows
+                        if not stat.S_ISDIR(os.lstat(shown).st_mode):
+                            raise _refuse(shown, "a link or file in place of a folder")
+                        opened[prefix] = (None, shown)
+                    else:
+                        with _about(shown):
+                            opened[prefix] = (_open_child(parent[0], prefix[-1], shown, create=False), shown)
+                except FileNotFoundError:
+                    missing[prefix] = None
+    except BaseException:
+        _close(opened)
+        raise
+    return opened, sorted(missing, key=len)
+
+
+def _close(opened: dict[tuple[str, ...], tuple[int | None, Path]]) -> None:
+    for fd, _ in opened.values():
+        if fd is not None:
+            with suppress(OSError):
+                os.close(fd)
+
+
+def _check_destination(slot: _Slot, folder: tuple[int | None, Path]) -> None:
+    """Record whether ``slot``'s file exists (and its permissions); refuse a folder in its place."""
+    with _about(slot.path):
+        try:
+            info = os.stat(_entry(folder, slot.name), dir_fd=folder[0], follow_symlinks=False)
+        except FileNotFoundError:
+            return
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "a folder stands where the file goes", str(slot.path))
+    slot.existed = True
+    if stat.S_ISREG(info.st_mode):
+        slot.mode = stat.S_IMODE(info.st_mode) & 0o777
+
+
+def _stage(slot: _Slot, folder: tuple[int | None, Path]) -> None:
+    """Write ``slot``'s new content to an exclusive temporary file beside its destination."""
+    name = f".{slot.name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | getattr(os, "O_BINARY", 0)
+    with _about(slot.path):
+        descriptor = os.open(_entry(folder, name), flags, 0o666, dir_fd=folder[0])
+        slot.temp = name
+        try:
+            view = memoryview(slot.data)
+            while view:
+                view = view[os.write(descriptor, view):]
+            if slot.mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(descriptor, slot.mode)
+            os.fsync(descriptor)  # a full disk shows here, before anything is replaced
+        finally:
+            os.close(descriptor)
+
+
+def _swap(slot: _Slot, folder: tuple[int | None, Path]) -> None:
+    """Keep ``slot``'s original under a backup name, then rename its new content into place."""
+    fd = folder[0]
+    with _about(slot.path):
+        if slot.existed:
+            backup = f".{slot.name}.{secrets.token_hex(6)}.orig"
+            try:  # a second name for the original (a link planted there is kept as the link)
+                os.link(_entry(folder, slot.name), _entry(folder, backup), src_dir_fd=fd, dst_dir_fd=fd,
+                        follow_symlinks=False)
+            except (OSError, NotImplementedError) as error:  # no hard links here: move it aside
+                if isinstance(error, FileExistsError):
+                    raise
+                os.replace(_entry(folder, slot.name), _entry(folder, backup), src_dir_fd=fd, dst_dir_fd=fd)
+                slot.moved = True
+            slot.backup = backup
+        os.replace(_entry(folder, slot.temp), _entry(folder, slot.name), src_dir_fd=fd, dst_dir_fd=fd)
+        slot.temp = None
+        slot.replaced = True
+
+
+def _undo(
+    slots: list[_Slot],
+    opened: dict[tuple[str, ...], tuple[int | None, Path]],
+    created: list[tuple[str, ...]],
+    root: Path,
+) -> list[str]:
+    """Put every original back, remove what was added; returns what could not be undone."""
+    problems: list[str] = []
+    for slot in reversed(slots):
+        folder = opened.get(slot.folder)
+        if folder is None:
+            continue
+        fd = folder[0]
+        try:
+            if slot.backup is not None and (slot.replaced or slot.moved):
+                os.replace(_entry(folder, slot.backup), _entry(folder, slot.name), src_dir_fd=fd, dst_dir_fd=fd)
+                slot.backup = None
+            elif slot.replaced:
+                os.unlink(_entry(folder, slot.name), dir_fd=fd)
+            elif slot.backup is not None:
+                os.unlink(_entry(folder, slot.backup), dir_fd=fd)
+                slot.backup = None
+        except OSError as error:
+            kept = f" (the original is kept as {slot.path.parent / slot.backup})" if slot.backup else ""
+            problems.append(f"{slot.path}: {error.strerror or error}{kept}")
+        if slot.temp is not None:
+            try:
+                os.unlink(_entry(folder, slot.temp), dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                problems.append(f"{slot.path.parent / slot.temp}: {error.strerror or error} (a temporary file)")
+    for prefix in reversed(created):
+        parent = opened[prefix[:-1]]
+        try:
+            os.rmdir(_entry(parent, prefix[-1]), dir_fd=parent[0])
+        except OSError as error:
+            problems.append(f"{root.joinpath(*prefix)}: {error.strerror or error} (a folder it created)")
+    return problems
+
+
+def replace_all(contents: Mapping[str | os.PathLike, bytes], *, root: str | os.PathLike) -> list[Path]:
+    """Replace or create several files below ``root``: all of them, or none.
+
+    1. Check: every destination folder is walked from ``root`` by descriptor without following
+       links (a link or file in place of a folder is refused), nothing is a folder where a file
+       goes, no path is given twice or is the folder of another. Nothing is written yet.
+    2. Create the missing folders, then write every new content to an exclusive temporary file
+       beside its destination (``O_CREAT | O_EXCL | O_NOFOLLOW``, unpredictable name) and
+       ``fsync`` it: a full disk or a file-size limit fails here, before any file is replaced.
+       A file that existed keeps its permissions; a new one gets ``0o666`` less the umask.
+    3. Rename the temporaries over their destinations one after another, each original kept
+       under a second name (a hard link; renamed aside where the file system has none). A link
+       planted at a destination is replaced, never followed.
+
+    On any failure or interruption before the last rename, every original is put back (the same
+    file, byte for byte, with its permissions) and every file and folder it created is removed;
+    the error is then raised unchanged, naming the destination. After success the second
+    names are removed (one that cannot be, is left as ``.<name>.<random>.orig``).
+
+    Parameters
+    ----------
+    contents : mapping of path-like to bytes
+        Each file's new content; the paths (as :func:`atomic_output` takes them) lie below
+        ``root``.
+    root : path-like
+        The folder the user handed over (it must exist; it may itself be a link).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, in the order given.
+
+    Raises
+    ------
+    LinkRefusedError
+        When a link or a file stands where a folder below ``root`` should be.
+    IsADirectoryError
+        When a folder stands where a file goes.
+    ValueError
+        For a path outside ``root``, a path given twice, or a file that is another's folder.
+    TypeError
+        For content that is not bytes.
+    RestoreError
+        When the replacement failed and not every original could be put back (the message
+        names the files and where their originals are kept).
+    OSError
+        Any other failure (disk full, file-size limit, permissions): nothing has changed.
+    """
+    root = Path(root)
+    slots = _slots(contents, root)
+    if not slots:
+        return []
+    opened, missing = _walk(slots, root)
+    created: list[tuple[str, ...]] = []
+    try:
+        try:
+            for slot in slots:
+                if slot.folder in opened:
+                    _check_destination(slot, opened[slot.folder])
+            for prefix in missing:
+                parent, shown = opened[prefix[:-1]], root.joinpath(*prefix)
+                with _about(shown):
+                    os.mkdir(_entry(parent, prefix[-1]), 0o777, dir_fd=parent[0])
+                    created.append(prefix)
+                    if parent[0] is None:  # pragma: no cover - Windows
+                        opened[prefix] = (None, shown)
+                    else:
+                        opened[prefix] = (_open_child(parent[0], prefix[-1], shown, create=False), shown)
+            for slot in slots:
+                _stage(slot, opened[slot.folder])
+            for slot in slots:
+                _swap(slot, opened[slot.folder])
+        except BaseException as error:
+            problems = _undo(slots, opened, created, root)
+            if problems:
+                shown = _describe(error)
+                raise RestoreError(
+                    f"{shown}; then could not put everything back: {'; '.join(problems)}"
+                ) from error
+            raise
+        for slot in slots:
+            if slot.backup is not None:
+                folder = opened[slot.folder]
+                with suppress(OSError):
+                    os.unlink(_entry(folder, slot.backup), dir_fd=folder[0])
+    finally:
+        _close(opened)
+    return [slot.path for slot in slots]
+
+
+def _describe(error: BaseException) -> str:
+    """One line for ``error`` (an ``OSError``'s reason and file)."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror or error}: {error.filename}"
+    return str(error) or type(error).__name__
