@@ -106,6 +106,38 @@ def test_bench_without_a_checkout_next_to_the_package_names_the_option(tmp_path,
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--accelerator", "tpu"], "TPU training needs a TPU host"),
+        (["trainer.accelerator=tpu"], "TPU training needs a TPU host"),
+        (["--accelerator", "foo"], "is not an accelerator; choose one of ['auto', 'gpu', 'cpu'"),
+        (["--accelerator", "TPU"], "is not an accelerator"),  # Lightning's names are lower case
+    ],
+)
+def test_train_refuses_an_accelerator_this_machine_lacks_in_one_line(tmp_path, capsys, argv, needle):
+    base = ["train", "--max-epochs", "1", "--seeds", "1", "--no-progress-bar",
+            "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out")]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("topomodelx-attention train: error: --accelerator") and needle in err[0]
+    assert "pip install" not in err[0]  # Lightning's own message asks to install torch_xla
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing lifted
+
+
+def test_train_refuses_a_gpu_accelerator_without_a_gpu(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        pytest.skip("this machine has a GPU")
+    for name in ("gpu", "cuda"):
+        assert main(["train", "--max-epochs", "1", "--seeds", "1", "--accelerator", name, "--no-progress-bar",
+                     "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--accelerator {name} (trainer.accelerator) is not available" in err[0]
+
+
 # ------------------------------------------------------------------ a quiet, fast CLI (subprocesses)
 
 ROOT = Path(__file__).resolve().parents[1]

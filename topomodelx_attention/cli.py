@@ -181,6 +181,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             cfg = compose_config(overrides, dataset=args.dataset, model=args.model)
         except ValueError as error:
             raise UserError(str(error)) from error
+    _check_accelerator(cfg.trainer.get("accelerator"))
     for warning in caught:  # e.g. a +key=value override that nothing reads: one line each
         print(f"topomodelx-attention train: warning: {warning.message}", file=sys.stderr)
     bars = bool(cfg.trainer.get("enable_progress_bar", True))
@@ -256,6 +257,52 @@ def _check_writable_dir(flag: str, folder: Path) -> None:
         raise UserError(
             f"{flag} {folder} is not a writable folder ({error.strerror or error}); choose another one"
         ) from error
+
+
+_ACCELERATOR_HINTS = {
+    "cuda": "no CUDA GPU is visible to torch here (torch.cuda.is_available() is False)",
+    "gpu": "no GPU is visible to torch here (neither CUDA nor Apple MPS)",
+    "mps": "Apple's MPS backend is not available here (macOS on Apple silicon only)",
+    "tpu": "TPU training needs a TPU host with torch_xla installed",
+}
+
+
+def _check_accelerator(value: object) -> None:
+    """Raise :class:`UserError` when ``--accelerator`` (``trainer.accelerator``) cannot run here.
+
+    The name must be one Lightning knows (``auto``, ``cpu``, ``gpu``, ``cuda``, ``mps``,
+    ``tpu``, and any registered accelerator), and its accelerator available on this machine,
+    checked before any data is read (Lightning would fail later with a traceback, or with an
+    installation hint for a TPU library). ``None`` and ``auto`` are always accepted; without
+    Lightning installed nothing is checked (the run reports the missing extra).
+    """
+    if not isinstance(value, str) or value == "auto":
+        return
+    try:
+        from lightning.pytorch.accelerators import AcceleratorRegistry
+    except ImportError:  # pragma: no cover - depends on the environment
+        return
+    known = sorted(AcceleratorRegistry.available_accelerators())
+    names = ["auto", "gpu", *known]
+    if value not in names:
+        raise UserError(
+            f"--accelerator {value!r} (trainer.accelerator) is not an accelerator; choose one of {names}"
+        )
+
+    def available(key: str) -> bool:
+        try:
+            return key in known and bool(AcceleratorRegistry[key]["accelerator"].is_available())
+        except Exception:  # a backend that cannot even be probed is not available
+            return False
+
+    if (value == "gpu" and (available("cuda") or available("mps"))) or available(value):
+        return
+    here = ["auto", *(key for key in known if available(key))]
+    hint = _ACCELERATOR_HINTS.get(value, "its backend reports it unavailable")
+    raise UserError(
+        f"--accelerator {value} (trainer.accelerator) is not available on this machine: {hint}; "
+        f"available here: {here}"
+    )
 
 
 def _cmd_convert_gcb(args: argparse.Namespace) -> int:
