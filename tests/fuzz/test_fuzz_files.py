@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import torch
 
 from tests.data import gcb_payloads as g
 from tests.fuzz.cases import ACCEPT, EITHER, REJECT, run_cases
+from topomodelx_attention import files
 from topomodelx_attention.data.benchmark_graphs import (
     MAX_ARRAY_ENTRIES,
     convert_gcb,
@@ -308,22 +308,22 @@ def _planted(seed: int, rng: np.random.Generator, folder: Path):
             return dst
     else:
         dst = None
-        links = [folder / f".write-test.{host}.{pid}.tmp", folder / f".write-test.{host}.{pid}.{guessed}.tmp"]
+        links = [folder / f".write-test.{host}.{pid}.tmp", folder / f".write-test.{guessed}.tmp"]
 
         def write():
-            datasets.probe_writable(folder)
+            files.check_writable(folder)
             return None
     for link in links:
         link.symlink_to(victim)
 
     def run():
         names = iter([guessed, *(f"n{seed}x{i}" for i in range(100))])  # the first random name is the planted one
-        original = tempfile._get_candidate_names
-        tempfile._get_candidate_names = lambda: names
+        original = files._random_part
+        files._random_part = lambda: next(names)
         try:
             out = write()
         finally:
-            tempfile._get_candidate_names = original
+            files._random_part = original
         assert victim.read_bytes() == b"precious", f"{writer} wrote through a planted symlink"
         planted = [link for link in links if link != dst]
         assert all(link.is_symlink() for link in planted), "a planted link was replaced"

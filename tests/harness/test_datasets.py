@@ -412,7 +412,7 @@ def test_orphans_of_killed_saves_with_random_names_are_cleaned(tmp_path):
         [sys.executable, "-c",
          "import os, socket, sys\n"
          "from pathlib import Path\n"
-         "from topomodelx_attention.data.benchmark_graphs import atomic_output\n"
+         "from topomodelx_attention.files import atomic_output\n"
          "path = Path(sys.argv[1])\n"
          "with atomic_output(path, prefix=f'{path.name}.{socket.gethostname()}.{os.getpid()}.') as handle:\n"
          "    handle.write(b'half written'); handle.flush(); os._exit(1)\n",
@@ -556,7 +556,7 @@ def test_misspelled_data_set_leaves_no_empty_processed_folder(tmp_path):
 
     # the unprotected path: the fail-fast writability probe creates processed/<name>/
     probe = tmp_path / "probe" / "processed" / "X"
-    _check_writable(probe)
+    _check_writable(probe, tmp_path / "probe")
     assert probe.is_dir()
     (tmp_path / "data").mkdir()
     cfg = compose_config(["dataset.data_dir=" + str(tmp_path / "data")], dataset="ENZYMSE").dataset

@@ -11,19 +11,19 @@ import csv
 import math
 import os
 import pickle
-import tempfile
 import tokenize
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from torch_geometric.data import Data
+
+from topomodelx_attention.files import atomic_output
 
 __all__ = [
     "CONVERT_COMMAND",
@@ -32,7 +32,6 @@ __all__ = [
     "SPLITS",
     "ZINC_SOURCE",
     "RestrictedUnpickler",
-    "atomic_output",
     "convert_gcb",
     "gcb_graph",
     "gcb_plain_path",
@@ -780,7 +779,6 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
                 out.update(_convert_split(src, size, archive, members, prefix))
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:
         raise ValueError(f"{src} is truncated or damaged ({type(error).__name__}: {error})") from error
-    dst.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(dst) as handle:
         np.savez_compressed(handle, **out)
     return dst
@@ -827,63 +825,6 @@ def _convert_split(
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
-
-
-# ----------------------------------------------------------------------------------------------
-# safe output files
-# ----------------------------------------------------------------------------------------------
-def _umask() -> int:
-    """Return the process umask (read from /proc on Linux; elsewhere set and restored)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-@contextmanager
-def atomic_output(path: str | os.PathLike, prefix: str | None = None, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """Write ``path`` atomically and safely: a new temporary file in its folder, then ``os.replace``.
-
-    The temporary file has an unpredictable name (``tempfile.mkstemp``: ``O_CREAT | O_EXCL``,
-    and ``O_NOFOLLOW`` where available), so a file or symlink planted at a guessed name is
-    never followed or overwritten; it gets the permissions a plain ``open(path, "w")`` would
-    (``0o666`` less the umask) and is removed when writing fails. A symlink at ``path``
-    itself is replaced, not followed.
-
-    Parameters
-    ----------
-    path : path-like
-        Final file; its folder must exist.
-    prefix : str, optional
-        Start of the temporary name (default ``".<name>."``).
-    suffix : str, default=".tmp"
-        End of the temporary name.
-
-    Yields
-    ------
-    BinaryIO
-        The temporary file, open for binary writing.
-    """
-    path = Path(path)
-    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=prefix or f".{path.name}.", suffix=suffix)
-    tmp = Path(name)
-    try:
-        os.fchmod(descriptor, 0o666 & ~_umask())
-        with os.fdopen(descriptor, "wb") as handle:
-            descriptor = -1
-            yield handle
-        os.replace(tmp, path)
-    except BaseException:
-        if descriptor >= 0:
-            os.close(descriptor)
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def read_zinc12k(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
+
+from topomodelx_attention.files import write_bytes
 
 __all__ = [
     "EMBEDDED_DATASETS",
@@ -496,12 +498,14 @@ def load_tu_graphs(
     from torch_geometric.data import download_url, extract_zip
 
     try:
-        archive = download_url(f"{_TU_URL}/{name}.zip", str(root / name), log=False)
-        extract_zip(archive, str(root / name), log=False)
-        os.unlink(archive)
-        if raw.exists():
-            shutil.rmtree(raw)
-        os.rename(root / name / name, raw)
+        # download and extract into a fresh private folder, then copy the files into place
+        # through the safe write path (no link planted under root is followed)
+        with tempfile.TemporaryDirectory(prefix="tma-download-") as staging:
+            archive = download_url(f"{_TU_URL}/{name}.zip", staging, log=False)
+            extract_zip(archive, staging, log=False)
+            for file in sorted((Path(staging) / name).iterdir()):
+                if file.is_file():
+                    write_bytes(raw / file.name, file.read_bytes(), root=root)
     except OSError as error:  # URLError, HTTPError (offline, unknown name), ...
         raise FileNotFoundError(
             f"TU data set {name} could not be downloaded into {raw} ({type(error).__name__}: "

@@ -31,7 +31,6 @@ import copy
 import hashlib
 import json
 import os
-import socket
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from topomodelx_attention.data.datasets import default_root
+from topomodelx_attention.files import atomic_output, write_text
 
 __all__ = [
     "CACHE_FORMAT",
@@ -424,8 +424,14 @@ def _checksum(payload: Mapping[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str | os.PathLike) -> None:
-    """Write a family as concatenated plain tensors, atomically (a temporary file, then a rename).
+def save_family(
+    graphs: Sequence[Data],
+    parameters: Mapping[str, Any],
+    path: str | os.PathLike,
+    *,
+    root: str | os.PathLike | None = None,
+) -> None:
+    """Write a family as concatenated plain tensors, atomically (:func:`topomodelx_attention.files.atomic_output`).
 
     Parameters
     ----------
@@ -435,6 +441,8 @@ def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str
         Their generation parameters (stored, checked when read back).
     path : path-like
         Cache file.
+    root : path-like, optional
+        The cache folder (default: the folder of ``path``); no link below it is followed.
     """
     path = Path(path)
     graphs = list(graphs)
@@ -450,14 +458,8 @@ def save_family(graphs: Sequence[Data], parameters: Mapping[str, Any], path: str
         "triangles": torch.cat([g.triangles for g in graphs]) if graphs else torch.zeros(0, dtype=torch.long),
     }
     payload["checksum"] = _checksum(payload)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_output(path, root=root) as handle:
+        torch.save(payload, handle)
 
 
 def read_family(path: str | os.PathLike, parameters: Mapping[str, Any]) -> list[Data]:
@@ -565,8 +567,9 @@ def load_family(
             path.unlink(missing_ok=True)
     graphs = generate_family(parameters, progress=progress)
     if use_cache:
-        save_family(graphs, parameters, path)
-        path.with_suffix(".json").write_text(_parameters_text(parameters) + "\n")
+        root = path.parent.parent  # the cache root (family_cache_file)
+        save_family(graphs, parameters, path, root=root)
+        write_text(path.with_suffix(".json"), _parameters_text(parameters) + "\n", root=root)
     return graphs
 
 

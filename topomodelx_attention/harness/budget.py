@@ -9,7 +9,6 @@ time-to-accuracy plot per data set (:func:`write_budget_tables`). Every run is o
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import os
@@ -20,6 +19,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from topomodelx_attention.files import make_dirs, write_csv, write_text
 from topomodelx_attention.harness.results import (
     ExperimentResult,
     comparison_table,
@@ -257,8 +257,7 @@ def write_budget_tables(
     verbose : bool
         Also print the table.
     """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_dirs(folder)
     selected = [r for r in rows if r.selected]
     lines = [
         f"Equal budget: {max_time:g} s of wall time per seed, {trials} hyperparameter trials per "
@@ -275,21 +274,13 @@ def write_budget_tables(
             f"| {r.model} | {r.trial} | {values} | {r.mean_val:.4f} | {'**yes**' if r.selected else ''} |"
         )
     text = "\n".join(lines)
-    (folder / "results.md").write_text(text + "\n")
-    with open(folder / "trials.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["model", "trial", "values", "mean_val", "selected", "run_dir"])
-        for r in rows:
-            writer.writerow(
-                [
-                    r.model,
-                    r.trial,
-                    repr(r.values),
-                    f"{r.mean_val:.6f}",
-                    int(r.selected),
-                    r.result.output_dir,
-                ]
-            )
+    write_text(folder / "results.md", text + "\n", root=folder)
+    header = ["model", "trial", "values", "mean_val", "selected", "run_dir"]
+    write_csv(
+        folder / "trials.csv",
+        [header, *([r.model, r.trial, repr(r.values), f"{r.mean_val:.6f}", int(r.selected), r.result.output_dir] for r in rows)],
+        root=folder,
+    )
     if selected:
         plot_time_to_accuracy([r.result for r in selected], folder / "time_to_accuracy.png")
     if verbose:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import socket
-import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,7 +40,6 @@ from topomodelx_attention.data import ComplexData
 from topomodelx_attention.data.benchmark_graphs import (
     GCB_SOURCE,
     SPLITS,
-    atomic_output,
     gcb_plain_path,
     read_gcb,
     read_zinc12k,
@@ -53,6 +51,7 @@ from topomodelx_attention.data.datasets import (
     find_tu_raw,
     load_tu_graphs,
 )
+from topomodelx_attention.files import atomic_output, check_writable, write_text
 from topomodelx_attention.harness.config import check_targets
 
 __all__ = [
@@ -69,7 +68,6 @@ __all__ = [
     "load_cache",
     "load_graphs",
     "prepare_dataset",
-    "probe_writable",
     "process_graphs",
     "progress_bars",
     "prune_keys",
@@ -745,12 +743,13 @@ def _unpack_complexes(packed: Any, count: int) -> list[ComplexData]:
     return [ComplexData(**item) for item in items]
 
 
-def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
+def save_cache(payload: Mapping[str, Any], path: str | os.PathLike, *, root: str | os.PathLike | None = None) -> None:
     """Write processed complexes as plain tensors, atomically (a temporary file, then a rename).
 
     The temporary file is created next to ``path`` with an unpredictable name and exclusive
-    creation (:func:`~topomodelx_attention.data.benchmark_graphs.atomic_output`): a file or
-    symlink planted at a guessed name is never followed or overwritten.
+    creation (:func:`topomodelx_attention.files.atomic_output`): a file or symlink planted at
+    a guessed name is never followed or overwritten, nor is a link planted at a folder between
+    ``root`` and ``path``.
 
     The file holds only tensors, lists, ints and strings, so :func:`load_cache` reads it with
     ``torch.load(weights_only=True)``: nothing in a cache folder is ever unpickled.
@@ -761,6 +760,8 @@ def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
         ``{"complexes": list of ComplexData, "split": dict of str to array or None}``.
     path : path-like
         Cache file.
+    root : path-like, optional
+        The cache folder (default: the folder of ``path``).
     """
     path = Path(path)
     complexes = list(payload["complexes"])
@@ -771,10 +772,9 @@ def save_cache(payload: Mapping[str, Any], path: str | os.PathLike) -> None:
         "complexes": _pack_complexes(complexes),
         "split": None if split is None else {k: torch.as_tensor(np.asarray(v), dtype=torch.long) for k, v in split.items()},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
     # <name>.<host>.<pid>.<random>.tmp, created exclusively (a planted symlink is never followed);
     # host and pid let _clean_orphans tell a killed save from a running one
-    with atomic_output(path, prefix=f"{path.name}.{socket.gethostname()}.{os.getpid()}.") as handle:
+    with atomic_output(path, root=root, prefix=f"{path.name}.{socket.gethostname()}.{os.getpid()}.") as handle:
         torch.save(plain, handle)
 
 
@@ -857,15 +857,6 @@ def _clean_orphans(folder: Path, max_age: float = 24 * 3600.0) -> None:
             continue
 
 
-def probe_writable(folder: Path) -> None:
-    """Create ``folder`` if needed and write (then remove) a probe file; ``OSError`` if impossible."""
-    folder.mkdir(parents=True, exist_ok=True)
-    # an unpredictable name, created exclusively: a planted symlink is never followed (truncated)
-    descriptor, probe = tempfile.mkstemp(dir=folder, prefix=f".write-test.{socket.gethostname()}.{os.getpid()}.", suffix=".tmp")
-    os.close(descriptor)
-    os.unlink(probe)
-
-
 def _missing_folders(folder: Path) -> list[Path]:
     """``folder`` and those of its parents that do not exist yet, deepest first."""
     missing = []
@@ -884,10 +875,10 @@ def _remove_empty(folders: Sequence[Path]) -> None:
             return
 
 
-def _check_writable(folder: Path) -> None:
+def _check_writable(folder: Path, root: Path) -> None:
     """Raise a ``PermissionError`` naming the cache folder when files cannot be written there."""
     try:
-        probe_writable(folder)
+        check_writable(folder, root=root)
     except OSError as error:
         raise PermissionError(
             f"the cache folder {folder} is not writable ({error.strerror or error}): pass a writable "
@@ -1052,7 +1043,7 @@ def prepare_dataset(
         return folder / f"{cache_key(dataset_cfg, lifting_cfg, pe_cfg, lifting, pe, sources=fingerprint)}.pt"
 
     if use_cache:
-        _check_writable(folder)  # before the lifting: fail fast
+        _check_writable(folder, cache)  # before the lifting: fail fast
         _clean_orphans(folder)
         files = data_files(dataset_cfg, cache)  # None: not there yet (a TU download), or missing
         if files is not None:
@@ -1086,12 +1077,12 @@ def prepare_dataset(
                 cache_file = None
             else:
                 sources, cache_file = after, entry(after)
-                save_cache(payload, cache_file)
+                save_cache(payload, cache_file, root=cache)
                 description = {
                     "dataset": dataset_cfg, "sources": sources, "lifting": _plain(lifting_cfg),
                     "pe": _plain(pe_cfg), "lifting_repr": repr(lifting), "pe_repr": repr(pe),
                 }
-                cache_file.with_suffix(".json").write_text(json.dumps(description, indent=2, default=str))
+                write_text(cache_file.with_suffix(".json"), json.dumps(description, indent=2, default=str), root=cache)
     complexes = payload["complexes"]
     fixed = payload.get("split")
     if fixed is None and split_cfg.get("type", "random") == "fixed":

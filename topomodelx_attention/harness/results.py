@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from topomodelx_attention.files import atomic_output, make_dirs, write_csv, write_text
+
 __all__ = [
     "ExperimentResult",
     "SeedResult",
@@ -299,7 +301,8 @@ def plot_curves(result: ExperimentResult, path: str | os.PathLike) -> Path:
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with atomic_output(path) as handle:
+        fig.savefig(handle, format="png", dpi=110)
     return path
 
 
@@ -354,7 +357,8 @@ def plot_time_to_accuracy(
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with atomic_output(path) as handle:
+        fig.savefig(handle, format="png", dpi=110)
     return path
 
 
@@ -373,27 +377,22 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
     dict of str to pathlib.Path
         The written files.
     """
-    out = result.output_dir
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dirs(result.output_dir)
     files = {"markdown": out / "results.md", "csv": out / "results.csv", "summary": out / "summary.csv"}
-    files["markdown"].write_text(markdown_table(result) + "\n")
-    with open(files["csv"], "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
-                         f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
-                         "budget_s", "parameters", *(f"test_{m}" for m in _extra_metrics(result))])
-        for s in result.seeds:
-            writer.writerow([result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
-                             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
-                             f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
-                             "" if result.max_time is None else f"{result.max_time:g}",
-                             result.num_parameters,
-                             *(f"{s.test_metrics.get(m, float('nan')):.6f}" for m in _extra_metrics(result))])
+    write_text(files["markdown"], markdown_table(result) + "\n", root=out)
+    header = ["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
+              f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
+              "budget_s", "parameters", *(f"test_{m}" for m in _extra_metrics(result))]
+    rows = [[result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
+             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
+             f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
+             "" if result.max_time is None else f"{result.max_time:g}",
+             result.num_parameters,
+             *(f"{s.test_metrics.get(m, float('nan')):.6f}" for m in _extra_metrics(result))]
+            for s in result.seeds]
+    write_csv(files["csv"], [header, *rows], root=out)
     row = summary_row(result)
-    with open(files["summary"], "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(row))
-        writer.writeheader()
-        writer.writerow(row)
+    write_csv(files["summary"], [list(row), list(row.values())], root=out)
     if plot and result.seeds:
         files["curves"] = plot_curves(result, out / "curves.png")
         files["time_to_accuracy"] = plot_time_to_accuracy([result], out / "time_to_accuracy.png")

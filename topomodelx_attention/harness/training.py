@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from topomodelx_attention.files import make_dirs, write_text
 from topomodelx_attention.harness.config import check_targets
 from topomodelx_attention.harness.datasets import (
     ComplexDataset,
@@ -651,9 +652,9 @@ def run_seed(
         The result and the number of trainable parameters.
     """
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger
 
     from topomodelx_attention.data import ComplexDataLoader
+    from topomodelx_attention.harness.lightning_files import SafeCheckpointIO, SafeCSVLogger
 
     _quiet_warnings()
     info = prepared.info
@@ -707,8 +708,10 @@ def run_seed(
     callbacks: list[Any] = [checkpoint, history]
     if patience:
         callbacks.append(EarlyStopping(monitor=monitor, mode=info.mode, patience=int(patience)))
+    # checkpoints and logs through the package's safe write path (no link below output_dir followed)
+    trainer_cfg["plugins"] = [*(trainer_cfg.get("plugins") or []), SafeCheckpointIO(output_dir)]
     trainer = L.Trainer(
-        logger=CSVLogger(save_dir=str(output_dir), name=f"seed_{seed}", version="logs"),
+        logger=SafeCSVLogger(save_dir=str(output_dir), name=f"seed_{seed}", version="logs"),
         callbacks=callbacks,
         default_root_dir=str(seed_dir),
         enable_model_summary=False,
@@ -827,9 +830,8 @@ def run_experiment(
             inherited = None if is_rank_zero() else os.environ.get(_RUN_DIR_ENV)
             out = inherited or default_output_dir(prepared.info.name, name)
             os.environ[_RUN_DIR_ENV] = str(out)
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, out / "config.yaml", resolve=True)
+        out = make_dirs(out)
+        write_text(out / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True), root=out)
         results, n_params = [], 0
         for seed in seeds:
             result, n_params = run_seed(cfg, prepared, int(seed), out)
