@@ -644,21 +644,65 @@ def snapshot_package(root: Path) -> Path:
     return target
 
 
+def check_models(models: Sequence[str]) -> None:
+    """Refuse a ``--models`` name that is not a harness model (``ValueError`` naming the option)."""
+    from topomodelx_attention.harness.models import MODELS
+
+    unknown = [name for name in models if name not in MODELS]
+    if unknown:
+        raise ValueError(f"unknown model {unknown[0]!r} (--models); harness models: {sorted(MODELS)}")
+
+
+def export_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """``(results file, output file)`` of ``--export-challenge``, checked before anything is read or written.
+
+    ``ValueError`` naming the option for: not exactly one ``--models`` name, no
+    ``--model-config``, an unknown model or one without results, an output that is a folder,
+    lies in a folder that does not exist, or is the results file itself.
+    """
+    if not args.model_config or len(args.models) != 1:
+        given = "no --model-config" if not args.model_config else f"--models {' '.join(args.models)}"
+        raise ValueError(
+            f"--export-challenge takes exactly one model and its TopoBench config, got {given} "
+            "(--models NAME --model-config DOMAIN/CONFIG, e.g. cell/cellular_transformer_rrwp)"
+        )
+    model = args.models[0]
+    source = results_file(model, PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], args.variant)
+    if not source.is_file():
+        check_models([model])
+        raise ValueError(f"--export-challenge: model {model!r} has no results file {source} (run its grid first)")
+    target = Path(args.export_challenge).expanduser()
+    if target.is_dir():
+        raise ValueError(
+            f"--export-challenge {target} is a folder; pass the output file, e.g. {target / f'{model}.json'}"
+        )
+    if not target.parent.is_dir():
+        raise ValueError(f"--export-challenge {target}: its folder {target.parent} does not exist (create it first)")
+    if target.resolve() == source.resolve():
+        raise ValueError(f"--export-challenge {target} is the grid's results file itself; write the export elsewhere")
+    return source, target
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: a user error (bad option, file or folder) is one line on stderr, exit status 2."""
+    try:
+        return main(argv)
+    except (ValueError, OSError) as error:
+        if os.environ.get("TOPOMODELX_ATTENTION_TRACEBACK"):
+            raise
+        text = " ".join(str(error).split()) or type(error).__name__
+        print(f"{Path(__file__).name}: error: {text}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid (or ``--measure`` / ``--list``)."""
     args = parse(argv)
     if args.export_challenge:
-        if len(args.models) != 1 or not args.model_config:
-            raise ValueError(
-                "--export-challenge takes exactly one model and its TopoBench config "
-                "(--models NAME --model-config DOMAIN/CONFIG, e.g. cell/cellular_transformer_rrwp)"
-            )
-        source = results_file(args.models[0], PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], args.variant)
-        if not source.is_file():
-            raise ValueError(f"--export-challenge: no {source}")
-        payload = challenge_payload(json.loads(source.read_text()), args.model_config)
-        write_atomic(Path(args.export_challenge), payload)
-        print(f"{source} -> {args.export_challenge}: {payload['metadata']['n_runs']} rows in the notebook's layout")
+        source, target = export_paths(args)
+        payload = challenge_payload(read_results(source), args.model_config)
+        write_atomic(target, payload)
+        print(f"{source} -> {target}: {payload['metadata']['n_runs']} rows in the notebook's layout")
         return 0
     if args.promote:
         if len(args.tasks) != 1:
@@ -671,6 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.max_epochs = min(args.max_epochs, 2)
         measure(args)
         return 0
+    check_models(args.models)
     check_configuration(args)
     pending = [
         (m, t, s, sd)
@@ -699,4 +744,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -405,3 +405,54 @@ def test_challenge_export_matches_the_notebook_layout(tmp_path):
     meta = payload["metadata"]
     assert meta["model_config"] == "cell/ct" and meta["n_runs"] == 1 and meta["train_seeds"] == [43]
     assert {"study_id", "generated_at_utc", "heatmap_note"} <= set(meta)
+
+
+def test_challenge_export_user_errors_are_one_line_and_write_nothing(grid, tmp_path, capsys):
+    source = grid.results_file("gin", grid.PROTOCOL["n_graphs"], grid.PROTOCOL["max_epochs"], None)
+    source.parent.mkdir(parents=True)
+    rows = _rows(grid, "community_detection", [42], 0.5)
+    source.write_text(json.dumps({"metadata": {}, "results": rows}))
+    before = source.read_bytes()
+    (tmp_path / "out").mkdir()
+    out = str(tmp_path / "out" / "gin.json")
+    cases = [
+        (["--models", "gin", "--export-challenge", out], "got no --model-config"),
+        (["--models", "gin", "gps", "--export-challenge", out, "--model-config", "graph/gin"], "exactly one model"),
+        (["--models", "nope", "--export-challenge", out, "--model-config", "graph/x"], "unknown model 'nope' (--models)"),
+        (["--models", "gps", "--export-challenge", out, "--model-config", "graph/gps"], "has no results file"),
+        (["--models", "gin", "--export-challenge", str(tmp_path / "missing" / "gin.json"), "--model-config", "graph/gin"],
+         "does not exist"),
+        (["--models", "gin", "--export-challenge", str(tmp_path / "out"), "--model-config", "graph/gin"], "is a folder"),
+        (["--models", "gin", "--export-challenge", str(source), "--model-config", "graph/gin"], "results file itself"),
+    ]
+    for argv, needle in cases:
+        assert grid.cli(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("graphuniverse_grid.py: error: "), err
+        assert "--export-challenge" in err[0] or "(--models)" in err[0], err  # the option to fix
+        assert needle in err[0], (argv, err)
+    assert source.read_bytes() == before and not (tmp_path / "out" / "gin.json").exists()
+    assert not (tmp_path / "missing").exists() and not (grid.RESULTS / "nope").exists()
+    assert grid.cli(["--models", "gin", "--export-challenge", out, "--model-config", "graph/gin"]) == 0
+    assert json.loads(Path(out).read_text())["metadata"]["model_config"] == "graph/gin"
+
+
+def test_grid_refuses_an_unknown_model_before_creating_anything(grid, capsys):
+    assert grid.cli(["--models", "nope", "--list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown model 'nope' (--models)" in err[0]
+    assert not (grid.RESULTS / "nope").exists()
+
+
+def test_the_grid_script_reports_a_user_error_without_a_traceback(tmp_path):
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "graphuniverse_grid.py"
+    env = {k: v for k, v in os.environ.items() if k != "TOPOMODELX_ATTENTION_TRACEBACK"}
+    run = subprocess.run(
+        [sys.executable, str(script), "--models", "gin", "--export-challenge", str(tmp_path / "x.json")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "graphuniverse_grid.py: error: --export-challenge takes exactly one model and its TopoBench config, got no "
+        "--model-config (--models NAME --model-config DOMAIN/CONFIG, e.g. cell/cellular_transformer_rrwp)"
+    ]
