@@ -56,6 +56,7 @@ from torch_geometric.transforms import AddRandomWalkPE  # noqa: E402
 import topomodelx_attention.nn.attention.kernels as kernels_module  # noqa: E402
 import topomodelx_attention.nn.cell.cellular_transformer_layer as layer_module  # noqa: E402
 from topomodelx_attention.data.datasets import load_tu_dataset  # noqa: E402
+from topomodelx_attention.files import write_text  # noqa: E402
 from topomodelx_attention.nn.attention import MultiHeadAttention  # noqa: E402
 from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
 from topomodelx_attention.nn.common import ReadoutMLP  # noqa: E402
@@ -152,15 +153,14 @@ def load_reference_cell(ref: str) -> types.ModuleType:
     """Import ``nn/cell`` of git revision ``ref`` as a separate package (``_ct_ref``)."""
     name = "_ct_ref"
     directory = Path(tempfile.mkdtemp()) / name
-    directory.mkdir()
     files = ("cellular_transformer_layer.py", "cellular_transformer.py")
     for file in files:
         text = subprocess.run(
             ["git", "show", f"{ref}:{CELL_DIR}/{file}"], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
         text = text.replace("topomodelx_attention.nn.cell.cellular_transformer_layer", f"{name}.cellular_transformer_layer")
-        (directory / file).write_text(text)
-    (directory / "__init__.py").write_text("")
+        write_text(directory / file, text, root=directory.parent)
+    write_text(directory / "__init__.py", "", root=directory.parent)
     sys.path.insert(0, str(directory.parent))
     package = importlib.import_module(name)
     for file in files:

@@ -53,6 +53,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from topomodelx_attention.files import append_text, make_dirs, write_text
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -192,7 +194,6 @@ def prepare_data(root: Path, work: Path) -> None:
     if not plain.is_file():
         from topomodelx_attention.data.benchmark_graphs import convert_gcb
 
-        plain.parent.mkdir(parents=True, exist_ok=True)
         convert_gcb(root / "gcb" / "hard_small.npz", plain)
 
 
@@ -218,7 +219,6 @@ def subset_tu(raw: Path, name: str, out: Path, new: str, graphs: int, seed: int 
         if node_mask[u - 1] and node_mask[v - 1]:
             edges.append(f"{new_node[u - 1]}, {new_node[v - 1]}")
     folder = out / new / "raw"
-    folder.mkdir(parents=True, exist_ok=True)
     files = {
         "A": edges,
         "graph_indicator": [str(new_graph[int(g)]) for g in indicator[node_mask]],
@@ -226,7 +226,7 @@ def subset_tu(raw: Path, name: str, out: Path, new: str, graphs: int, seed: int 
         "node_labels": [node_labels[i] for i in np.flatnonzero(node_mask)],
     }
     for part, rows in files.items():
-        (folder / f"{new}_{part}.txt").write_text("\n".join(rows) + "\n")
+        write_text(folder / f"{new}_{part}.txt", "\n".join(rows) + "\n", root=out)
 
 
 def configurations(models: list[str]) -> list[tuple[str, str, list[str]]]:
@@ -680,7 +680,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     if args.best_of and Path(args.best_of).resolve() == (out / "runs.jsonl").resolve():
         parser.error("--best-of reads another protocol's runs: give a different --out for the re-runs")
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     runs = out / "runs.jsonl"
     short_rows = load_rows(Path(args.best_of)) if args.best_of else []
     if args.best_of and not short_rows:
@@ -693,13 +693,13 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.table:
         text = render()
-        (out / "tables.md").write_text(text + "\n")
+        write_text(out / "tables.md", text + "\n", root=out)
         print(text)
         return
     if not args.data_root:
         parser.error("--data-root (or $TMA_DATA_ROOT) is needed: the folder holding tudataset/, gcb/ and zinc12k/")
     root, work = Path(args.data_root), Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    make_dirs(work)
     prepare_data(root, work)
     done = {row["key"] for row in load_rows(runs)}
     chosen = best_trials(short_rows, args.datasets) if args.best_of else None
@@ -715,13 +715,12 @@ def main(argv: list[str] | None = None) -> None:
             except Exception as error:  # a failing run is reported and skipped, the others go on
                 print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
                 continue
-            with open(runs, "a") as handle:
-                handle.write(json.dumps(row) + "\n")
+            append_text(runs, json.dumps(row) + "\n", root=out)
             print(f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} first loss "
                   f"{row['first_epoch_loss']:.2f} ({row['epochs']} ep, {row['s_per_epoch']:.2f} s/ep, "
                   f"{row['params']} params)", flush=True)
     text = render()
-    (out / "tables.md").write_text(text + "\n")
+    write_text(out / "tables.md", text + "\n", root=out)
     print(text)
 
 

@@ -51,12 +51,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +63,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from topomodelx_attention import files
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "graphuniverse"
@@ -132,15 +132,8 @@ def run_id(task: str, slug: str, seed: int) -> str:
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock for ``path`` (workers of one results file take turns; lock files in :data:`WORK`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = WORK / "locks" / f"{path.parent.name}__{path.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with files.locked(WORK / "locks" / f"{path.parent.name}__{path.name}.lock"):
+        yield
 
 
 def read_results(path: Path) -> dict[str, Any]:
@@ -157,10 +150,8 @@ def read_results(path: Path) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON to a temporary file of the same folder, then rename it over ``path``."""
-    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=True) + "\n")
-    os.replace(tmp, path)
+    """Write JSON through the package's safe write path (exclusive temporary, then a rename)."""
+    files.write_text(path, json.dumps(data, indent=1, allow_nan=True) + "\n")
 
 
 def row_id(row: Mapping[str, Any]) -> str:
@@ -460,7 +451,6 @@ def _alive(pid: int) -> bool:
 def claim(model: str, rid: str, args: argparse.Namespace) -> bool:
     """Take a run for this process (a claim file); a claim of a dead process is taken over."""
     path = WORK / "claims" / results_file(model, args.n_graphs, args.max_epochs, args.variant).stem / model / (rid.replace("/", "__") + ".claim")
-    path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.parent / "claims"):
         if path.is_file():
             try:
@@ -469,7 +459,7 @@ def claim(model: str, rid: str, args: argparse.Namespace) -> bool:
                     return False
             except ValueError:
                 pass
-        path.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+        files.write_text(path, f"{socket.gethostname()} {os.getpid()}\n", root=WORK)
     return True
 
 
@@ -623,24 +613,20 @@ def snapshot_package(root: Path) -> Path:
     import topomodelx_attention
 
     source = Path(topomodelx_attention.__file__).resolve().parent
-    files = sorted(
+    sources = sorted(
         f for f in source.rglob("*") if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
     )
     digest = hashlib.sha256()
-    for f in files:
+    for f in sources:
         digest.update(str(f.relative_to(source)).encode() + b"\0" + f.read_bytes() + b"\0")
     target = root / digest.hexdigest()[:16]
-    if (target / "topomodelx_attention" / "__init__.py").is_file():
+    complete = target / ".complete"
+    if complete.is_file():
         return target
-    staging = root / f".{target.name}.{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging / "topomodelx_attention", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    try:
-        os.replace(staging, target)  # atomic: a concurrent launcher's copy may have won
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-        if not (target / "topomodelx_attention" / "__init__.py").is_file():
-            raise
+    # every file written atomically (a concurrent launcher writes the same bytes), the marker last
+    for f in sources:
+        files.write_bytes(target / "topomodelx_attention" / f.relative_to(source), f.read_bytes(), root=root)
+    files.write_text(complete, "", root=root)
     return target
 
 

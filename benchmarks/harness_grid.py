@@ -43,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+from topomodelx_attention.files import append_text
 from topomodelx_attention.harness import compose_config, run_equal_budget, run_experiment
 from topomodelx_attention.harness.budget import resolve_budget, write_budget_tables
 from topomodelx_attention.harness.results import comparison_table, summary_row
@@ -174,8 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(table)
     if args.table:
-        with open(args.table, "a") as handle:
-            handle.write(table + "\n")
+        append_text(args.table, table + "\n")
 
 
 def _one_model(dataset: str, model: str, options: dict):

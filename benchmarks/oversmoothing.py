@@ -31,6 +31,7 @@ import math
 import torch
 from torch import Tensor
 
+from topomodelx_attention.files import atomic_output
 from topomodelx_attention.nn.simplicial import build_stack, mixed_norm, oversmoothing_profile
 
 VARIANTS = {
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> None:
         axes[0].set_ylabel("‖res(X)‖ / ‖X‖")
         axes[-1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(args.png, dpi=120)
+        with atomic_output(args.png) as handle:
+            fig.savefig(handle, format="png", dpi=120)
         print(f"\nplot saved to {args.png}")
 
 

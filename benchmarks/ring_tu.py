@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from topomodelx_attention.files import write_text
+
 __all__ = ["ring_graph", "ring_label", "write_ring_tu"]
 
 
@@ -101,7 +103,6 @@ def write_ring_tu(out: str | Path, name: str = "RINGS6", graphs: int = 600, seed
     """
     rng = np.random.default_rng(int(seed))
     raw = Path(out) / name / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
     a_lines, indicator, graph_labels, node_labels = [], [], [], []
     offset = 0
     for g in range(int(graphs)):
@@ -118,7 +119,7 @@ def write_ring_tu(out: str | Path, name: str = "RINGS6", graphs: int = 600, seed
     for part, lines in (
         ("A", a_lines), ("graph_indicator", indicator), ("graph_labels", graph_labels), ("node_labels", node_labels)
     ):
-        (raw / f"{name}_{part}.txt").write_text("\n".join(lines) + "\n")
+        write_text(raw / f"{name}_{part}.txt", "\n".join(lines) + "\n", root=out)
     return raw
 
 

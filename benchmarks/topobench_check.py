@@ -68,6 +68,7 @@ import time
 from pathlib import Path
 
 import topomodelx_attention
+from topomodelx_attention.files import atomic_output, write_bytes, write_text
 from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
 
 PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
@@ -198,10 +199,9 @@ LAYERS = {"cell/cwn": 2}
 def install_mutag(topobench: Path) -> None:
     """Place the bundled MUTAG raw files where TopoBench's TU loader reads them."""
     raw = topobench / "datasets" / "graph" / "TUDataset" / "MUTAG" / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
     for path in (PACKAGE / "data" / "embedded" / "MUTAG" / "raw").glob("MUTAG_*.txt"):
         if not (raw / path.name).exists():
-            shutil.copyfile(path, raw / path.name)
+            write_bytes(raw / path.name, path.read_bytes(), root=topobench)
 
 
 def make_worktree(topobench: Path, folder: Path) -> Path:
@@ -239,9 +239,10 @@ def run_tests(
     report = None
     if coverage_files:
         config = helpers / f"coveragerc_{root.name}"
-        config.write_text(
+        write_text(
+            config,
             "[run]\ninclude =\n" + "".join(f"    {p}\n" for p in coverage_files)
-            + f"data_file = {helpers / ('.coverage_' + root.name)}\n"
+            + f"data_file = {helpers / ('.coverage_' + root.name)}\n",
         )
         report = helpers / f"coverage_{root.name}.json"
         # include patterns, never --cov=<module>: that would import TopoBench before the stand-ins
@@ -249,7 +250,7 @@ def run_tests(
     env = _env(root, helpers)
     env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # see the module docstring
     start = time.perf_counter()
-    with log.open("w") as handle:
+    with atomic_output(log) as handle:
         try:
             code = subprocess.run(
                 command, cwd=root, env=env, stdout=handle, stderr=subprocess.STDOUT,
@@ -291,7 +292,7 @@ def lint(root: Path, files: list[Path]) -> list[str]:
 
 def run_one(python: str, launcher: Path, root: Path, helpers: Path, overrides: list[str], log: Path) -> dict[str, float]:
     """Run TopoBench's training once; return its ``test_best_rerun`` metrics (empty on failure)."""
-    with log.open("w") as handle:
+    with atomic_output(log) as handle:
         code = subprocess.run(
             [python, str(launcher), *overrides], cwd=root, env=_env(root, helpers), stdout=handle,
             stderr=subprocess.STDOUT, check=False,
@@ -375,7 +376,7 @@ def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> boo
     """Train every model in the contributed worktree; return whether all runs succeeded."""
     tree = contributed_tree(args, topobench, work)
     launcher = work / "launch_topobench.py"
-    launcher.write_text(LAUNCHER)
+    write_text(launcher, LAUNCHER)
     models = args.train_models or [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
     seeds = args.seeds or (TOPOBENCH_SEEDS if args.protocol == "topobench" else [0])
     # TopoBench sizes models by max_dim_if_lifted (3 for its graph data sets) while its cycle
@@ -439,7 +440,7 @@ def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bo
         print(f"--challenge: TopoBench {args.head} has no 2026_tdl_challenge/utils.py (main of 2026-06 or later has)")
         return False
     launcher = work / "launch_challenge_check.py"
-    launcher.write_text(CHALLENGE_LAUNCHER)
+    write_text(launcher, CHALLENGE_LAUNCHER)
     models = [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
     extra = ["trainer=cpu", f"dataset.loader.parameters.generation_parameters.family_parameters.n_graphs={args.challenge_graphs}"]
     env = dict(_env(tree, work), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # its runs reload their own checkpoints
@@ -450,7 +451,7 @@ def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bo
         print(f"$ check_challenge_grid(model_config={model!r}) on {args.challenge_settings} settings, "
               f"{args.challenge_graphs} graphs per family", flush=True)
         start = time.perf_counter()
-        with log.open("w") as handle:
+        with atomic_output(log) as handle:
             code = subprocess.run(
                 [args.python, str(launcher), model, str(args.challenge_settings), *extra], cwd=tree, env=env,
                 stdout=handle, stderr=subprocess.STDOUT, check=False,
@@ -517,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=True,
     ).stdout.strip()
     work = (args.logs or Path(tempfile.mkdtemp(prefix="topobench_check_"))).resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "tma_topobench_standins.py").write_text(STANDINS)
+    write_text(work / "tma_topobench_standins.py", STANDINS, root=work)
     print(
         "stand-ins of this check (TopoBench pins torch 2.3): torch_scatter.scatter/scatter_add, "
         "torch_sparse.coalesce/spmm in pure torch (torch_cluster, torch_sparse.SparseTensor raise), "

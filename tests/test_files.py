@@ -132,3 +132,38 @@ def test_check_writable_reports_a_read_only_folder(tmp_path):
             check_writable(folder)
     finally:
         folder.chmod(0o700)
+
+
+def test_append_text_appends_and_refuses_a_link(tmp_path, victim):
+    from topomodelx_attention.files import append_text
+
+    append_text(tmp_path / "log" / "runs.jsonl", "a\n", root=tmp_path)
+    append_text(tmp_path / "log" / "runs.jsonl", "b\n", root=tmp_path)
+    assert (tmp_path / "log" / "runs.jsonl").read_text() == "a\nb\n"
+    (tmp_path / "log" / "other.jsonl").symlink_to(victim)
+    with pytest.raises(LinkRefusedError):
+        append_text(tmp_path / "log" / "other.jsonl", "c\n", root=tmp_path)
+    assert victim.read_bytes() == b"precious"
+
+
+def test_locked_serialises_processes_and_refuses_a_link(tmp_path, victim):
+    import subprocess
+    import sys
+
+    from topomodelx_attention.files import locked
+
+    lock = tmp_path / "locks" / "a.lock"
+    with locked(lock, root=tmp_path):
+        other = subprocess.run(
+            [sys.executable, "-c",
+             "import fcntl, os, sys\n"
+             "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n",
+             str(lock)],
+            check=False,
+        )
+        assert other.returncode == 3  # held while the block runs
+    (tmp_path / "locks" / "b.lock").symlink_to(victim)
+    with pytest.raises(LinkRefusedError), locked(tmp_path / "locks" / "b.lock", root=tmp_path):
+        pass
+    assert victim.read_bytes() == b"precious"

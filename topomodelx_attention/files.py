@@ -36,9 +36,12 @@ from typing import Any, BinaryIO
 
 __all__ = [
     "LinkRefusedError",
+    "append_text",
     "atomic_output",
     "check_writable",
-    "make_dirs", "write_bytes",
+    "locked",
+    "make_dirs",
+    "write_bytes",
     "write_csv",
     "write_text",
 ]
@@ -308,6 +311,70 @@ def write_csv(
 # several files at once: all or nothing
 # ----------------------------------------------------------------------------------------------
 from collections.abc import Mapping  # noqa: E402
+
+
+def append_text(
+    path: str | os.PathLike,
+    text: str,
+    *,
+    root: str | os.PathLike | None = None,
+    encoding: str = "utf-8",
+) -> Path:
+    """Append ``text`` to ``path`` (created if missing) in one ``write``, never through a link.
+
+    For logs that several processes extend (``O_APPEND``: each call's text lands whole at the
+    end); the file is opened with ``O_NOFOLLOW`` below ``root`` (a link at it or at a folder
+    below ``root`` is refused, :class:`LinkRefusedError`).
+    """
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW | _CLOEXEC | getattr(os, "O_BINARY", 0)
+    with _folder(path.parent, Path(root) if root is not None else None, create=True) as dir_fd:
+        descriptor = _open_file(path, dir_fd, flags)
+        try:
+            os.write(descriptor, text.encode(encoding))
+        finally:
+            os.close(descriptor)
+    return path
+
+
+def _open_file(path: Path, dir_fd: int | None, flags: int) -> int:
+    """Open ``path`` (its name in ``dir_fd``) with ``flags``; a link there is refused."""
+    try:
+        if dir_fd is None:  # pragma: no cover - Windows
+            if os.path.islink(path):
+                raise _refuse(path, "a link")
+            return os.open(path, flags, 0o666)
+        return os.open(path.name, flags, 0o666, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not isinstance(error, LinkRefusedError):
+            raise _refuse(path, "a link") from None
+        raise
+
+
+@contextmanager
+def locked(path: str | os.PathLike, *, root: str | os.PathLike | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if missing, never through a link).
+
+    Processes that lock the same file take turns (``fcntl.flock``; no lock where there is no
+    ``fcntl``).
+    """
+    path = Path(path)
+    flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC
+    with _folder(path.parent, Path(root) if root is not None else None, create=True) as dir_fd:
+        descriptor = _open_file(path, dir_fd, flags)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield
+            return
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+    finally:
+        os.close(descriptor)
 
 
 class RestoreError(OSError):

@@ -232,7 +232,7 @@ def _unsafe_writes(path: Path) -> list[str]:
         if owner in _MODULE_WRITERS:
             if func.attr in _MODULE_WRITERS[owner] and not into_handle:
                 bad.append(node)
-        elif (func.attr in _PATH_WRITERS and not into_handle) or (func.attr == "open" and any(
+        elif (func.attr in _PATH_WRITERS and not into_handle and owner != "files") or (func.attr == "open" and any(
             isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) & set("wax+") for a in node.args
         )):
             bad.append(node)
