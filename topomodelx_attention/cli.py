@@ -600,8 +600,13 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
             "package), the configs configs/model/{domain}/*.yaml, the unit tests "
             "test/nn/{backbones,wrappers}/{domain}/test_{model}*.py, the entry of "
             "test/pipeline/test_pipeline.py, the dependency line of pyproject.toml and the row of "
-            "the README's model table. Nothing is written when a check fails; an existing file "
-            "with other content is kept unless --force."
+            "the README's model table. All or nothing: everything is checked and every new "
+            "content is written to a temporary file beside its destination before the first "
+            "file is replaced; on any failure (a check, a full disk, a file-size limit, Ctrl+C) "
+            "every file is put back byte for byte and the error says nothing was changed. "
+            "Nothing is written through a link in the checkout (a link at a folder is refused, "
+            "one at a file is replaced by the file). An existing file with other content is "
+            "kept unless --force."
         ),
     )
     contribute.add_argument("--topobench", required=True, help="folder of a TopoBench checkout")
@@ -614,7 +619,10 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
     contribute.add_argument(
         "--requirement",
         default=None,
-        help="dependency line for TopoBench's pyproject.toml (default topomodelx-attention>=VERSION)",
+        help=(
+            "dependency for TopoBench's pyproject.toml: one PEP 508 requirement on one line, "
+            "e.g. 'topomodelx-attention @ git+https://...' (default topomodelx-attention>=VERSION)"
+        ),
     )
     contribute.add_argument("--force", action="store_true", help="overwrite files with other content")
     contribute.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")

@@ -8,11 +8,23 @@
 * The edits of TopoBench's ``test/pipeline/test_pipeline.py`` (``MODELS``) and
   ``pyproject.toml`` (``dependencies``) on random layouts: every entry kept, the new one added
   once, the result still parses; files without the list are refused naming the file.
+* ``--requirement`` values assembled from names, specifiers, markers, URLs, quotes, brackets,
+  line breaks and TOML fragments: one PEP 508 requirement on one line is added as exactly one
+  dependency (the file parses, no table appears); anything else is a ``ValueError``.
+* ``topobench contribute`` attacked at whatever it writes: each case runs the real command
+  once to find the files it writes and the folders on the way (nothing is listed here, so a
+  file added to a contribution is attacked too), then plants links (to files or folders
+  outside, dangling), plain files in place of folders and folders in place of files at a
+  random few of them, or makes a random one of the os calls that write fail (disk full,
+  file-size limit, Ctrl+C): nothing outside the checkout changes, and the command either
+  refuses with the checkout byte for byte as before (saying so in one line) or writes its
+  files inside.
 """
 
 from __future__ import annotations
 
 import ast
+import errno
 import re
 from pathlib import Path
 
@@ -21,12 +33,27 @@ import torch
 from torch_geometric.loader import DataLoader
 
 from tests.fuzz.cases import ACCEPT, REJECT, assert_finite, finite_float_graph, quietly, run_cases
+from tests.harness.test_topobench import (
+    NOTHING_CHANGED,
+    check_attack,
+    contribution_writes,
+    fake_checkout,
+    plant,
+    run_contribute,
+)
+from tests.test_files_replace_all import os_calls, tree
 from topomodelx_attention.harness.topobench import (
     CellularTransformerBackbone,
     NSimplicialBackbone,
     OrderKTokenGTBackbone,
 )
-from topomodelx_attention.harness.topobench.contribute import _pipeline_text, _pyproject_text
+from topomodelx_attention.harness.topobench.contribute import (
+    CONTRIBUTIONS,
+    _pipeline_text,
+    _pyproject_text,
+    check_requirement,
+    contribute,
+)
 from topomodelx_attention.transforms import CellCycleLifting
 
 WIDTH = 8
@@ -180,3 +207,137 @@ def test_fuzz_pyproject_dependency_edit(fuzz_seeds):
         return f"{shape} {len(listed)} deps", expect, run
 
     run_cases(fuzz_seeds, "pyproject dependency edit", make, offset=7300)
+
+
+#: Parts of a requirement; the first name and the last of the other parts are malformed.
+REQUIREMENT_NAMES = ("", "topomodelx-attention", "topomodelx_attention", "pkg", "Pkg.Name")
+REQUIREMENT_EXTRAS = ("", "[scatter]", "[a,b]", "[")
+REQUIREMENT_SPECS = ("", ">=0.1.0", "==1.*", "~=2.0", " != 1.1, <3", ">=")
+REQUIREMENT_TAILS = (
+    "", "; python_version>='3.11'", '; python_version >= "3.11"', "; sys_platform == 'linux'", ";",
+)
+#: Pieces put anywhere in a requirement: line breaks, control characters, TOML syntax, quotes.
+HOSTILE_PIECES = (
+    "\n", "\r\n", "\r", "\t", "\x00", "\x1b", "\u2028", "\x85", '"', "'", '"]', "]", "\n[tool.evil]\n",
+    'x = "y"', "#", "\\", " ", "  ",
+)
+
+
+def test_fuzz_requirement_values(fuzz_seeds):
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = '[project]\nname = "TopoBench"\ndependencies = [\n    "numpy",\n]\n\n[tool.ruff]\nline-length = 79\n'
+
+    def make(seed, rng):
+        clean = rng.random() < 0.4  # a name and well-formed parts only, no hostile piece
+        value = "".join(
+            pieces[int(rng.integers(1 if clean and pieces is REQUIREMENT_NAMES else 0, len(pieces) - 1 * clean))]
+            for pieces in (REQUIREMENT_NAMES, REQUIREMENT_EXTRAS, REQUIREMENT_SPECS, REQUIREMENT_TAILS)
+        )
+        for _ in range(0 if clean else int(rng.integers(0, 3))):
+            at = int(rng.integers(len(value) + 1))
+            value = value[:at] + HOSTILE_PIECES[int(rng.integers(len(HOSTILE_PIECES)))] + value[at:]
+        try:
+            Requirement(value.strip())
+            valid = bool(value.strip()) and value.strip().isprintable()
+        except (InvalidRequirement, SyntaxError):  # packaging raises SyntaxError for some markers
+            valid = False
+
+        def run():
+            try:
+                out, refusal = _pyproject_text(text, value, Path("pyproject.toml")), None
+            except ValueError as error:
+                out, refusal = None, str(error)
+            if refusal is not None:
+                assert not valid, f"a valid requirement refused: {refusal}"
+                assert "--requirement" in refusal and "\n" not in refusal, refusal
+                return None
+            assert valid, f"an invalid requirement accepted: {value!r}"
+            assert check_requirement(value) == value.strip()
+            if out is None:  # the name is numpy's
+                return None
+            parsed = tomllib.loads(out)
+            assert set(parsed) == {"project", "tool"} and set(parsed["tool"]) == {"ruff"}, parsed
+            assert parsed["project"]["dependencies"] == ["numpy", value.strip()], parsed
+            return out
+
+        return repr(value), ACCEPT, run
+
+    run_cases(fuzz_seeds, "--requirement values", make, offset=7400)
+
+
+FOLDERS_IT_CREATES = ("test/nn/wrappers/cell", "test/nn/backbones/simplicial", "configs/model/simplicial")
+FILE_PLANTS = ("link", "dangling", "folder")
+FOLDER_PLANTS = ("link", "dangling", "file")
+
+
+def _models(rng) -> list[str]:
+    names = sorted(CONTRIBUTIONS)
+    chosen = [name for name in names if rng.random() < 0.5]
+    return chosen or [names[int(rng.integers(len(names)))]]
+
+
+def test_fuzz_contribute_with_links_planted_at_its_writes(fuzz_seeds, tmp_path):
+    def make(seed, rng):
+        models = _models(rng)
+        missing = tuple(folder for folder in FOLDERS_IT_CREATES if rng.random() < 0.5)
+        plants = int(rng.integers(1, 4))
+        case = tmp_path / f"seed{seed}"
+
+        def run():
+            files, _, folders = contribution_writes(case / "discover", models, missing)
+            targets = [(path, FILE_PLANTS) for path in files] + [(path, FOLDER_PLANTS) for path in folders]
+            root, outside = fake_checkout(case / "TopoBench", missing=missing), case / "outside"
+            outside.mkdir()
+            chosen, at_folder = [], False
+            for index in rng.permutation(len(targets))[:plants]:
+                path, kinds = targets[int(index)]
+                if not (root / path).parent.is_dir() or any(path.startswith(p + "/") for p, _ in chosen):
+                    continue  # below an earlier plant
+                how = kinds[int(rng.integers(len(kinds)))]
+                plant(root, outside, path, how)
+                chosen.append((path, how))
+                at_folder |= kinds is FOLDER_PLANTS
+            planted, planted_outside = tree(root), tree(outside)
+            status, _, err = run_contribute(root, models)
+            assert tree(outside) == planted_outside, f"something outside changed ({chosen})"
+            check_attack(root, outside, status, err, planted, files)
+            assert not at_folder or status == 2, f"a link or file at a folder was not refused ({chosen})"
+            return status
+
+        return f"{models} missing={list(missing)} plants={plants}", ACCEPT, run
+
+    run_cases(fuzz_seeds, "contribute with planted links", make, offset=7500)
+
+
+FAULTS = (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EACCES, errno.EMFILE, errno.EROFS, "interrupt")
+
+
+def test_fuzz_contribute_failing_in_the_middle(fuzz_seeds, tmp_path):
+    def make(seed, rng):
+        models = _models(rng)
+        missing = tuple(folder for folder in FOLDERS_IT_CREATES if rng.random() < 0.5)
+        fault = FAULTS[int(rng.integers(len(FAULTS)))]
+        where = float(rng.random())
+        case = tmp_path / f"seed{seed}"
+
+        def run():
+            discover = fake_checkout(case / "discover", missing=missing)
+            with os_calls() as calls:
+                contribute(discover, models)
+            index = int(where * len(calls))
+            root = fake_checkout(case / "TopoBench", missing=missing)
+            before = tree(root)
+            error = KeyboardInterrupt() if fault == "interrupt" else OSError(fault, errno.errorcode[fault])
+            with pytest.raises((OSError, KeyboardInterrupt)) as raised, os_calls(index, error):
+                contribute(root, models)
+            if fault != "interrupt":
+                assert NOTHING_CHANGED in str(raised.value), str(raised.value)
+                assert raised.value.errno == fault
+            assert tree(root) == before, f"the checkout changed after a failure of call {index} ({calls[index]})"
+            return index
+
+        return f"{models} missing={list(missing)} fault={fault} at {where:.2f}", ACCEPT, run
+
+    run_cases(fuzz_seeds, "contribute failing in the middle", make, offset=7600)

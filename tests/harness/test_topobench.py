@@ -8,14 +8,19 @@ stand-in of ``topobench.nn.wrappers.base``.
 """
 
 import ast
+import contextlib
 import copy
+import errno
 import importlib.util
 import inspect
+import io
+import os
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 import torch
@@ -24,6 +29,7 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from tests.test_files_replace_all import os_calls, tree
 from topomodelx_attention.cli import main
 from topomodelx_attention.data.datasets import load_tu_dataset
 from topomodelx_attention.harness.config import CONFIG_DIR
@@ -39,6 +45,7 @@ from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, con
 from topomodelx_attention.transforms import CellCycleLifting
 
 HIDDEN = 8
+PIPELINE = "test/pipeline/test_pipeline.py"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -144,21 +151,29 @@ convention = "numpy"
 '''
 
 
-@pytest.fixture
-def checkout(tmp_path):
-    """An empty TopoBench layout: the folders, test_pipeline.py, pyproject.toml and README."""
-    root = tmp_path / "TopoBench"
+def fake_checkout(root, *, missing=(), readme=TOPOBENCH_README):
+    """An empty TopoBench layout at ``root``: the folders, test_pipeline.py, pyproject.toml, README.
+
+    ``missing``: folders left out (``contribute`` creates them).
+    """
     for domain in ("cell", "simplicial"):
         for folder in ("topobench/nn/backbones", "topobench/nn/wrappers", "configs/model",
                        "test/nn/backbones", "test/nn/wrappers"):
-            (root / folder / domain).mkdir(parents=True)
+            if f"{folder}/{domain}" not in missing:
+                (root / folder / domain).mkdir(parents=True)
     for folder in [root / "topobench", *(root / "topobench").rglob("*")]:
         (folder / "__init__.py").write_text("")  # packages, as in TopoBench (ruff's isort needs them)
     (root / "test" / "pipeline").mkdir(parents=True)
     (root / "test" / "pipeline" / "test_pipeline.py").write_text(TOPOBENCH_PIPELINE)
     (root / "pyproject.toml").write_text(TOPOBENCH_PYPROJECT)
-    (root / "README.md").write_text(TOPOBENCH_README)
+    (root / "README.md").write_text(readme)
     return root
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """An empty TopoBench layout: the folders, test_pipeline.py, pyproject.toml and README."""
+    return fake_checkout(tmp_path / "TopoBench")
 
 
 def load_module(path, name):
@@ -500,6 +515,239 @@ def test_cli_help_names_every_contribution(capsys):
     text = capsys.readouterr().out
     for name in CONTRIBUTIONS:
         assert name in text
+
+
+# ----------------------------------------------------------------------------------------------
+# `topobench contribute` is all or nothing and never writes through a link: the files and
+# folders it writes are found by running it (not listed here), then attacked one by one
+# ----------------------------------------------------------------------------------------------
+NOTHING_CHANGED = "nothing in the checkout was changed"
+
+
+def run_contribute(root, models=("all",), *extra):
+    """Run the real command; returns (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["topobench", "contribute", "--topobench", str(root), *extra]
+    for model in models:
+        argv += ["--model", model]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+def contribution_writes(folder, models=("all",), missing=()):
+    """Find what the command writes by running it on a fresh checkout in ``folder``.
+
+    Returns the checkout-relative files it creates or replaces, the folders it creates, and
+    every folder between the checkout and those files. Anything else it leaves behind
+    (a temporary file, a backup) fails here.
+    """
+    root = fake_checkout(folder, missing=missing)
+    before = tree(root)
+    status, _, err = run_contribute(root, models)
+    assert status == 0, err
+    after = tree(root)
+    changed = {path for path in after if after[path] != before.get(path)}
+    files = {path for path in changed if after[path][0] == "file"}
+    created = changed - files
+    assert all(after[path][0] == "folder" and path not in before for path in created), created
+    assert not set(before) - set(after), "the command removed something"
+    on_the_way = {"/".join(path.split("/")[:depth]) for path in files for depth in range(1, path.count("/") + 1)}
+    assert created <= on_the_way, created - on_the_way
+    return sorted(files), sorted(created), sorted(on_the_way)
+
+
+def plant(root, outside, relative, how):
+    """Plant ``how`` at ``root/relative``, its current content moved into ``outside``.
+
+    ``link``: a link to that content (or, for a file not there yet, to a file of other
+    content outside); ``dangling``: a link to a path outside that does not exist; ``file``:
+    a plain file in place of a folder; ``folder``: a folder in place of a file.
+    """
+    target = root / relative
+    flat = relative.replace("/", "__")
+    moved = outside / flat
+    if target.exists():
+        shutil.move(target, moved)
+    elif how == "link":
+        moved.write_text("# a file outside the checkout\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if how == "link":
+        if not moved.exists():
+            moved.mkdir()
+        target.symlink_to(moved)
+    elif how == "dangling":
+        target.symlink_to(outside / f"missing__{flat}")
+    elif how == "file":
+        target.write_text("a plain file where a folder should be\n")
+    elif how == "folder":
+        target.mkdir()
+        (target / "keep.txt").write_text("someone's folder\n")
+    else:
+        raise ValueError(how)
+
+
+def check_attack(root, outside, status, err, planted, written):
+    """Nothing outside changed; either refused with the checkout unchanged, or written inside."""
+    assert status in (0, 2), err
+    if status == 2:
+        assert NOTHING_CHANGED in err and len(err.strip().splitlines()) == 1, err
+        assert tree(root) == planted, "a refused contribution changed the checkout"
+    else:  # each file it wrote is a plain file now (one it left alone, e.g. a README it could not read, is as planted)
+        now = tree(root)
+        for path in written:
+            kind = now.get(path, ("missing",))[0]
+            assert kind == "file" or now.get(path) == planted.get(path), f"{path} is {now.get(path)} after the run"
+
+
+@pytest.mark.parametrize("how", ["link", "dangling", "folder"])
+def test_contribute_never_writes_through_a_link_planted_at_any_file_it_writes(tmp_path, how):
+    files, _, _ = contribution_writes(tmp_path / "discover")
+    assert len(files) >= 19 and {"README.md", "pyproject.toml", PIPELINE} <= set(files)
+    for index, relative in enumerate(files):
+        root, outside = fake_checkout(tmp_path / f"c{index}"), tmp_path / f"outside{index}"
+        outside.mkdir()
+        plant(root, outside, relative, how)
+        planted, planted_outside = tree(root), tree(outside)
+        status, _, err = run_contribute(root)
+        assert tree(outside) == planted_outside, f"{how} at {relative}: something outside changed"
+        check_attack(root, outside, status, err, planted, [] if how == "folder" else files)
+        if how == "folder":
+            assert status == 2 and "is a folder where the pull request puts a file" in err, err
+
+
+@pytest.mark.parametrize("how", ["link", "dangling", "file"])
+def test_contribute_refuses_a_link_or_file_at_any_folder_it_writes_in_before_writing(tmp_path, how):
+    missing = ("test/nn/wrappers/cell", "configs/model/simplicial")  # folders it must create
+    _, created, folders = contribution_writes(tmp_path / "discover", missing=missing)
+    assert set(missing) <= set(created)
+    assert {"topobench", "configs/model/cell", "test/pipeline"} <= set(folders)
+    for index, relative in enumerate(folders):
+        root = fake_checkout(tmp_path / f"c{index}", missing=missing)
+        outside = tmp_path / f"outside{index}"
+        outside.mkdir()
+        plant(root, outside, relative, how)
+        planted, planted_outside = tree(root), tree(outside)
+        status, _, err = run_contribute(root)
+        assert tree(outside) == planted_outside, f"{how} at {relative}/: something outside changed"
+        assert status == 2, f"{how} at {relative}/ was not refused: {err}"
+        check_attack(root, outside, status, err, planted, [])
+
+
+def test_contribute_replaces_links_at_all_its_files_at_once_and_changes_nothing_outside(tmp_path):
+    files, _, _ = contribution_writes(tmp_path / "discover")
+    expected = tree(tmp_path / "discover")
+    root, outside = fake_checkout(tmp_path / "TopoBench"), tmp_path / "outside"
+    outside.mkdir()
+    for relative in files:
+        plant(root, outside, relative, "link" if (root / relative).exists() else "dangling")
+    before_outside = tree(outside)
+    status, _, err = run_contribute(root)
+    assert status == 0, err
+    assert tree(outside) == before_outside
+    now = tree(root)
+    assert {path: now[path][:2] for path in files} == {path: expected[path][:2] for path in files}
+
+
+def test_a_failure_at_any_write_of_contribute_leaves_the_checkout_byte_for_byte(tmp_path):
+    """Every os call that writes fails in turn (disk full): the checkout is exactly as before.
+
+    One model (every call of all three: the fuzz suite, at random calls).
+    """
+    missing, models = ("test/nn/wrappers/cell",), ["cellular_transformer"]
+    discover = fake_checkout(tmp_path / "discover", missing=missing)
+    with os_calls() as calls:
+        contribute(discover, models)
+    assert {"mkdir", "open", "write", "fsync", "replace"} <= set(calls)
+    root = fake_checkout(tmp_path / "TopoBench", missing=missing)
+    before = tree(root)
+    for index, name in enumerate(calls):
+        failure = OSError(errno.ENOSPC, "No space left on device")
+        with pytest.raises(OSError, match=NOTHING_CHANGED) as raised, os_calls(index, failure):
+            contribute(root, models)
+        assert raised.value.errno == errno.ENOSPC and str(root) in str(raised.value)
+        assert tree(root) == before, f"the checkout changed after a failure of call {index} ({name})"
+
+
+def test_contribute_under_a_file_size_limit_changes_nothing(tmp_path):
+    """`ulimit -f 8` (a real RLIMIT_FSIZE in a child process): exit 2, every byte kept."""
+    resource = pytest.importorskip("resource")
+    readme = TOPOBENCH_README + "".join(f"| Model{i} | [a paper](https://example.org/{i}) |\n" for i in range(800))
+    assert len(readme.encode()) > 30_000
+    root = fake_checkout(tmp_path / "TopoBench", readme=readme)
+    before = tree(root)
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (Python >= 3.12)
+        pid = os.fork()
+    if pid == 0:  # the child: the command under the limit, its output into the pipe
+        status = 3
+        try:
+            os.close(read)
+            stream = io.TextIOWrapper(os.fdopen(write, "wb"), line_buffering=True)
+            sys.stdout = sys.stderr = stream
+            resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+            status = main(["topobench", "contribute", "--topobench", str(root), "--model", "all"])
+            stream.flush()
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        err = pipe.read()
+    _, code = os.waitpid(pid, 0)
+    assert os.WIFEXITED(code) and os.WEXITSTATUS(code) == 2, err
+    assert "File too large" in err and NOTHING_CHANGED in err, err
+    assert tree(root) == before
+    assert len((root / "README.md").read_bytes()) == len(readme.encode())
+
+
+BAD_REQUIREMENTS = {
+    "newline": "topomodelx-attention>=0.1.0\n[tool.evil]",
+    "toml injection": 'x"]\n[tool.evil]\ncmd = "rm -rf ~"\n#',
+    "quote injection": 'x", "evil>=0',
+    "carriage return": "topomodelx-attention\r>=0.1.0",
+    "empty": "",
+    "spaces": "   ",
+    "no name": ">=0.1.0",
+    "not PEP 508": "topomodelx-attention>=",
+    "two requirements": "topomodelx-attention numpy",
+    "escaped quote in a marker": "topomodelx-attention; python_version>='3\\'",
+}
+
+
+@pytest.mark.parametrize("value", BAD_REQUIREMENTS.values(), ids=BAD_REQUIREMENTS)
+def test_requirement_must_be_one_pep508_requirement_on_one_line(checkout, value, capsys):
+    before = tree(checkout)
+    with pytest.raises(ValueError, match=r"--requirement .*(empty|PEP 508)"):
+        plan(checkout, ["tokengt"], requirement=value)
+    with pytest.raises(ValueError, match=NOTHING_CHANGED):
+        contribute(checkout, ["tokengt"], requirement=value)
+    assert main(["topobench", "contribute", "--topobench", str(checkout), "--model", "tokengt",
+                 "--requirement", value]) == 2
+    err = capsys.readouterr().err
+    assert "--requirement" in err and len(err.strip().splitlines()) == 1, err
+    assert tree(checkout) == before
+    with pytest.raises(TypeError, match="must be a string"):
+        plan(checkout, ["tokengt"], requirement=["topomodelx-attention"])
+
+
+VALID_REQUIREMENTS = (
+    "topomodelx-attention>=0.1.0",
+    "topomodelx-attention[scatter]>=1; python_version>='3.11'",
+    'topomodelx-attention>=1; python_version >= "3.11"',
+    "topomodelx-attention @ file:///opt/wheels/topomodelx_attention-0.1.0-py3-none-any.whl",
+    "  topomodelx_attention @ git+https://example.org/tma.git  ",
+)
+
+
+@pytest.mark.parametrize("value", VALID_REQUIREMENTS)
+def test_a_pep508_requirement_is_added_once_and_pyproject_still_parses(checkout, value):
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    contribute(checkout, ["tokengt"], requirement=value)
+    dependencies = tomllib.loads((checkout / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert dependencies[-1] == value.strip()
+    assert len(dependencies) == 4
+    assert {c.action for c in contribute(checkout, ["tokengt"], requirement=value)} == {"unchanged"}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,7 +15,11 @@ The backbone and wrapper modules are thin: they import this package (the single 
 math) and follow TopoBench's backbone contract (tensors in, a tuple of tensors out). The files
 are package data: ``harness/topobench/templates/<path in TopoBench>.tmpl`` and
 ``configs/topobench/model/<domain>/<config>.yaml``; :func:`contribute` copies them and makes the
-three edits, refusing to overwrite a different file unless ``force``.
+three edits, refusing to overwrite a different file unless ``force``. The writing is all or
+nothing (:func:`topomodelx_attention.files.replace_all`): everything is checked and every new
+content is written to a temporary file beside its destination before the first file is replaced,
+nothing is written through a link planted in the checkout, and on any failure every file is put
+back byte for byte.
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import topomodelx_attention
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-__all__ = ["CONTRIBUTIONS", "Change", "Contribution", "contribute", "plan"]
+import topomodelx_attention
+from topomodelx_attention.files import RestoreError, replace_all
+
+__all__ = ["CONTRIBUTIONS", "Change", "Contribution", "check_requirement", "contribute", "plan"]
 
 PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
 TEMPLATES = PACKAGE / "harness" / "topobench" / "templates"
@@ -181,23 +189,82 @@ def _pipeline_text(text: str, entries: list[str], path: Path) -> str | None:
     return text[: match.start(2)] + rendered + text[match.end(2):]
 
 
+def check_requirement(requirement: object) -> str:
+    """Return ``requirement`` stripped if it is one PEP 508 requirement on one line, else raise.
+
+    Parameters
+    ----------
+    requirement : str
+        A dependency line for TopoBench's ``pyproject.toml``, e.g.
+        ``"topomodelx-attention>=0.1.0"`` or ``"topomodelx-attention @ git+https://..."``.
+
+    Returns
+    -------
+    str
+        The requirement without surrounding spaces.
+
+    Raises
+    ------
+    TypeError
+        When it is not a string.
+    ValueError
+        When it is empty, spans several lines, holds control characters or is not a PEP 508
+        requirement (``packaging.requirements.Requirement``).
+    """
+    if not isinstance(requirement, str):
+        raise TypeError(f"--requirement must be a string, got {type(requirement).__name__}")
+    value = requirement.strip()
+    example = "e.g. 'topomodelx-attention>=0.1.0'"
+    if not value:
+        raise ValueError(f"--requirement is empty: give one PEP 508 requirement ({example})")
+    if not value.isprintable():
+        raise ValueError(
+            f"--requirement {requirement!r} holds a line break or another control character: "
+            f"give one PEP 508 requirement on one line ({example})"
+        )
+    try:
+        Requirement(value)
+    except (ValueError, SyntaxError) as error:  # packaging raises SyntaxError for some markers
+        reason = (str(error).splitlines() or ["invalid"])[0]
+        raise ValueError(
+            f"--requirement {requirement!r} is not a PEP 508 requirement ({reason}; {example})"
+        ) from None
+    return value
+
+
 def _requirement_name(requirement: str) -> str:
-    return re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+    try:
+        return canonicalize_name(Requirement(requirement.strip()).name)
+    except (ValueError, SyntaxError):
+        return re.split(r"[\s<>=!~;\[@(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+#: A TOML string in a dependency list: basic ("...", with escapes) or literal ('...').
+_TOML_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'([^\'\n]*)\'')
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string (one line: the caller has refused control characters)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _pyproject_text(text: str, requirement: str, path: Path) -> str | None:
     """TopoBench's ``pyproject.toml`` with ``requirement`` in ``dependencies`` (``None``: present)."""
+    requirement = check_requirement(requirement)
     match = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, flags=re.M | re.S)
     if match is None:
         raise ValueError(f"{path}: found no `dependencies = [` ... `]` block to add {requirement!r} to")
-    listed = re.findall(r"[\"']([^\"']+)[\"']", match.group(1))
+    listed = [
+        found.group(2) if found.group(1) is None else re.sub(r"\\(.)", r"\1", found.group(1))
+        for found in _TOML_STRING.finditer(match.group(1))
+    ]
     name = _requirement_name(requirement)
     if any(_requirement_name(item) == name for item in listed):
         return None
     body = match.group(1)
     if body.strip() and not body.rstrip().endswith(","):
         body = body.rstrip() + ",\n"
-    body += f'    "{requirement}",\n'
+    body += f"    {_toml_string(requirement)},\n"
     return text[: match.start(1)] + body + text[match.end(1):]
 
 
@@ -222,6 +289,21 @@ def _readme_text(text: str, row: str, section: str) -> str | None:
     return "".join(lines)
 
 
+def _read(path: Path) -> str | None:
+    """Return the text of ``path`` (``None`` when nothing is there), refusing a folder or a FIFO.
+
+    A link is read where it points (reading changes nothing): the file that replaces it is
+    written in the checkout, never through the link.
+    """
+    if not path.exists():
+        return None
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder where the pull request puts a file; move it away")
+    if not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a pipe, socket or device); move it away")
+    return path.read_text()
+
+
 def _edit(path: str, old: str | None, new: str | None) -> Change:
     if new is None:
         return Change(path, "unchanged")
@@ -244,8 +326,8 @@ def plan(
     models : list of str
         Keys of :data:`CONTRIBUTIONS`.
     requirement : str, optional
-        Dependency line for TopoBench's ``pyproject.toml`` (default
-        ``topomodelx-attention>=<this version>``).
+        Dependency line for TopoBench's ``pyproject.toml``: one PEP 508 requirement on one
+        line (:func:`check_requirement`; default ``topomodelx-attention>=<this version>``).
     force : bool, default=False
         Overwrite files that exist with other content (else ``ValueError``).
 
@@ -257,18 +339,23 @@ def plan(
     Raises
     ------
     ValueError
-        For an unknown model, a folder that is not a TopoBench checkout, a file that exists
-        with other content (without ``force``), or a ``test_pipeline.py`` / ``pyproject.toml``
-        that cannot be edited (the message names the file).
+        For an unknown model, a ``requirement`` that is not one PEP 508 requirement on one
+        line, a folder that is not a TopoBench checkout, a file that exists with other content
+        (without ``force``), a folder or another non-regular file where a file goes, or a
+        ``test_pipeline.py`` / ``pyproject.toml`` that cannot be edited (the message names the
+        file).
+    TypeError
+        For a ``requirement`` that is not a string.
     """
     unknown = [m for m in models if m not in CONTRIBUTIONS]
     if unknown or not models:
         raise ValueError(
             f"unknown --model {unknown or models}: choose from {sorted(CONTRIBUTIONS)} (or 'all')"
         )
-    topobench = check_checkout(topobench)
     if requirement is None:
         requirement = f"topomodelx-attention>={topomodelx_attention.__version__}"
+    requirement = check_requirement(requirement)
+    topobench = check_checkout(topobench)
     changes: list[Change] = []
     chosen = [CONTRIBUTIONS[m] for m in dict.fromkeys(models)]
     for contribution in chosen:
@@ -277,9 +364,10 @@ def plan(
                 raise ValueError(f"the package lacks its template {source} (reinstall topomodelx-attention)")
             content = source.read_text()
             target = topobench / relative
-            if not target.exists():
+            old = _read(target)
+            if old is None:
                 changes.append(Change(relative, "create", content))
-            elif target.read_text() == content:
+            elif old == content:
                 changes.append(Change(relative, "unchanged"))
             elif force:
                 changes.append(Change(relative, "overwrite", content))
@@ -288,16 +376,17 @@ def plan(
                     f"{target} exists with other content; move it away or pass --force to overwrite it"
                 )
     pipeline = topobench / PIPELINE_TEST
-    old = pipeline.read_text()
+    old = _read(pipeline)
+    if old is None:
+        raise ValueError(f"{pipeline} is missing; TopoBench's pipeline test must be there to add the models to")
     changes.append(_edit(PIPELINE_TEST, old, _pipeline_text(old, [c.pipeline_model for c in chosen], pipeline)))
     pyproject = topobench / "pyproject.toml"
-    if pyproject.is_file():
-        old = pyproject.read_text()
+    old = _read(pyproject)
+    if old is not None:
         changes.append(_edit("pyproject.toml", old, _pyproject_text(old, requirement, pyproject)))
     else:
         changes.append(Change("pyproject.toml", "manual", note=f"add the dependency {requirement!r}"))
-    readme = topobench / "README.md"
-    original = readme.read_text() if readme.is_file() else None
+    original = _read(topobench / "README.md")
     text = original
     for contribution in chosen:
         row, section = contribution.readme_row, contribution.readme_section
@@ -319,9 +408,15 @@ def contribute(
     force: bool = False,
     dry_run: bool = False,
 ) -> list[Change]:
-    """Write the pull-request files of ``models`` into a TopoBench checkout.
+    """Write the pull-request files of ``models`` into a TopoBench checkout: all of them or none.
 
-    Everything is checked (:func:`plan`) before the first file is written.
+    Everything is checked (:func:`plan`, then every destination folder reached from the
+    checkout without following links), every new content is written to a temporary file beside
+    its destination, and only then are the files replaced one after another
+    (:func:`topomodelx_attention.files.replace_all`). A link planted in the checkout is never
+    written through: one at a folder is refused, one at a file is replaced by the file. On any
+    failure (a check, a full disk, a file-size limit, Ctrl+C) every original is put back byte
+    for byte, what was created is removed, and the error says that nothing was changed.
 
     Parameters
     ----------
@@ -334,13 +429,45 @@ def contribute(
     -------
     list of Change
         What was (or, with ``dry_run``, would be) done to each file.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As for :func:`plan`, and for a path of the plan outside the checkout.
+    OSError
+        When a destination cannot be written (a link or file in place of a folder:
+        :class:`~topomodelx_attention.files.LinkRefusedError`; a full disk; a file-size limit):
+        nothing in the checkout was changed.
+    topomodelx_attention.files.RestoreError
+        When writing failed and not every original could be put back (the message names the
+        files and where their originals are kept).
     """
-    changes = plan(topobench, models, requirement=requirement, force=force)
-    if not dry_run:
-        root = check_checkout(topobench)
-        for change in changes:
-            if change.content is not None:
-                target = root / change.path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(change.content)
+    try:
+        changes = plan(topobench, models, requirement=requirement, force=force)
+        if not dry_run:
+            root = check_checkout(topobench)
+            replace_all(
+                {root / c.path: c.content.encode("utf-8") for c in changes if c.content is not None},
+                root=root,
+            )
+    except RestoreError:
+        raise
+    except (ValueError, TypeError, OSError) as error:
+        raise _nothing_changed(error) from error
     return changes
+
+
+def _nothing_changed(error: Exception) -> Exception:
+    """``error`` (same type) with its message ending in "nothing in the checkout was changed"."""
+    if isinstance(error, OSError) and error.filename is not None:
+        text = f"{error.strerror or error}: {error.filename}"
+    else:
+        text = str(error) or type(error).__name__
+    message = f"{text}; nothing in the checkout was changed"
+    try:
+        new = type(error)(message)
+    except Exception:  # an exception type that takes other arguments
+        new = (OSError if isinstance(error, OSError) else ValueError)(message)
+    if isinstance(error, OSError):
+        new.errno = error.errno
+    return new
