@@ -125,6 +125,14 @@ _MODELS = {
     "readout_layers": """\
 readout_layers : int, default=1
     Hidden layers of the readout MLP.""",
+    "readout_init": """\
+readout_init : {"default", "small", "zero"}, default="small"
+    Initialisation of the last linear map of the readout MLP
+    (:func:`~topomodelx_attention.harness.baselines.init_last_layer`): ``"small"``, PyTorch's
+    weights times 0.01 and a zero bias, so that every complex starts near the same output (a
+    first loss near ``ln C`` on ``C`` classes) however many cells the sum pooling adds, while
+    gradients reach every layer from the first step; ``"default"``: PyTorch's (logits that grow
+    with the number of cells); ``"zero"``: zero weights and bias.""",
     "check_inputs": """\
 check_inputs : bool, default=True
     Reject NaN / Inf / huge float inputs once per forward

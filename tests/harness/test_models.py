@@ -113,3 +113,48 @@ def test_register_model_extension_point(prepared_by_model):
         MODELS.pop("constant_test_model")
     with pytest.raises(ValueError, match="domain"):
         register_model("x", "hypergraph", lambda m, i: set())
+
+
+# ------------------------------------------------------------------ the first loss of every model
+def _write_six_class_tu(root):
+    """An ENZYMES-like TU set: 24 ring graphs of 6 classes, one-hot labels and node attributes in the tens."""
+    import numpy as np
+
+    from tests.helpers import load_benchmark
+
+    raw = load_benchmark("ring_tu").write_ring_tu(root, "RINGS6", graphs=24, seed=0)
+    labels = np.array([int(v) for v in (raw / "RINGS6_node_labels.txt").read_text().split()])
+    rng = np.random.default_rng(0)
+    attributes = np.abs(rng.normal(30.0, 20.0, (len(labels), 4))) + 10.0 * labels[:, None]
+    (raw / "RINGS6_node_attributes.txt").write_text(
+        "".join(", ".join(f"{v:.2f}" for v in row) + "\n" for row in attributes)
+    )
+    return root
+
+
+def test_every_model_starts_near_chance_on_a_multi_class_set(tmp_path):
+    """Before any step, the cross-entropy of every registered model is near ln C (6 classes).
+
+    Sum pooling over ~30-vertex complexes, unnormalised sum aggregations (CWN, SCCNN) and node
+    attributes in the tens made the first losses 5-100x ln C, from which training did not recover.
+    """
+    import math
+
+    data = _write_six_class_tu(tmp_path / "data")
+    failures = []
+    for name in sorted(MODELS):
+        cfg = compose_config([f"dataset.data_dir={data}", "dataset.use_node_attr=true"], dataset="RINGS6", model=name)
+        prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, tmp_path / "cache")
+        classes = prepared.info.out_channels
+        assert classes == 6
+        for seed in range(3):
+            torch.manual_seed(seed)
+            model = build_model(name, cfg.model.params, prepared.info).train()  # as the first training step
+            complexes = [c.clone() for c in prepared.complexes]
+            prune_keys(complexes, get_spec(name).keys(model, prepared.info))
+            batch = next(iter(DataLoader(complexes, batch_size=len(complexes))))
+            with torch.no_grad():
+                loss = float(torch.nn.functional.cross_entropy(model(batch), batch.y.view(-1)))
+            if not 0.5 * math.log(classes) <= loss <= 2 * math.log(classes):
+                failures.append(f"{name} seed {seed}: {loss:.2f}")
+    assert not failures, f"first losses outside [0.5, 2] x ln 6 = [0.90, 3.58]: {failures}"

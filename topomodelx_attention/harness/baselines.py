@@ -19,7 +19,7 @@ complex or one row per vertex, dropout, :class:`~topomodelx_attention.nn.common.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,6 +35,7 @@ from topomodelx_attention.harness.registry import (
     register_model,
     task_outputs,
 )
+from topomodelx_attention.nn.cell.cellular_transformer import READOUT_INITS, SMALL_READOUT_GAIN
 from topomodelx_attention.nn.common import (
     POOLINGS,
     FeatureEncoder,
@@ -52,6 +53,7 @@ __all__ = [
     "GINBaseline",
     "SCCNNBaseline",
     "edge_graph",
+    "init_last_layer",
 ]
 
 
@@ -74,15 +76,25 @@ class Baseline(nn.Module):
     %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
+    %(readout_init)s
     """
 
     def __init__(
-        self, hidden_channels: int, *, pooling: str = "sum", check_inputs: bool = True, outputs: str = "complex"
+        self,
+        hidden_channels: int,
+        *,
+        pooling: str = "sum",
+        check_inputs: bool = True,
+        outputs: str = "complex",
+        readout_init: str = "small",
     ) -> None:
         super().__init__()
         self.outputs = check_outputs(outputs)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be 'sum' or 'mean', got {pooling!r}")
+        if readout_init not in READOUT_INITS:
+            raise ValueError(f"readout_init must be one of {READOUT_INITS}, got {readout_init!r}")
+        self.readout_init = readout_init
         self.pooling = pooling
         self.check_inputs = bool(check_inputs)
         self.hidden_channels = int(hidden_channels)
@@ -106,6 +118,7 @@ class Baseline(nn.Module):
         """
         self.dropout = nn.Dropout(dropout) if dropout_before else nn.Identity()
         self.readout = ReadoutMLP(self.hidden_channels, info.out_channels, readout_layers, dropout)
+        init_last_layer(self.readout, self.readout_init)
 
     def check(self, rows: Mapping[str, tuple[Tensor | None, int]]) -> None:
         """Check that every input has one row per cell and, with ``check_inputs``, finite values.
@@ -194,6 +207,37 @@ def _baseline(
     return decorator
 
 
+def init_last_layer(readout: nn.Module, init: str) -> None:
+    """Initialise the last linear map of a readout as ``readout_init`` says (in place).
+
+    ``"default"``: PyTorch's initialisation, unchanged. ``"small"``: its weights times
+    :data:`~topomodelx_attention.nn.cell.cellular_transformer.SMALL_READOUT_GAIN` (0.01) and a
+    zero bias. ``"zero"``: zero weights and bias.
+
+    Parameters
+    ----------
+    readout : torch.nn.Linear or torch.nn.Sequential
+        The readout: a linear map, or a sequence whose last module is one.
+    init : {"default", "small", "zero"}
+        The initialisation.
+
+    Raises
+    ------
+    ValueError
+        For another ``init`` (the message names ``readout_init``).
+    """
+    if init not in READOUT_INITS:
+        raise ValueError(f"readout_init must be one of {READOUT_INITS}, got {init!r}")
+    last = readout if isinstance(readout, nn.Linear) else readout[-1]
+    if init == "default":
+        return
+    gain = SMALL_READOUT_GAIN if init == "small" else 0.0
+    with torch.no_grad():
+        last.weight.mul_(gain)
+        if last.bias is not None:
+            last.bias.zero_()
+
+
 # ----------------------------------------------------------------------------------------------
 # GIN
 # ----------------------------------------------------------------------------------------------
@@ -221,6 +265,7 @@ class GINBaseline(Baseline):
     %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
+    %(readout_init)s
     """
 
     def __init__(
@@ -233,8 +278,11 @@ class GINBaseline(Baseline):
         pooling: str = "sum",
         check_inputs: bool = True,
         outputs: str = "complex",
+        readout_init: str = "small",
     ) -> None:
-        super().__init__(hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs)
+        super().__init__(
+            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
+        )
         from torch_geometric.nn import GIN
 
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
@@ -412,6 +460,7 @@ class EdgeGraphBaseline(Baseline):
     %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex.
+    %(readout_init)s
 
     Raises
     ------
@@ -436,8 +485,11 @@ class EdgeGraphBaseline(Baseline):
         pe_hidden_channels: int = 8,
         check_inputs: bool = True,
         outputs: str = "complex",
+        readout_init: str = "small",
     ) -> None:
-        super().__init__(hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs)
+        super().__init__(
+            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
+        )
         if conv not in EDGE_GRAPH_CONVS:
             raise ValueError(f"conv must be one of {sorted(EDGE_GRAPH_CONVS)}, got {conv!r}")
         depth, defaults = EDGE_GRAPH_CONVS[conv]
@@ -502,6 +554,13 @@ class EdgeGraphBaseline(Baseline):
 class _RankBaseline(Baseline):
     """Baseline on 2-dimensional complexes: one encoder per rank 0..2 (TopoModelX's CWN, SCCNN).
 
+    TopoModelX's CWN and SCCNN sum their messages without normalisation and have no norm
+    layer, so the scale of their states follows the scale of the inputs times the neighbourhood
+    sizes, layer after layer: the ``embedding_norm`` and ``final_norm`` LayerNorms (per rank)
+    keep the encoded inputs and the final states at unit scale (as the Cellular Transformer's
+    options of the same names; TopoBench's wrappers apply a LayerNorm per rank to the backbone's
+    output too).
+
     Parameters
     ----------
     info : DatasetInfo
@@ -510,20 +569,44 @@ class _RankBaseline(Baseline):
         Width (all ranks).
     model : str
         The TopoModelX model's name, for the error message.
-    check_inputs, outputs
+    embedding_norm : bool
+        A LayerNorm per rank on the encoded inputs (input-scale invariance).
+    final_norm : bool
+        A LayerNorm per rank on the final states, before the pooling (and the vertex readout).
+    check_inputs, outputs, readout_init
         As :class:`Baseline`.
     """
 
-    def __init__(self, info: DatasetInfo, hidden_channels: int, model: str, *, check_inputs: bool, outputs: str) -> None:
-        super().__init__(hidden_channels, check_inputs=check_inputs, outputs=outputs)
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int,
+        model: str,
+        *,
+        embedding_norm: bool,
+        final_norm: bool,
+        check_inputs: bool,
+        outputs: str,
+        readout_init: str,
+    ) -> None:
+        super().__init__(hidden_channels, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init)
         if info.max_rank != 2:
             raise ValueError(f"{model} needs 2-dimensional complexes, got max_rank={info.max_rank}")
         self.encoders = rank_encoders(info, self.hidden_channels, range(3))
+        def norms(on: bool) -> nn.ModuleList | None:
+            return nn.ModuleList(nn.LayerNorm(self.hidden_channels) for _ in range(3)) if on else None
+
+        self.embedding_norms, self.final_norms = norms(bool(embedding_norm)), norms(bool(final_norm))
 
     def encode(self, batch: Any) -> list[Tensor]:
         """Check ``x_r`` against ``batch_r`` and encode it, r = 0..2 (``(n_r, hidden_channels)`` each)."""
         self.check({f"x_{r}": (batch[f"x_{r}"], batch[f"batch_{r}"].numel()) for r in range(3)})
-        return [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
+        encoded = [enc(batch[f"x_{r}"]) for r, enc in enumerate(self.encoders)]
+        return encoded if self.embedding_norms is None else [n(x) for n, x in zip(self.embedding_norms, encoded)]
+
+    def finish(self, states: Sequence[Tensor]) -> list[Tensor]:
+        """Return the final states of ranks 0..2, through the ``final_norm`` LayerNorms when set."""
+        return list(states) if self.final_norms is None else [n(x) for n, x in zip(self.final_norms, states)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -554,6 +637,14 @@ class CWNBaseline(_RankBaseline):
     dropout : float, default=0.0
         Dropout before the readout.
     %(readout_layers)s
+    embedding_norm : bool, default=True
+        A LayerNorm per rank on the encoded inputs: the states no longer scale with the inputs
+        (e.g. TU node attributes in the tens). ``False``: TopoModelX's CWN on the encoded inputs.
+    final_norm : bool, default=True
+        A LayerNorm per rank on CWN's final states, before the pooling: CWN sums the messages of
+        all upper-adjacent edges, 2-cells and vertices without normalisation, so its edge states
+        grow with the neighbourhood sizes and the inputs' scale at every layer.
+    %(readout_init)s
     %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex. TopoModelX's CWN updates only the edges
@@ -570,10 +661,16 @@ class CWNBaseline(_RankBaseline):
         n_layers: int = 2,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        embedding_norm: bool = True,
+        final_norm: bool = True,
+        readout_init: str = "small",
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
-        super().__init__(info, hidden_channels, "CWN", check_inputs=check_inputs, outputs=outputs)
+        super().__init__(
+            info, hidden_channels, "CWN", embedding_norm=embedding_norm, final_norm=final_norm,
+            check_inputs=check_inputs, outputs=outputs, readout_init=readout_init,
+        )
         from topomodelx.nn.cell.cwn import CWN
 
         h = self.hidden_channels
@@ -582,7 +679,7 @@ class CWNBaseline(_RankBaseline):
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
         x = self.encode(batch)
-        return list(self.cwn(
+        return self.finish(self.cwn(
             x[0], x[1], x[2],
             adjacency_0=batch.adjacency_1,
             incidence_2=batch.incidence_2,
@@ -631,6 +728,13 @@ class SCCNNBaseline(_RankBaseline):
     dropout : float, default=0.0
         Dropout before the readout.
     %(readout_layers)s
+    embedding_norm : bool, default=True
+        A LayerNorm per rank on the encoded inputs (the states no longer scale with the inputs).
+    final_norm : bool, default=True
+        A LayerNorm per rank on SCCNN's final states, before the pooling: SCCNN multiplies the
+        states by the (unnormalised) Laplacians and incidences at every layer, so their scale
+        grows with the cell degrees.
+    %(readout_init)s
     %(check_inputs)s
     outputs : {"complex", "node"}, default="complex"
         One prediction per complex, or per vertex (the readout MLP on the final vertex states,
@@ -647,12 +751,18 @@ class SCCNNBaseline(_RankBaseline):
         aggr_norm: bool = False,
         dropout: float = 0.0,
         readout_layers: int = 1,
+        embedding_norm: bool = True,
+        final_norm: bool = True,
+        readout_init: str = "small",
         check_inputs: bool = True,
         outputs: str = "complex",
     ) -> None:
         if int(conv_order) < 1:
             raise ValueError(f"conv_order must be at least 1, got {conv_order}")
-        super().__init__(info, hidden_channels, "SCCNN", check_inputs=check_inputs, outputs=outputs)
+        super().__init__(
+            info, hidden_channels, "SCCNN", embedding_norm=embedding_norm, final_norm=final_norm,
+            check_inputs=check_inputs, outputs=outputs, readout_init=readout_init,
+        )
         from topomodelx.nn.simplicial.sccnn import SCCNN
 
         h = self.hidden_channels
@@ -665,7 +775,7 @@ class SCCNNBaseline(_RankBaseline):
             batch.hodge_laplacian_0, batch.down_laplacian_1, batch.up_laplacian_1, batch.hodge_laplacian_2,
         )
         incidences = (batch.signed_incidence_1, batch.signed_incidence_2)
-        return list(self.sccnn(x, laplacians, incidences))
+        return self.finish(self.sccnn(x, laplacians, incidences))
 
 
 # the allow-list of configuration _target_s holds this module's model classes

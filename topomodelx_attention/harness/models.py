@@ -43,7 +43,7 @@ from typing import Any
 from torch import nn
 
 # the baselines register themselves on import: importing this module fills the whole registry
-from topomodelx_attention.harness import baselines as _baselines  # noqa: F401
+from topomodelx_attention.harness import baselines as _baselines
 from topomodelx_attention.harness.config import CONFIG_DIR, allow_harness_classes
 from topomodelx_attention.harness.datasets import DatasetInfo
 from topomodelx_attention.harness.registry import (
@@ -204,19 +204,25 @@ register_model("tokengt_cell", "cell", _tokengt_keys)(build_tokengt)
 def build_n_simplicial(params: Mapping[str, Any], info: DatasetInfo) -> nn.Module:
     """2-simplicial transformer on the vertices; triangles (and edges, via the key/value bias) as tuples.
 
-    Node-level tasks: the readout of every vertex token (``outputs="tokens"``).
+    Node-level tasks: the readout of every vertex token (``outputs="tokens"``). The harness
+    option ``readout_init`` (default ``"small"``, as the baselines':
+    :func:`~.baselines.init_last_layer`) initialises the readout, so that the sum pooling of
+    the vertex tokens starts near chance (``ln C``) whatever the size of the complexes.
     """
     from topomodelx_attention.nn.simplicial import NSimplicialTransformer
 
     params = dict(params)
     outputs = task_outputs(params, info)
-    return NSimplicialTransformer(
+    readout_init = params.pop("readout_init", "small")
+    model = NSimplicialTransformer(
         in_channels=info.in_channels[0],
         out_channels=info.out_channels,
         categorical=info.categorical[0],
         outputs="tokens" if outputs == "node" else "complex",
         **params,
     )
+    _baselines.init_last_layer(model.readout, readout_init)
+    return model
 
 
 # the allow-list of configuration _target_s holds this module's model classes
