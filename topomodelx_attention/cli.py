@@ -19,7 +19,11 @@ User errors (bad paths, unknown names, damaged data files, unwritable folders) p
 ``topomodelx-attention <command>: error: ...`` on stderr and exit with status 2; other
 exceptions are bugs and keep their traceback (``TOPOMODELX_ATTENTION_TRACEBACK=1`` shows the
 traceback of user errors too). Ctrl+C (SIGINT) prints one line
-``topomodelx-attention <command>: interrupted`` and exits with status 130, without a traceback.
+``topomodelx-attention <command>: interrupted`` and exits with status 130, SIGTERM (``kill``, a
+batch scheduler's time limit) prints ``topomodelx-attention <command>: terminated`` and exits
+with status 143, both without a traceback and without a results row for the unfinished seed.
+A ``train`` whose seed failed (its training loss became NaN or infinite) prints the finished
+seeds' table, one line per failed seed, and exits with status 1.
 
 The module imports nothing heavy: ``--help`` and argument errors never import torch, PyG or
 Lightning; each command imports what it needs when it runs.
@@ -43,13 +47,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_INTERRUPTED", "USER_ERRORS", "Interrupted", "UserError", "main"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_SEED_FAILED", "USER_ERRORS", "Interrupted", "UserError", "main"]
 
 LIFTINGS = ("cell_cycle", "clique")
 
 
 EXIT_INTERRUPTED = 130
-"""Exit status after Ctrl+C (SIGINT): 128 + the signal number, as shells report it."""
+"""Exit status after Ctrl+C (SIGINT): 128 + the signal number, as shells report it (143 after SIGTERM)."""
+
+EXIT_SEED_FAILED = 1
+"""Exit status of a ``train`` in which a seed failed (diverged): its metrics are never reported."""
 
 
 class UserError(Exception):
@@ -57,12 +64,22 @@ class UserError(Exception):
 
 
 class Interrupted(BaseException):
-    """Raised by the CLI's SIGINT handler (exit status :data:`EXIT_INTERRUPTED`, one line).
+    """Raised by the CLI's SIGINT and SIGTERM handlers (exit status 128 + the signal, one line).
 
     Deliberately not a ``KeyboardInterrupt``: Lightning turns a ``KeyboardInterrupt`` during
-    ``fit`` into a "graceful shutdown" message and ``sys.exit(1)``; any other exception it tears
-    down and re-raises, so the CLI reports one line and exits with 130.
+    ``fit`` into a "graceful shutdown" message and ``sys.exit(1)``, and a SIGTERM into a quiet
+    stop of the fit; any other exception it tears down and re-raises, so the CLI reports one
+    line and exits with 130 (SIGINT) or 143 (SIGTERM).
+
+    Parameters
+    ----------
+    signum : int, default=signal.SIGINT
+        The signal received.
     """
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -172,9 +189,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     asked = any(o.lstrip("+").startswith("trainer.enable_progress_bar=") for o in args.overrides)
     if args.no_progress_bar or not (asked or _is_terminal(sys.stderr)):
         overrides.append("trainer.enable_progress_bar=false")
-    for flag, value in (("--output-dir", args.output_dir), ("--cache-dir", args.cache_dir)):
-        if value is not None:
-            _check_writable_dir(flag, Path(value).expanduser())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -184,6 +198,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     _check_accelerator(cfg.trainer.get("accelerator"))
     for warning in caught:  # e.g. a +key=value override that nothing reads: one line each
         print(f"topomodelx-attention train: warning: {warning.message}", file=sys.stderr)
+    # after the configuration is checked: a refused option creates no folder
+    for flag, value in (("--output-dir", args.output_dir), ("--cache-dir", args.cache_dir)):
+        if value is not None:
+            _check_writable_dir(flag, Path(value).expanduser())
     bars = bool(cfg.trainer.get("enable_progress_bar", True))
     try:
         with progress_bars(bars), _lightning_logs(verbose=args.verbose):
@@ -200,7 +218,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(markdown_table(result))
         print()
         print(f"results, learning curves and logs: {result.output_dir}")
-    return 0
+        for seed in result.failed:  # never a result: a failing status and the reason on stderr
+            print(f"topomodelx-attention train: error: seed {seed.seed} {seed.failure}", file=sys.stderr)
+    return EXIT_SEED_FAILED if result.failed else 0
 
 
 def _is_terminal(stream: object) -> bool:
@@ -249,10 +269,10 @@ def _lightning_logs(verbose: bool) -> Iterator[None]:
 
 def _check_writable_dir(flag: str, folder: Path) -> None:
     """Raise :class:`UserError` when ``folder`` cannot be created or written (before any work)."""
-    from topomodelx_attention.harness.datasets import probe_writable
+    from topomodelx_attention.files import check_writable
 
     try:
-        probe_writable(folder)
+        check_writable(folder)
     except OSError as error:
         raise UserError(
             f"{flag} {folder} is not a writable folder ({error.strerror or error}); choose another one"
@@ -659,16 +679,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0, 2 for a user error, :data:`EXIT_INTERRUPTED` (130) after Ctrl+C.
+        Exit status: 0, 1 when a seed of ``train`` failed (:data:`EXIT_SEED_FAILED`), 2 for a
+        user error, :data:`EXIT_INTERRUPTED` (130) after Ctrl+C, 143 after SIGTERM.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with _sigint_interrupts():
+        with _signals_interrupt():
             return int(args.func(args))
-    except (Interrupted, KeyboardInterrupt):
-        print(f"topomodelx-attention {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except (Interrupted, KeyboardInterrupt) as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        word = "terminated" if signum == signal.SIGTERM else "interrupted"
+        print(f"topomodelx-attention {args.command}: {word}", file=sys.stderr)
+        return 128 + signum
     except USER_ERRORS as error:
         if os.environ.get("TOPOMODELX_ATTENTION_TRACEBACK"):
             raise
@@ -677,11 +700,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _sigint_interrupts() -> Iterator[None]:
-    """Turn SIGINT into :class:`Interrupted` in this process while a command runs.
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`Interrupted` in this process while a command runs.
 
-    A second Ctrl+C during the clean-up is ignored; forked children (data loader workers)
-    keep the usual ``KeyboardInterrupt``. The previous handler is restored afterwards. Only the
+    A second signal during the clean-up is ignored; forked children (data loader workers) keep
+    the usual ``KeyboardInterrupt`` on SIGINT. The previous handlers are restored afterwards.
+    Lightning, during a fit, calls a SIGTERM handler found in place after its own. Only the
     main thread can install signal handlers: elsewhere nothing changes.
     """
     import threading
@@ -693,15 +717,22 @@ def _sigint_interrupts() -> Iterator[None]:
 
     def interrupt(signum: int, frame: object) -> None:
         if os.getpid() != owner:  # a forked worker: the usual behaviour
-            raise KeyboardInterrupt
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise Interrupted
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)  # SIGTERM: end as without the CLI's handler
+            os.kill(os.getpid(), signum)
+            return
+        for stop in handled:
+            signal.signal(stop, signal.SIG_IGN)
+        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGINT, interrupt)
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {stop: signal.signal(stop, interrupt) for stop in handled}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
 
 
 def _one_line(error: BaseException) -> str:

@@ -211,3 +211,79 @@ def test_ddp_asks_for_unused_parameter_search_only_when_a_parameter_gets_no_grad
         assert _ddp_strategy("ddp", Partial(True), loader) == "ddp_find_unused_parameters_true"
     assert _ddp_strategy("ddp", Partial(False), loader) == "ddp"
     assert _ddp_strategy("auto", Partial(True), loader) == "auto"
+
+
+def _diverging_run(tmp_path, capsys, *overrides):
+    out = tmp_path / "out"
+    status = main([
+        "train", "--dataset", "MUTAG", "--model", "gin", "--max-epochs", "2", "--seeds", "1", "2",
+        "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(out), "--no-progress-bar",
+        "dataset.max_graphs=16", "model.params.hidden_channels=8", *overrides,
+    ])
+    captured = capsys.readouterr()
+    with open(out / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    return status, captured, rows, (out / "results.md").read_text()
+
+
+def test_a_diverged_seed_is_reported_as_failed_never_as_a_result(tmp_path, capsys):
+    status, captured, rows, table = _diverging_run(tmp_path, capsys, "optimizer.lr=1e30")
+    assert status == 1
+    assert [r["val_accuracy"] for r in rows] == ["", ""] and [r["test_accuracy"] for r in rows] == ["", ""]
+    assert all(r["failure"].startswith("diverged: the training loss is") for r in rows)
+    assert "**n/a**" in table and "(0 finished)" in table
+    errors = captured.err.strip().splitlines()
+    assert len(errors) == 2 and all(
+        line.startswith(f"topomodelx-attention train: error: seed {s} diverged:") and "optimizer.lr" in line
+        for s, line in zip((1, 2), errors)
+    ), captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_only_the_finished_seeds_make_the_mean(tmp_path, capsys, monkeypatch):
+    from topomodelx_attention.harness import training
+
+    step = training.GraphTaskModule._step
+
+    def nan_in_the_second_epoch_of_seed_2(self, batch, stage):
+        loss = step(self, batch, stage)
+        if stage == "train" and self.current_epoch == 1 and torch.initial_seed() == 2:
+            return loss * float("nan")
+        return loss
+
+    monkeypatch.setattr(training.GraphTaskModule, "_step", nan_in_the_second_epoch_of_seed_2)
+    status, _, rows, table = _diverging_run(tmp_path, capsys)
+    assert status == 1
+    assert rows[0]["failure"] == "" and 0.0 <= float(rows[0]["test_accuracy"]) <= 1.0
+    assert rows[1]["failure"].startswith("diverged: the training loss is nan at epoch 1") and rows[1]["test_accuracy"] == ""
+    assert "(1 finished)" in table
+    seed_1 = 100 * float(rows[0]["test_accuracy"])
+    assert f"**{seed_1:.2f}**" in table  # the mean of one finished seed is that seed's value
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("optimizer.lr=inf", "optimizer.lr"),
+        ("optimizer.lr=nan", "optimizer.lr"),
+        ("optimizer.lr=0", "optimizer.lr"),
+        ("optimizer.weight_decay=-1", "optimizer.weight_decay"),
+        ("optimizer.weight_decay=inf", "optimizer.weight_decay"),
+        ("trainer.gradient_clip_val=nan", "trainer.gradient_clip_val"),
+        ("trainer.gradient_clip_val=-1", "trainer.gradient_clip_val"),
+        ("optimizer.warmup_epochs=-2", "optimizer.warmup_epochs"),
+        ("optimizer.warmup_epochs=inf", "optimizer.warmup_epochs"),
+        ("optimizer.min_lr_ratio=1.5", "optimizer.min_lr_ratio"),
+        ("optimizer.betas=[0.9,1.0]", "optimizer.betas"),
+        ("optimizer.eps=0", "optimizer.eps"),
+        ("model.params.dropout=1.0", "model.params.dropout"),
+        ("model.params.attention_dropout=-0.5", "model.params.attention_dropout"),
+        ("seeds=[3,1,3]", "seeds"),
+    ],
+)
+def test_out_of_range_hyperparameters_are_refused_before_any_work(tmp_path, capsys, override, key):
+    status = main(["train", "--dataset", "MUTAG", "--cache-dir", str(tmp_path), "--output-dir", str(tmp_path / "o"), override])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert f"error: invalid configuration: {key}=" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import math
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -46,8 +47,13 @@ _POSITIVE_INTS = (
     "model.params.hidden_channels", "model.params.n_layers", "model.params.heads",
     "dataset.max_graphs",
 )
-_NON_NEGATIVE = ("dataset.dataloader.num_workers", "trainer.early_stopping_patience", "optimizer.weight_decay")
-_POSITIVE_FLOATS = ("optimizer.lr",)
+_NON_NEGATIVE = (
+    "dataset.dataloader.num_workers", "trainer.early_stopping_patience", "optimizer.weight_decay",
+    "optimizer.warmup_epochs", "trainer.gradient_clip_val",
+)
+_POSITIVE_FLOATS = ("optimizer.lr", "optimizer.eps", "optimizer.decay_epochs")
+#: Keys whose values lie in [0, 1) (probabilities of dropping) or [0, 1] (ratios).
+_UNIT_INTERVAL = {"optimizer.min_lr_ratio": True, "optimizer.betas": False}
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 """Folder of the packaged YAML files."""
@@ -325,6 +331,9 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
                     f"invalid configuration: {key}={values[key]!r} must be {_type_name(default)} "
                     f"(packaged default: {default!r})"
                 )
+    for key, value in values.items():  # a NaN or infinite hyperparameter never trains
+        if any(isinstance(v, float) and not math.isfinite(v) for v in (value if isinstance(value, list) else [value])):
+            raise ValueError(f"invalid configuration: {key}={value!r} must be a finite number")
     for key in _POSITIVE_INTS:
         value = values.get(key)
         if key == "trainer.max_epochs" and value == -1 and values.get("trainer.max_time") is not None:
@@ -340,12 +349,29 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise ValueError(f"invalid configuration: {key}={value!r} must be a positive number")
-    seeds = OmegaConf.to_container(cfg, resolve=True).get("seeds")
+    unit = dict(_UNIT_INTERVAL)
+    unit.update({key: False for key in values if key.startswith("model.params.") and key.split(".")[-1].endswith("dropout")})
+    for key, closed in unit.items():
+        found = values.get(key)
+        for value in found if isinstance(found, list) else [found]:
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value <= 1 if closed else 0 <= value < 1):
+                raise ValueError(
+                    f"invalid configuration: {key}={found!r} must lie in [0, 1{']' if closed else ')'}"
+                )
+    seeds = resolved.get("seeds")
     if seeds is not None and (
         not isinstance(seeds, list) or not seeds
         or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
     ):
         raise ValueError(f"invalid configuration: seeds={seeds!r} must be a non-empty list of non-negative integers")
+    if seeds is not None and len(set(seeds)) != len(seeds):
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise ValueError(
+            f"invalid configuration: seeds={seeds!r} repeats {repeated}: each seed trains once into its "
+            "own folder (seed_<n>), so give every seed once"
+        )
 
 
 # ----------------------------------------------------------------------------------------------

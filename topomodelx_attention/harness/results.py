@@ -59,6 +59,9 @@ class SeedResult:
     test_metrics : dict of str to float, default={}
         Test values of the data set's further metrics (``dataset.metrics``, e.g.
         ``mse_per_triangle``), at the best-validation checkpoint.
+    failure : str or None, default=None
+        Why the seed did not finish (e.g. its training loss diverged): its ``val`` and ``test``
+        are NaN and no table reports a metric of it.
     """
 
     seed: int
@@ -70,6 +73,7 @@ class SeedResult:
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_by_time: bool = False
     test_metrics: dict[str, float] = field(default_factory=dict)
+    failure: str | None = None
 
 
 @dataclass
@@ -104,6 +108,16 @@ class ExperimentResult:
     output_dir: Path
     config: dict[str, Any]
     max_time: float | None = None
+
+    @property
+    def finished(self) -> list[SeedResult]:
+        """The seeds that trained to the end (every table's means are over these)."""
+        return [s for s in self.seeds if s.failure is None]
+
+    @property
+    def failed(self) -> list[SeedResult]:
+        """The seeds that did not finish (:attr:`SeedResult.failure`)."""
+        return [s for s in self.seeds if s.failure is not None]
 
 
 _SCALE = {"accuracy": 100.0, "mae": 1.0}
@@ -163,26 +177,29 @@ def summary_row(result: ExperimentResult) -> dict[str, Any]:
     -------
     dict
         ``dataset, model, metric, seeds, epochs, val, test, seconds, s_per_epoch, budget_s,
-        parameters`` (``epochs``: mean epochs reached per seed; ``budget_s``: wall-time budget
-        per seed, empty without one).
+        parameters, failed`` over the finished seeds (``seeds``: their number; ``epochs``: mean
+        epochs reached per seed; ``budget_s``: wall-time budget per seed, empty without one;
+        ``failed``: the number of seeds that did not finish, whose metrics count nowhere).
     """
     scale = _SCALE.get(result.metric, 1.0)
     digits = 2 if result.metric == "accuracy" else 3
-    epochs = [s.epochs for s in result.seeds]
-    per_epoch = [seconds_per_epoch(s) for s in result.seeds]
+    finished = result.finished
+    epochs = [s.epochs for s in finished]
+    per_epoch = [seconds_per_epoch(s) for s in finished]
     per_epoch = [v for v in per_epoch if math.isfinite(v)]
     return {
         "dataset": result.dataset,
         "model": result.model,
         "metric": result.metric + (" (%)" if result.metric == "accuracy" else ""),
-        "seeds": len(result.seeds),
+        "seeds": len(finished),
         "epochs": f"{np.mean(epochs):.0f}" if epochs else "0",
-        "val": format_mean_std([s.val for s in result.seeds], scale, digits),
-        "test": format_mean_std([s.test for s in result.seeds], scale, digits),
+        "val": format_mean_std([s.val for s in finished], scale, digits),
+        "test": format_mean_std([s.test for s in finished], scale, digits),
         "seconds": f"{sum(s.seconds for s in result.seeds):.0f}",
         "s_per_epoch": f"{np.mean(per_epoch):.3f}" if per_epoch else "n/a",
         "budget_s": "" if result.max_time is None else f"{result.max_time:g}",
         "parameters": result.num_parameters,
+        "failed": len(result.failed),
     }
 
 
@@ -211,18 +228,25 @@ def markdown_table(result: ExperimentResult) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for s in result.seeds:
+        if s.failure is not None:
+            lines.append(f"| {s.seed} | — | {s.epochs} | failed | failed | {s.seconds:.1f} | | |")
+            continue
         lines.append(
             f"| {s.seed} | {s.best_epoch} | {s.epochs} | {format_mean_std([s.val], scale, digits)} "
             f"| {format_mean_std([s.test], scale, digits)} | {s.seconds:.1f} "
             f"| {seconds_per_epoch(s):.3f} | {'yes' if s.stopped_by_time else 'no'} |"
         )
     summary = summary_row(result)
+    over = f" ({summary['seeds']} finished)" if result.failed else ""
     lines.append(
-        f"| **mean ± std** | | | **{summary['val']}** | **{summary['test']}** "
+        f"| **mean ± std**{over} | | | **{summary['val']}** | **{summary['test']}** "
         f"| {summary['seconds']} | {summary['s_per_epoch']} | |"
     )
+    if result.failed:
+        lines.append("")
+    lines += [f"seed {s.seed} failed, no metric reported: {s.failure}" for s in result.failed]
     for name in _extra_metrics(result):
-        values = [s.test_metrics.get(name, float("nan")) for s in result.seeds]
+        values = [s.test_metrics.get(name, float("nan")) for s in result.finished]
         lines.append(f"\ntest {name}: {format_mean_std(values, 1.0, 4)} (per seed: "
                      + ", ".join(f"{v:.4f}" for v in values) + ")")
     if result.max_time is not None:
@@ -382,13 +406,14 @@ def write_results(result: ExperimentResult, plot: bool = True) -> dict[str, Path
     write_text(files["markdown"], markdown_table(result) + "\n", root=out)
     header = ["dataset", "model", "seed", "best_epoch", "epochs", f"val_{result.metric}",
               f"test_{result.metric}", "seconds", "s_per_epoch", "stopped_by_time",
-              "budget_s", "parameters", *(f"test_{m}" for m in _extra_metrics(result))]
+              "budget_s", "parameters", *(f"test_{m}" for m in _extra_metrics(result)), "failure"]
     rows = [[result.dataset, result.model, s.seed, s.best_epoch, s.epochs,
-             f"{s.val:.6f}", f"{s.test:.6f}", f"{s.seconds:.2f}",
+             "" if s.failure else f"{s.val:.6f}", "" if s.failure else f"{s.test:.6f}", f"{s.seconds:.2f}",
              f"{seconds_per_epoch(s):.4f}", int(s.stopped_by_time),
              "" if result.max_time is None else f"{result.max_time:g}",
              result.num_parameters,
-             *(f"{s.test_metrics.get(m, float('nan')):.6f}" for m in _extra_metrics(result))]
+             *(f"{s.test_metrics.get(m, float('nan')):.6f}" for m in _extra_metrics(result)),
+             s.failure or ""]
             for s in result.seeds]
     write_csv(files["csv"], [header, *rows], root=out)
     row = summary_row(result)

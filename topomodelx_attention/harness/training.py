@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from topomodelx_attention.files import make_dirs, write_text
-from topomodelx_attention.harness.config import check_targets
+from topomodelx_attention.harness.config import validate_config
 from topomodelx_attention.harness.datasets import (
     ComplexDataset,
     DatasetInfo,
@@ -57,6 +57,7 @@ __all__ = [
     "GraphTaskModule",
     "ResampleNodeIds",
     "SeedResult",
+    "TrainingDiverged",
     "adam_update_mode",
     "best_checkpoint",
     "cosine_warmup_lambda",
@@ -72,6 +73,24 @@ __all__ = [
 
 _HARNESS_TRAINER_KEYS = ("early_stopping_patience", "num_threads", "max_time", "keep_freed_memory")
 _RUN_DIR_ENV = "TOPOMODELX_ATTENTION_RUN_DIR"
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite: the seed stops and is reported as failed.
+
+    Parameters
+    ----------
+    epoch : int
+        Epoch of the step (0-based).
+    step : int
+        Optimisation steps taken before it.
+    loss : float
+        The loss value.
+    """
+
+    def __init__(self, epoch: int, step: int, loss: float) -> None:
+        self.epoch, self.step, self.loss = int(epoch), int(step), float(loss)
+        super().__init__(f"the training loss is {self.loss} at epoch {self.epoch}, step {self.step}")
 
 
 def cosine_warmup_lambda(
@@ -368,10 +387,14 @@ class GraphTaskModule(L.LightningModule):
         )
         return loss
 
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:  # noqa: D102
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        """Loss of one training batch; :class:`TrainingDiverged` when it is NaN or infinite."""
         if self.augment is not None:
             batch = self.augment(batch)
-        return self._step(batch, "train")
+        loss = self._step(batch, "train")
+        if not bool(torch.isfinite(loss.detach()).all()):  # never step on (or report) a diverged loss
+            raise TrainingDiverged(self.current_epoch, self.global_step, float(loss.detach()))
+        return loss
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:  # noqa: D102
         self._step(batch, "val")
@@ -722,7 +745,10 @@ def run_seed(
         trained, info, cfg.optimizer, _training_augment(cfg), budget, steps_per_epoch
     )
     start = time.perf_counter()
-    trainer.fit(module, loaders[0], loaders[1])
+    try:
+        trainer.fit(module, loaders[0], loaders[1])
+    except TrainingDiverged as error:
+        return _diverged(cfg, int(seed), error, history, time.perf_counter() - start), n_params
     stopped_by_time = _stopped_by_time(trainer)
     test_value = float("nan")
     test_metrics: dict[str, float] = {}
@@ -757,6 +783,19 @@ def run_seed(
         test_metrics,
     )
     return result, n_params
+
+
+def _diverged(cfg: DictConfig, seed: int, error: TrainingDiverged, history: EpochHistory, seconds: float) -> SeedResult:
+    """Return the failed :class:`SeedResult` of a diverged seed: no metric, the reason and what to try."""
+    lr = cfg.optimizer.get("lr")
+    clip = cfg.trainer.get("gradient_clip_val")
+    failure = (
+        f"diverged: {error}; try a lower optimizer.lr (now {lr})"
+        + (" or trainer.gradient_clip_val=1.0 (now off)" if not clip else f" or a lower trainer.gradient_clip_val (now {clip})")
+    )
+    return SeedResult(
+        seed, -1, error.epoch, float("nan"), float("nan"), seconds, history.rows, failure=failure
+    )
 
 
 def _stopped_by_time(trainer: L.Trainer) -> bool:
@@ -798,7 +837,7 @@ def run_experiment(
         ``time_to_accuracy.png`` and ``config.yaml`` are in ``output_dir`` (written by the
         rank-0 process).
     """
-    check_targets(cfg)  # every _target_ allowed before anything is built (also for hand-made configs)
+    validate_config(cfg)  # allowed _target_s, finite in-range values, distinct seeds (hand-made configs too)
     _quiet_warnings()
     seeds: Sequence[int] = list(cfg.get("seeds") or [0])
     name = cfg.model.get("name")
@@ -836,7 +875,9 @@ def run_experiment(
         for seed in seeds:
             result, n_params = run_seed(cfg, prepared, int(seed), out)
             results.append(result)
-            if verbose and is_rank_zero():
+            if verbose and is_rank_zero() and result.failure:
+                print(f"[{prepared.info.name} / {name}] seed {seed}: {result.failure}", flush=True)
+            elif verbose and is_rank_zero():
                 print(
                     f"[{prepared.info.name} / {name}] seed {seed}: best epoch {result.best_epoch}, "
                     f"val {prepared.info.metric} {result.val:.4f}, test {result.test:.4f} "
