@@ -130,7 +130,15 @@ def _convert_gcb(ws: Path) -> tuple[list[str], list[Path]]:
     return ["convert-gcb", src], [ws / "gcb"]
 
 
+def _contribute(ws: Path) -> tuple[list[str], list[Path]]:
+    from tests.harness.test_topobench import fake_checkout
+
+    checkout = fake_checkout(ws / "TopoBench")
+    return ["topobench", "contribute", "--topobench", checkout, "--model", "all", "--force"], [checkout]
+
+
 COMMANDS: dict[str, Callable[[Path], tuple[list[str], list[Path]]]] = {
+    "topobench-contribute": _contribute,
     "train": _train,
     "train-graphuniverse": _graphuniverse,
     "convert-gcb": _convert_gcb,
