@@ -321,3 +321,21 @@ def test_a_signal_during_training_prints_one_line_and_a_failing_status(tmp_path,
     assert err.strip().splitlines() == [f"topomodelx-attention train: {word}"], err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "mean ± std" not in out  # no results table of an unfinished seed
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        ["--seeds", "3", "4", "dataset.max_graphs=12", "model.params.hidden_channels=8"],
+        ["dataset.max_graphs=12", "--seeds", "3", "4", "model.params.hidden_channels=8"],
+        ["--seeds", "3", "4", "dataset.max_graphs=12", "--max-epochs", "1", "model.params.hidden_channels=8"],
+    ],
+)
+def test_overrides_may_follow_the_seeds_in_any_order(tail, monkeypatch):
+    """``train --seeds 1 2 KEY=VALUE`` (the order the README and --help show) is parsed as meant."""
+    from topomodelx_attention import cli
+
+    seen = {}
+    monkeypatch.setattr(cli, "_cmd_train", lambda args: seen.update(seeds=args.seeds, overrides=args.overrides) or 0)
+    assert cli.main(["train", "--model", "gin", "--output-dir", "x=1", *tail]) == 0
+    assert seen == {"seeds": [3, 4], "overrides": ["dataset.max_graphs=12", "model.params.hidden_channels=8"]}

@@ -35,6 +35,7 @@ import argparse
 import ast
 import contextlib
 import csv
+import itertools
 import os
 import pickle
 import signal
@@ -112,10 +113,7 @@ def _seed(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        hint = " (put KEY=VALUE overrides before --seeds)" if "=" in text else ""
-        raise argparse.ArgumentTypeError(
-            f"expected a non-negative integer seed, got {text!r}{hint}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"seeds must be in 0..2**32-1, got {value}")
     return value
@@ -683,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         user error, :data:`EXIT_INTERRUPTED` (130) after Ctrl+C, 143 after SIGTERM.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_overrides_first(parser, list(sys.argv[1:] if argv is None else argv)))
     try:
         with _signals_interrupt():
             return int(args.func(args))
@@ -697,6 +695,45 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"topomodelx-attention {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+
+
+def _overrides_first(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """Move a command's ``KEY=VALUE`` overrides before its options (``train --seeds 1 2 k=v`` works).
+
+    ``--seeds`` takes several values, so argparse would hand it a ``KEY=VALUE`` that follows;
+    the overrides are positional, so they may stand anywhere. A token is an override when it
+    holds ``=``, does not start with ``-`` and is not the value of an option that takes one;
+    nothing after ``--`` moves.
+    """
+    if not argv or argv[0] not in _subparsers(parser):
+        return argv
+    command = _subparsers(parser)[argv[0]]
+    positional = {a.dest for a in command._actions if not a.option_strings}
+    if "overrides" not in positional:
+        return argv
+    one_value = {
+        flag for a in command._actions if a.option_strings and a.nargs is None and a.const is None
+        for flag in a.option_strings
+    }
+    overrides, rest, tokens = [], [], iter(argv[1:])
+    for token in tokens:
+        if token == "--":
+            rest += [token, *tokens]
+            break
+        if token in one_value:
+            rest += [token, *itertools.islice(tokens, 1)]  # its value, whatever it looks like
+        elif "=" in token and not token.startswith("-"):
+            overrides.append(token)
+        else:
+            rest.append(token)
+    return [argv[0], *overrides, *rest] if overrides else argv
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 @contextlib.contextmanager
