@@ -357,9 +357,7 @@ def load_base_sparse(revision: str) -> Callable[..., Tensor]:
     ``git archive`` of the revision's package into a temporary folder; its ``nn`` (the sparse
     kernel and everything it imports from the core: ``scatter``, ``sparse_op``, ``layout``)
     is imported in place of this checkout's and taken out of ``sys.modules`` again, this
-    checkout's ``nn`` modules put back. Until stop 43 only ``sparse.py`` came from the base and
-    the rest of the core from this checkout, so a change elsewhere in the core timed the same
-    on both rows.
+    checkout's ``nn`` modules put back, so a change anywhere in the core shows on the base row.
     """
     import topomodelx_attention as package
 
@@ -526,14 +524,15 @@ def dropout_table(args: argparse.Namespace, device: torch.device) -> None:
 def groups_table(args: argparse.Namespace, device: torch.device) -> None:
     """Table 8: dense dropout attention by size groups against one padded grid (fwd + bwd).
 
-    Baseline: ``dense._dropout_attention`` without groups, the former kernel (scores, softmax
-    and factors of shape ``(B, heads, Lt_max, Ls_max)``). Grouped: ``dense_attention`` as the
+    Baseline: one padded grid, written here from public pieces (``PaddedLayout.pad`` /
+    ``unpad``, ``softmax_dropout``): scores, softmax and dropout factors of shape
+    ``(B, heads, Lt_max, Ls_max)``. Grouped: ``dense_attention`` as the
     models call it (``layout=``, training, ``dropout_p=0.1``), which attends on
     ``size_groups(target, source)``. Heads 4 × 16 dims; the complex sizes are drawn uniformly
     (in the cross case a complex's source count grows with its target count, as edges with
     nodes).
     """
-    from topomodelx_attention.nn.attention import dense as dense_module
+    from topomodelx_attention.nn.attention import softmax_dropout
 
     heads, dim, p = 4, 16, 0.1
     gen = torch.Generator().manual_seed(1)
@@ -563,10 +562,13 @@ def groups_table(args: argparse.Namespace, device: torch.device) -> None:
         scale = dim**-0.5
 
         def padded(target=target, source=source, q=q, k=k, v=v) -> None:
-            out = dense_module._dropout_attention(
-                target._heads(q), source._heads(k), source._heads(v), source.key_mask, scale, p
-            )
-            target._unheads(out).sum().backward()
+            # (n, heads, d) -> (B, heads, L, d): every complex padded to the batch's largest
+            qp, kp, vp = target.pad(q).transpose(1, 2), source.pad(k).transpose(1, 2), source.pad(v).transpose(1, 2)
+            scores = torch.matmul(qp * scale, kp.transpose(-2, -1))
+            if source.key_mask is not None:
+                scores = scores.masked_fill(~source.key_mask, float("-inf"))
+            out = torch.matmul(softmax_dropout(scores, p), vp)
+            target.unpad(out.transpose(1, 2)).sum().backward()
 
         def grouped(layout=layout, q=q, k=k, v=v) -> None:
             out = dense_attention(q, k, v, layout=layout, dropout_p=p, training=True)

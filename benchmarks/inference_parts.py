@@ -1,4 +1,4 @@
-"""Where one CT inference batch spends its structure and kernel time (issue 21, target 2).
+"""Where one CT inference batch spends its structure and kernel time.
 
 One MUTAG batch of 32 lifted complexes, the CT of ``benchmarks/user_loop.py`` (pairwise sparse
 attention, width 32, 2 layers, 4 heads; the lifting's keys restricted to the CT's), eval and
@@ -13,8 +13,9 @@ attention, width 32, 2 layers, 4 heads; the lifting's keys restricted to the CT'
 * *one fused sparse attention call on that joined problem* (queries, keys and values drawn at
   random, 4 heads × 8 dims): the whole CSR kernel (``csr_attention``) and its parts — the SDDMM
   (``sampled_addmm``), the segment softmax over the CSR rows (with its denominator, a segment
-  sum), the SpMM — against the kernel without a plan (gather, segment softmax and scatter on
-  the edge list: ``_sparse_attention_composable``, the path of other devices);
+  sum), the SpMM — against the named baseline, attention without a plan: gather, segment
+  softmax and scatter on the edge list (``index_select`` and the package's public
+  ``segment_softmax`` / ``scatter_sum``: what the kernel does on devices without the CSR path);
 * *the segment sum* (softmax denominator and softmax backward): ``torch.segment_reduce`` against
   ``index_add_`` on the vector, as ``scatter.segment_sum_sorted`` takes it.
 
@@ -30,6 +31,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,21 +45,47 @@ from torch_geometric.loader import DataLoader  # noqa: E402
 from topomodelx_attention.nn.attention.fused import fused_subset, prepare_fused_edges  # noqa: E402
 from topomodelx_attention.nn.attention.scatter import (  # noqa: E402
     expand_segments,
+    scatter_sum,
+    segment_softmax,
     segment_softmax_sorted,
     segment_sum_sorted,
 )
-from topomodelx_attention.nn.attention.sparse import (  # noqa: E402
-    _sparse_attention_composable,
-    sparse_plan,
-)
-from topomodelx_attention.nn.attention.sparse_op import (  # noqa: E402
-    _csr,
-    _rows,
-    _sddmm,
-    _spmm,
-    csr_attention,
-)
+from topomodelx_attention.nn.attention.sparse import sparse_plan  # noqa: E402
+from topomodelx_attention.nn.attention.sparse_op import csr_attention  # noqa: E402
 from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
+
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+
+
+def rows(x: torch.Tensor) -> torch.Tensor:
+    """``(n, heads, d)`` -> contiguous ``(n·heads, d)``: the node-major operand of the CSR kernel."""
+    return x.contiguous().view(x.shape[0] * x.shape[1], x.shape[2])
+
+
+def csr(plan, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """A CSR matrix with the plan's node-major pattern and ``values``."""
+    return torch.sparse_csr_tensor(plan.crow, plan.col, values, shape, check_invariants=False)
+
+
+def sddmm(plan, left: torch.Tensor, right: torch.Tensor, shape: tuple[int, int], scale: float) -> torch.Tensor:
+    """``scale · <left_i, right_j>`` on the plan's stored entries (``torch.sparse.sampled_addmm``)."""
+    zeros = csr(plan, left.new_zeros(plan.col.shape[0]), shape)
+    torch.sparse.sampled_addmm(zeros, left, right.t(), beta=0.0, alpha=scale, out=zeros)
+    return zeros.values()
+
+
+def spmm(matrix: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    """``matrix @ dense`` (CSR × dense) into a fresh tensor (``addmm`` with ``beta = 0``)."""
+    out = dense.new_empty((matrix.shape[0], dense.shape[1]))
+    return torch.addmm(out, matrix, dense, beta=0.0, out=out)
+
+
+def gather_scatter_attention(query, key, value, index_t, index_s, scale: float) -> torch.Tensor:
+    """Sparse attention without a plan: gather, segment softmax, scatter on the edge list."""
+    scores = (query.index_select(0, index_t) * key.index_select(0, index_s)).sum(-1) * scale
+    alpha = segment_softmax(scores, index_t, query.shape[0])
+    return scatter_sum(alpha.unsqueeze(-1) * value.index_select(0, index_s), index_t, query.shape[0])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,41 +110,43 @@ def main(argv: list[str] | None = None) -> None:
     (n_q, n_k), heads, dim = index.shape, 4, 8
     sizes = tuple(int(batch[f"batch_{r}"].shape[0]) for r in range(3))
     every = layer.fused.active(sizes)
-    arrows = [layer._fused_arrows[i] for i in every]
-    pairs = [(a.source, a.target) for a in arrows]
     by_key = {}
     for name in model.neighborhood_keys:
         kind, rank = name.rsplit("_", 1)
         by_key[name] = batch.neighborhood(kind, int(rank))
-    converted = layer._converted(by_key)
-    edges = []
-    for arrow in arrows:
-        rows, cols = converted[arrow.neighborhood].indices()
-        edges.append((cols, rows) if arrow.transpose else (rows, cols))
+    # the (n_target, n_source) matrix of every arrow; those of the fused blocks, in their order
+    arrow_matrices = layer.prepare_neighborhoods(by_key)
+    arrows = [a for a in layer.arrows if a in arrow_matrices]
+    if [(a.source, a.target) for a in arrows] != list(layer.fused.pairs):
+        raise SystemExit("this benchmark needs a CT whose sparse arrows are all fused (pairwise sparse)")
+    arrows = [arrows[i] for i in every]
+    pairs = [(a.source, a.target) for a in arrows]
+    edges = [tuple(arrow_matrices[a].indices()) for a in arrows]
     batch_vectors = [batch[f"batch_{r}"] for r in range(3)]
-    active = layer.fused.active(sizes, model._last_layer_ranks)
+    output_ranks = structure.output_ranks  # the last layer's ranks (the readout's)
+    active = layer.fused.active(sizes, output_ranks)
     subset = [every.index(i) for i in active]
 
     query, key, value = (torch.randn(n, heads, dim) for n in (n_q, n_k, n_k))
     shape = (n_q * heads, n_k * heads)
-    q_rows, k_rows, v_rows = _rows(query), _rows(key), _rows(value)
+    q_rows, k_rows, v_rows = rows(query), rows(key), rows(value)
     scale = dim**-0.5
-    scores = _sddmm(plan, q_rows, k_rows, shape, scale).unsqueeze(0)
+    scores = sddmm(plan, q_rows, k_rows, shape, scale).unsqueeze(0)
     alpha = segment_softmax_sorted(scores, plan.row, plan.lengths).squeeze(0)
     row_max = torch.segment_reduce(scores, "max", lengths=plan.lengths, axis=1, unsafe=True)
 
     cases = {
         "prepare": lambda: model.prepare(batch),
-        "layer prepare": lambda: layer.prepare(by_key, batch_vectors, batch.num_complexes, output_ranks=model._last_layer_ranks),
+        "layer prepare": lambda: layer.prepare(by_key, batch_vectors, batch.num_complexes, output_ranks=output_ranks),
         "edges": lambda: prepare_fused_edges(pairs, edges, sizes),
         "plan": lambda: sparse_plan(index, heads, transposed=False),
         "subset": lambda: fused_subset(fused, pairs, subset, sizes),
         "kernel": lambda: csr_attention(query, key, value, plan, scale),
-        "sddmm": lambda: _sddmm(plan, q_rows, k_rows, shape, scale),
+        "sddmm": lambda: sddmm(plan, q_rows, k_rows, shape, scale),
         "softmax": lambda: segment_softmax_sorted(scores, plan.row, plan.lengths),
-        "spmm": lambda: _spmm(_csr(plan.crow, plan.col, alpha, shape), v_rows),
-        "composable": lambda: _sparse_attention_composable(
-            query, key, value, index.index_target, index.index_source, scale, None, 0.0
+        "spmm": lambda: spmm(csr(plan, alpha, shape), v_rows),
+        "composable": lambda: gather_scatter_attention(
+            query, key, value, index.index_target, index.index_source, scale
         ),
         "sum reduce": lambda: torch.segment_reduce(scores, "sum", lengths=plan.lengths, axis=1, unsafe=True),
         "sum index_add": lambda: segment_sum_sorted(scores, plan.row, plan.lengths),
