@@ -30,7 +30,7 @@ Tables
    against the out-of-place ``(U >= p).to(dtype) / (1 - p)``.
 8. With ``--groups``: dense attention with dropout (training), forward + backward, on the
    layouts' size groups (``size_groups``: each group padded to its own largest complex)
-   against one grid padded to the batch's largest complex (the former kernel); self- and
+   against one grid padded to the batch's largest complex; self- and
    cross-attention.
 
 Usage::

@@ -3,8 +3,8 @@
 Compares, in one run and on the same batches of 32 complexes:
 
 * **baseline: PyG generic** — PyG's own ``Batch.from_data_list``
-  (``topomodelx_attention.data.collate.pyg_from_data_list``; what
-  ``torch_geometric.loader.DataLoader`` did before issue 21): one offset tensor and one index sum
+  (``topomodelx_attention.data.collate.pyg_from_data_list``; what PyG does for data that
+  is not ``ComplexData``): one offset tensor and one index sum
   per complex and per sparse key (``torch_geometric.utils.sparse.cat``), one ``__inc__`` call
   and one addition per complex and dense key;
 * **ours** — ``ComplexDataBatch.from_data_list`` (what ``ComplexDataLoader`` does): one

@@ -1,4 +1,4 @@
-"""Cellular Transformer training step vs PyG's GPS on lifted MUTAG (issue 14, item 10).
+"""Cellular Transformer training step vs PyG's GPS on lifted MUTAG.
 
 One training *epoch* (forward, cross-entropy, backward, Adam step over every batch) of
 
@@ -21,8 +21,7 @@ the minimum over ``--repeats`` interleaved rounds after ``--warmup`` epochs, wit
 The profile splits one CT epoch into parts with timers around methods (forward only: the
 model's ``prepare`` — once per batch, inside ``forward`` — ``encode`` and its layers, and the
 readout + pooling that is left) plus the backward + optimiser step, and lists the heaviest
-operators (forward and backward) from ``torch.profiler``. (Until issue 21 the ``prepare`` time
-was counted as "readout + pooling".)
+operators (forward and backward) from ``torch.profiler``.
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""Leave-one-data-set-out selection over the Cellular Transformer's design space (issue 23).
+"""Leave-one-data-set-out selection over the Cellular Transformer's design space.
 
 Every *configuration* of every model is trained on every data set of the protocol (same epochs,
 same seeds, one thread per process); a run is one
@@ -74,10 +74,11 @@ DATASETS: dict[str, dict[str, Any]] = {
 }
 
 #: The CT's design variants, as overrides of the packaged config (explicit, so that they do not
-#: move with the packaged default). "fit" is the readout fix of issue 23 on the former
-#: 2 x 32 model (``readout_options.init=zero``, readout of ranks 0-2, ``embedding_norm``); every
-#: ``fit_*`` variant changes one thing of it. "old_default" is the packaged default before
-#: issue 23, "zinc_variant" the ZINC-chosen variant of the issue-13 comparison.
+#: move with the packaged default). "fit" is the 2 x 32 model with a readout that starts near
+#: chance (``readout_options.init=zero``, readout of ranks 0-2, ``embedding_norm``); every
+#: ``fit_*`` variant changes one thing of it. "old_default" is the 2 x 32 model that reads out
+#: rank 0 only, with the default readout init and no input norm; "zinc_variant" the variant
+#: chosen on ZINC validation for the equal-budget comparison (pooled readout, no attention dropout).
 _FIT = {
     "model.params.n_layers": 2, "model.params.hidden_channels": 32, "model.params.heads": 4,
     "model.params.readout_options.ranks": "[0,1,2]", "model.params.readout_options.init": "zero",
@@ -153,7 +154,7 @@ CT_CHECKS: dict[str, list[str]] = {
         _GLOBAL0, _RRWP8, "optimizer.lr=0.003", "model.params.hidden_channels=64",
     ],
     # pool first, then the readout MLP (fit_pool_mlp on the packaged model): the variant that
-    # matched the graph transformer on PROTEINS300 at 2 x 32 (stop 43)
+    # matched the graph transformer on PROTEINS300 at 2 x 32
     "packaged_pool_mlp": ["model.params.readout_options.before_pooling=false"],
 }
 
@@ -168,7 +169,7 @@ BASELINES = ("gps", "gine", "gin", "graph_transformer", "cwn")
 SEARCH_SEED = 0
 #: Prefix of the packaged CT's trials: the baselines' trial points (the same draw of
 #: :data:`BASELINE_SPACE`) applied to the packaged default, so that the CT gets the same tuning
-#: budget as every baseline (issue 23, item 3). Neither candidates of the design selection nor checks.
+#: budget as every baseline. Neither candidates of the design selection nor checks.
 CT_TRIAL = "packaged_trial_"
 
 

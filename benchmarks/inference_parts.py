@@ -54,7 +54,6 @@ from topomodelx_attention.nn.attention.sparse import sparse_plan  # noqa: E402
 from topomodelx_attention.nn.attention.sparse_op import csr_attention  # noqa: E402
 from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
 
-
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 

@@ -1,4 +1,4 @@
-"""The positional-encoding tests under several OpenBLAS kernels (issue 18, item 7).
+"""The positional-encoding tests under several OpenBLAS kernels.
 
 ARPACK's behaviour depends on the BLAS kernel: with OpenBLAS's Haswell kernel (the one SciPy's
 bundled OpenBLAS picks on this project's AMD EPYC machines) ``eigsh`` raised ``ArpackError 3``
@@ -19,12 +19,11 @@ with its bundled OpenBLAS 0.3.30, NumPy's OpenBLAS 0.3.23), both PE test files:
 ==================  ==========================  ==============================================
 OPENBLAS_CORETYPE   kernels in use              result
 ==================  ==========================  ==============================================
-unset               numpy=Zen, scipy=Haswell    95 passed (before the fix: the mid-size test
-                                                failed with ArpackError 3)
-Haswell             both Haswell                95 passed (before: the same failure)
+unset               numpy=Zen, scipy=Haswell    95 passed
+Haswell             both Haswell                95 passed
 SkylakeX            —                           not runnable on this CPU (SIGILL)
 Zen                 numpy=Zen, scipy=Haswell    95 passed
-Sandybridge         both Sandybridge            95 passed (before: the same failure)
+Sandybridge         both Sandybridge            95 passed
 ==================  ==========================  ==============================================
 
 Usage::

@@ -1,4 +1,4 @@
-"""What the relative random-walk bias (RRWP) of the CT's global arrow costs (issues 19 and 21).
+"""What the relative random-walk bias (RRWP) of the CT's global arrow costs.
 
 The GraphUniverse community-detection grid runs the CT with a global arrow ``0->0:all_0``
 biased by relative random-walk features (``kernel_options={"rrwp_steps": 8}``). This script

@@ -39,17 +39,15 @@ approximated.
 
 Timing (measured on the shared 2-core machine, one thread, wall clock, other jobs running):
 the default sizes take about 0.5 s per sparse step, i.e. ~100 s per sparse configuration and
-~30 min for the full 20-configuration table with dense inputs — not the "≈ 10 min" this
-docstring used to claim. The old ``--quick`` (20 steps) took 84 s for the 8 sparse
-configurations and separated nothing (every configuration with type identifiers at
-0.297). ``--quick`` now runs the three node-identifier choices that the paper contrasts
+~30 min for the full 20-configuration table with dense inputs. ``--quick`` runs the three
+node-identifier choices that the paper contrasts
 (none, ORF, ORF (first-order); type identifiers on, sparse) for 150 steps of 8 graphs at
 width 64 and head dim 64 (≥ 2 d_p): 65 s, test L2 none 0.300, ORF 0.267, ORF (first-order)
 0.291 — the paper's ordering, by a small margin at this budget (not a converged result).
 ``--experiment shared-vertex`` with the sizes of the usage line below (800 steps): 91 s,
 test L2 pooled 0.081 vs ordered 0.018.
 
-``--experiment shared-vertex`` (issue 11): one attention head over the edge tokens of BA
+``--experiment shared-vertex``: one attention head over the edge tokens of BA
 graphs (+ ``[null]``), ORF identifiers, supervised to attend to the edges sharing exactly one
 vertex with the query edge — pooled identifiers ``W (P_u + P_v)`` (``OrderKTokenGT``'s
 ``identifiers="sum"``: the score can only depend on the number of shared vertices, so the
@@ -330,7 +328,7 @@ def run_config(args, id_kind: str, type_ids: bool, dense: bool, test: list[Data]
 
 
 # ----------------------------------------------------------------------------------------------
-# shared-vertex experiment: pooled vs ordered identifier slots (issue 11, OrderKTokenGT)
+# shared-vertex experiment: pooled vs ordered identifier slots (OrderKTokenGT)
 # ----------------------------------------------------------------------------------------------
 class SharedVertexAttention(nn.Module):
     """Edge tokens (+ ``[null]``) of one graph and one attention head returning its map.

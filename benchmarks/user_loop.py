@@ -1,4 +1,4 @@
-"""Cellular Transformer vs PyG's GPS in a user's own loop: PyG ``DataLoader``, plain AdamW (issue 21).
+"""Cellular Transformer vs PyG's GPS in a user's own loop: PyG ``DataLoader``, plain AdamW.
 
 A user does not run the harness: the README batches complexes with
 ``torch_geometric.loader.DataLoader`` and trains with a plain loop. This script times, in one

@@ -179,7 +179,7 @@ def test_read_zinc_binary_file_names_it(tmp_path):
         read_zinc12k(folder)
 
 
-# ------------------------------------------------------------------ crafted GCB files (issue 18)
+# ------------------------------------------------------------------ crafted GCB files
 HUNG = -9
 """The status :func:`_naive` gives a run that had to be killed (it hung)."""
 
@@ -366,7 +366,7 @@ def test_a_folder_given_as_the_gcb_file_says_it_is_a_folder(tmp_path, capsys):
         convert_gcb(src, folder)
 
 
-# ------------------------------------------------------------------ output files (issue 18 item 2)
+# ------------------------------------------------------------------ output files
 def test_convert_gcb_never_follows_planted_symlinks(tmp_path):
     src, expected = _original_gcb(tmp_path)
     victim = tmp_path / "victim.txt"

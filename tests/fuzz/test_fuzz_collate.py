@@ -1,4 +1,4 @@
-"""Fuzz: batching random complexes through PyG's own ``DataLoader`` (issue 21, item 1).
+"""Fuzz: batching random complexes through PyG's own ``DataLoader``.
 
 PyG's ``DataLoader`` / ``Batch.from_data_list`` batch lists of ``ComplexData`` with the
 vectorised ``collate_complexes``. Every case draws a random batch — cell or simplicial

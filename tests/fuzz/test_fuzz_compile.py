@@ -1,6 +1,6 @@
 """Fuzz: ``torch.compile(model, dynamic=True)`` on raw batches of random / degenerate complexes.
 
-The compiled models (issue 21, "torch.compile pays") run ``prepare`` eagerly at their one graph
+The compiled models run ``prepare`` eagerly at their one graph
 break and the rest as a graph, the CT's sparse attention through the fused kernel's custom op.
 Every case: a well-formed batch (empty complexes, single vertices, no edges, isolated vertices)
 gives the eager model's output and finite gradients through the compiled model; a malformed one

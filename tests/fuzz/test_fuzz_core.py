@@ -1,4 +1,4 @@
-"""Fuzz: the attention core's shape (issue 20): kernels by name with their options, fused blocks.
+"""Fuzz: the attention core's shape: kernels by name with their options, fused blocks.
 
 * random ``kind`` / ``kernel_options`` / ``attention_dropout`` for every model that takes a
   kernel (CellularTransformer pairwise and general, its layer, TokenGT, OrderKTokenGT,

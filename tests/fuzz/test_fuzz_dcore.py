@@ -1,4 +1,4 @@
-"""Fuzz: the attention core after its de-duplication (issue 20, "core shape").
+"""Fuzz: one attention core, its fused CPU kernel, composable kernel and custom op agree.
 
 * random neighbourhoods (unsorted, targets without sources, one entry, none), heads, scales,
   edge biases and any subset of inputs needing a gradient: the fused CPU kernel (its math,

@@ -1,4 +1,4 @@
-"""Fuzz: crafted GCB files and planted symlinks (issue 18, items 1 and 2).
+"""Fuzz: crafted GCB files and planted symlinks.
 
 Random original-format files with one crafted member (structured / object dtypes with pointer
 fields, dtype ``__setstate__`` payloads, uninitialised ``numpy.ndarray(shape, dtype)``, huge

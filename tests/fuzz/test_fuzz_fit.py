@@ -1,4 +1,4 @@
-"""Fuzz (issue 23): the CT's readout scale and input scale on random / degenerate complexes.
+"""Fuzz: the CT's readout scale and input scale on random / degenerate complexes.
 
 * ``readout_options={"init": "zero"}`` / ``"small"``: every complex of any size starts at (zero) or near
   (small) the same output, so the cross-entropy of the first step is ``ln C`` (within 2 % for

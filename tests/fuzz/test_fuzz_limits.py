@@ -1,4 +1,4 @@
-"""Fuzz: the bounded costs and solvers of issue 18 (items 6, 7, 9, 10).
+"""Fuzz: bounded costs and solvers (eigensolvers, cycle counts, token counts, dense sizes).
 
 * eigensolver failures (``ArpackError``, ``ArpackNoConvergence``, ``LinAlgError``, a singular
   factorisation, a wrong answer) injected into ``eigsh`` at a random call: the answer is the

@@ -1,4 +1,4 @@
-"""Fuzz: the option groups regrouped by issue 20 (N-simplicial ``kernel_options``, CT ``pe_options``).
+"""Fuzz: the option groups (N-simplicial ``kernel_options``, CT ``pe_options``).
 
 * N-simplicial: the attention's options travel as one ``kernel_options`` mapping from the model
   through every layer to the attention, unchanged: random valid groups build and run (and every

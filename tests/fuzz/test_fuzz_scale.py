@@ -1,4 +1,4 @@
-"""Fuzz: the sparse plan's linear-time sorts (issue 21, item 4) on random index ranges.
+"""Fuzz: the sparse plan's linear-time sorts on random index ranges.
 
 * random index vectors over ranges below and above 16 bits (many ties, empty, one entry):
   the radix ``_stable_argsort`` equals ``torch.argsort(stable=True)``;

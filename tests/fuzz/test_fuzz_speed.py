@@ -1,4 +1,4 @@
-"""Fuzz: the CT layer's stacked parameters (issue 21, items 1–2: fewer, larger tensors).
+"""Fuzz: the CT layer's stacked parameters (fewer, larger tensors).
 
 The layer stores the Q/K/V/O weights of its fused sparse arrows stacked per rank and role and
 its per-rank LayerNorms / FFNs stacked over the ranks. Every case draws a random batch of

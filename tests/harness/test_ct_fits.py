@@ -1,4 +1,4 @@
-"""Issue 23, item 4: the packaged Cellular Transformer fits what GPS fits.
+"""The packaged Cellular Transformer fits what GPS fits.
 
 A small TU data set is written in the test (ring graphs of ~30 vertices, 3 node labels, 3
 classes that depend on the rings and on the labels); the packaged CT is built from its packaged
@@ -9,8 +9,8 @@ config exactly as the harness builds it (``compose_config`` → ``prepare_datase
 * fit the training set that GPS (packaged config, the reference) fits,
 * still fit it when every input feature is multiplied by 1000.
 
-The old packaged default (``Σ_c MLP(h_c)`` over the vertices with PyTorch's initialisation of the
-readout, no input normalisation) fails the first and the third (see the report of issue 23).
+A CT that reads out the vertices only (``Σ_c MLP(h_c)``) with PyTorch's initialisation of the
+readout and no input normalisation fails the first and the third.
 """
 
 from __future__ import annotations

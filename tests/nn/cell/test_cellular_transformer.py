@@ -174,13 +174,18 @@ def test_categorical_features_and_positional_encodings():
         CellularTransformer([1, 1, 4], 8, 3, heads=2)(data)
 
 
-def test_constructor_options_stay_grouped():
-    """Issue 20: at most 24 constructor options; the PE width lives in pe_options."""
+def test_grouped_options_are_one_mapping_each_never_keywords_of_their_own():
+    """PE, readout and kernel options reach the model only through their ``*_options`` mapping."""
     import inspect
 
-    options = [p for p in inspect.signature(CellularTransformer).parameters]
-    assert len(options) <= 24, options
-    assert "pe_channels" not in options and "pe_options" in options
+    from topomodelx_attention.nn.attention import KERNELS
+    from topomodelx_attention.nn.cell.cellular_transformer import PE_OPTIONS, READOUT_OPTIONS
+
+    options = set(inspect.signature(CellularTransformer).parameters)
+    assert {"pe_options", "readout_options", "kernel_options"} <= options
+    grouped = {f"pe_{key}" for key in PE_OPTIONS} | {f"readout_{key}" for key in READOUT_OPTIONS}
+    grouped |= {key for kernel in KERNELS.values() for key in kernel.options}
+    assert not options & grouped, options & grouped
 
 
 def test_bad_configuration_and_data():

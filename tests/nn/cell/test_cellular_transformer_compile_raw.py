@@ -1,4 +1,4 @@
-"""``torch.compile(model)`` of the CT on raw batches, as a user runs it (issue 21).
+"""``torch.compile(model)`` of the CT on raw batches, as a user runs it.
 
 No ``prepare`` by hand and torch's default duck sizing (the other compile tests turn it off):
 one compiled frame for every batch size, with ``dynamic=True`` and with torch's default

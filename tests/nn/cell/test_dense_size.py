@@ -1,8 +1,8 @@
-"""Dense attention checks its quadratic size before allocating (issue 18, item 10).
+"""Dense attention checks its quadratic size before allocating.
 
-General cellular attention with ``kind="dense"`` on 6·10⁴ cells asked torch for 14 GB and
-ended in its allocation ``RuntimeError``; now the size ``B × heads × Lt × Ls × bytes`` is
-checked against ``memory_budget`` first and the ``ValueError`` says what to use instead.
+General cellular attention with ``kind="dense"`` on 6·10⁴ cells would ask torch for 14 GB: the
+size ``B × heads × Lt × Ls × bytes`` is checked against ``memory_budget`` first and the
+``ValueError`` says what to use instead.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Paper-exact switches of the Cellular Transformer and the robustness fixes (issues 10-12).
+"""Paper-exact switches of the Cellular Transformer and their robustness (arrows, layouts, signs, empty complexes, inputs).
 
 Each paper form is checked against a small hand-written dense reference of Eq. 2 / Eq. 3 / Eq. 4
 or against a hand example.
@@ -355,7 +355,7 @@ def test_paper_configs_hold_table_3(name):
         assert torch.isfinite(model(data)).all()
 
 
-# ---------------------------------------------------------------- issue 12: arrows, layouts, signs
+# ---------------------------------------------------------------- arrows, layouts, signs
 @pytest.mark.parametrize("kind", ["sparse", "dense"])
 def test_two_arrows_between_the_same_ranks_are_separate_pairwise_blocks(kind):
     diagram = ["0->0:adjacency_0", "1->1:adjacency_1", "1->1:coadjacency_1"]
@@ -455,7 +455,7 @@ def test_signed_laplacian_as_dense_bias_warns(attention, kind, warns):
         build_layer(attention, kind)(x, neighborhoods)
 
 
-# ---------------------------------------------------------------- issue 10: empty complexes, inputs
+# ---------------------------------------------------------------- empty complexes, inputs
 def empty_complex():
     data = CellCycleLifting()(graph_from_edges([], num_nodes=0, feature_dim=3))
     data.y = torch.tensor([9])

@@ -1,10 +1,9 @@
 """torch.compile of OrderKTokenGT (the harness ``tokengt`` model) on raw ``ComplexData`` batches.
 
-Before issue 21, the harness model broke its graph 30 times (sparse COO products, ``.item()``,
-``nonzero``, ``repeat_interleave``, ``unique``: the cell-vertex incidences and the token layout
-were built inside ``forward``). Now ``prepare`` (``torch.compiler.disable``) builds them eagerly
-and the rest is one graph, the same for every batch size under ``dynamic=True`` (duck sizing as
-torch ships it: a user's run).
+``prepare`` (``torch.compiler.disable``) builds what would break the graph eagerly (sparse COO
+products, ``.item()``, ``nonzero``, ``repeat_interleave``, ``unique``: the cell-vertex
+incidences and the token layout), and the rest is one graph, the same for every batch size
+under ``dynamic=True`` (duck sizing as torch ships it: a user's run).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""OrderKTokenGT(identifiers="ordered") counts its tokens before building them (issue 18, item 9).
+"""OrderKTokenGT(identifiers="ordered") counts its tokens before building them.
 
 One 8-vertex simplex (the default ``max_cell_size=8``) has 8! = 40,320 orderings of its top
-cell and 109,601 tokens with its faces; the model ran for minutes. Now the tokens of every
-complex are counted first (:func:`ordering_counts`) and a complex above ``max_tokens`` raises
+cell and 109,601 tokens with its faces (minutes of work): the tokens of every complex are
+counted first (:func:`ordering_counts`) and a complex above ``max_tokens`` raises
 a ``ValueError`` naming the cell size, the token count and the fixes.
 """
 

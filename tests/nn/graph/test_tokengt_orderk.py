@@ -222,7 +222,7 @@ def k4_with_rings(rings: list[list[int]]) -> ComplexData:
 
 @pytest.mark.parametrize("kind", ["dense", "linear"])
 def test_two_rings_on_the_same_vertices_are_told_apart_by_ordered_identifiers(kind):
-    """K4 carries the 4-rings 0-1-2-3 and 0-2-1-3 on the same vertex set (issue 11)."""
+    """K4 carries the 4-rings 0-1-2-3 and 0-2-1-3 on the same vertex set."""
     both = k4_with_rings([[0, 1, 2, 3], [0, 2, 1, 3]])
     first, second = k4_with_rings([[0, 1, 2, 3]]), k4_with_rings([[0, 2, 1, 3]])
     for identifiers in ("sum", "ordered"):

@@ -1,8 +1,8 @@
-"""RoPE on complexes (issue 18, item 6): no canonical order, so explicit positions or a refusal.
+"""RoPE on complexes: no canonical order, so explicit positions or a refusal.
 
 §2.4 of the N-simplicial paper rotates every token by its *sequence* position. The cells of a
-complex have none: with the cell index as position, ``NSimplicialTransformer(rope=True)`` was
-not invariant to relabelling the vertices (differences 0.07–0.25). Now ``rope=True`` on a
+complex have none: with the cell index as position, ``NSimplicialTransformer(rope=True)`` would
+not be invariant to relabelling the vertices (differences 0.07–0.25). So ``rope=True`` on a
 complex needs ``positions`` (an order the data defines) and raises without them; sequences
 keep the default ``0..n-1``.
 """

@@ -164,7 +164,7 @@ def test_from_can_layer_reads_widths_of_concat_false():
 
 
 def test_the_package_order_is_not_topomodelx_order(batch):
-    """The issue's call: MultiHeadAttention(x_1, adjacency_1) fails; AttentionConv takes that order."""
+    """TopoModelX's call order ``(x_1, adjacency_1)`` fails on MultiHeadAttention; AttentionConv takes it."""
     mha = MultiHeadAttention(3, 8, 2)
     with pytest.raises(TypeError, match=r"x_source.*sparse"):
         mha(batch.x_1, batch.adjacency_1)
