@@ -9,24 +9,24 @@ hybrid model calls ``layer(**topomodelx_inputs(data, "cwn"))`` with no glue:
 ========= ================================= ====================================================
 family    TopoModelX layer                  what it receives (our key → its argument)
 ========= ================================= ====================================================
-``cwn``   ``nn.cell.cwn_layer.CWNLayer``     ``x_0, x_1, x_2``; ``adjacency_1`` → ``adjacency_0``
+``cwn``   ``nn.cell.cwn_layer.CWNLayer``    ``x_0, x_1, x_2``; ``adjacency_1`` → ``adjacency_0``
                                             (CWN's edge-to-edge convolution uses the *upper
                                             adjacency of edges*); ``incidence_2``;
                                             ``incidence_1.T`` → ``incidence_1_t`` (unsigned)
-``can``   ``nn.cell.can_layer.CANLayer``     ``x_1`` → ``x``; ``down_laplacian_1``,
+``can``   ``nn.cell.can_layer.CANLayer``    ``x_1`` → ``x``; ``down_laplacian_1``,
                                             ``up_laplacian_1`` (signed; CAN uses their
                                             sparsity pattern)
-``scnn``  ``nn.simplicial.scnn_layer``       ``x_r`` → ``x``; ``down_laplacian_r`` →
+``scnn``  ``nn.simplicial.scnn_layer``      ``x_r`` → ``x``; ``down_laplacian_r`` →
                                             ``laplacian_down``, ``up_laplacian_r`` →
                                             ``laplacian_up`` (signed Hodge convolution)
-``sccnn`` ``nn.simplicial.sccnn_layer``      ``x_all = (x_0, x_1, x_2)``; ``laplacian_all =
+``sccnn`` ``nn.simplicial.sccnn_layer``     ``x_all = (x_0, x_1, x_2)``; ``laplacian_all =
                                             (L_0, L_1^down, L_1^up, L_2^down, L_2^up)``
                                             (``sc_order > 2``; ``(.., L_2)`` for 2);
                                             ``incidence_all = (B_1, B_2)`` signed
-``scn2``  ``nn.simplicial.scn2_layer``       ``x_0, x_1, x_2``; ``laplacian_r`` = normalised
+``scn2``  ``nn.simplicial.scn2_layer``      ``x_0, x_1, x_2``; ``laplacian_r`` = normalised
                                             Hodge Laplacians :math:`D^{-1/2} L_r D^{-1/2}`
                                             (:func:`normalized_hodge_laplacian`)
-``hmc``   ``nn.combinatorial.hmc_layer``     ``x_0, x_1, x_2``; ``adjacency_0``, ``adjacency_1``,
+``hmc``   ``nn.combinatorial.hmc_layer``    ``x_0, x_1, x_2``; ``adjacency_0``, ``adjacency_1``,
                                             ``coadjacency_2``, ``incidence_1``, ``incidence_2``
                                             (unsigned)
 ========= ================================= ====================================================
