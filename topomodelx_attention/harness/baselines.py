@@ -35,6 +35,7 @@ from topomodelx_attention.harness.registry import (
     register_model,
     task_outputs,
 )
+from topomodelx_attention.nn.attention import KERNELS, DenseKernel, LinearKernel
 from topomodelx_attention.nn.cell.cellular_transformer import READOUT_INITS, SMALL_READOUT_GAIN
 from topomodelx_attention.nn.common import (
     POOLINGS,
@@ -358,6 +359,10 @@ class _GINEBlock(nn.Module):
         return x if self.norm is None else self.dropout(torch.relu(self.norm(x)))
 
 
+#: GPS's global attention: the package's kernel kinds → PyG's ``GPSConv`` ``attn_type``.
+_GPS_ATTENTION: dict[str, str] = {DenseKernel.kind: "multihead", LinearKernel.kind: "performer"}
+
+
 class _GPSBlock(nn.Module):
     """One ``torch_geometric.nn.GPSConv``: local GINE update + global attention, then an FFN."""
 
@@ -365,12 +370,12 @@ class _GPSBlock(nn.Module):
         super().__init__()
         from torch_geometric.nn import GINEConv, GPSConv
 
-        attn_types = {"dense": "multihead", "linear": "performer"}
-        if kind not in attn_types:
-            raise ValueError(f"kind must be 'dense' or 'linear', got {kind!r}")
-        kwargs = {"dropout": attention_dropout} if kind == "dense" else {}  # linear: 0, checked
+        if kind not in _GPS_ATTENTION:
+            raise ValueError(f"kind must be one of {tuple(_GPS_ATTENTION)}, got {kind!r}")
+        # a kernel without weights (linear): no attention dropout (0, checked)
+        kwargs = {"dropout": attention_dropout} if KERNELS[kind].has_weights else {}
         self.conv = GPSConv(
-            width, GINEConv(_gin_mlp(width)), heads=heads, dropout=dropout, attn_type=attn_types[kind], attn_kwargs=kwargs
+            width, GINEConv(_gin_mlp(width)), heads=heads, dropout=dropout, attn_type=_GPS_ATTENTION[kind], attn_kwargs=kwargs
         )
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor, batch: Tensor) -> Tensor:
@@ -507,12 +512,12 @@ class EdgeGraphBaseline(Baseline):
             if options["heads"] < 1 or h % options["heads"]:
                 raise ValueError(f"heads must divide hidden_channels={h}, got {options['heads']}")
             options["attention_dropout"] = float(options["attention_dropout"])
-        if options.get("kind") == "linear":
+        if options.get("kind") in KERNELS and not KERNELS[options["kind"]].has_weights:
             # PyG's Performer attention has no dropout on attention weights: refuse a rate that
             # would be ignored; the dense default rate does not apply to it
             if given["attention_dropout"] not in (None, 0.0):
                 raise ValueError(
-                    f"attention_dropout={given['attention_dropout']} has no effect with kind='linear' "
+                    f"attention_dropout={given['attention_dropout']} has no effect with kind={options['kind']!r} "
                     "(Performer attention has no attention weights to drop): set it to 0"
                 )
             options["attention_dropout"] = 0.0

@@ -74,29 +74,6 @@ def test_gradients_reach_every_stacked_parameter():
     assert stacked.weights_of("b3", grad=True)["query"].abs().sum() > 0
 
 
-def test_former_one_block_per_pair_state_dict_loads():
-    blocks = _blocks(True)
-    stacked = StackedBlocks(blocks, KEYS, PAIRS, len(SIZES))
-    former = {
-        f"layer.blocks.{key}.lin_{role}.{suffix}": getattr(getattr(block, f"lin_{role}"), suffix)
-        .detach()
-        .clone()
-        for key, block in zip(KEYS, blocks)
-        for role in ROLES
-        for suffix in ("weight", "bias")
-    }
-    stacked.load_former_layout(former, "layer.", "layer.fused.")
-    assert not any(".blocks." in k for k in former)  # every former key was stacked
-    fresh = StackedBlocks(_blocks(True), KEYS, PAIRS, len(SIZES))
-    with torch.no_grad():
-        for p in fresh.parameters():
-            p.zero_()
-    fresh.load_state_dict({k.removeprefix("layer.fused."): v for k, v in former.items()})
-    for key in KEYS:
-        for name, value in stacked.weights_of(key).items():
-            torch.testing.assert_close(fresh.weights_of(key)[name], value, rtol=0, atol=0)
-
-
 def test_refuses_mismatched_arguments():
     blocks = _blocks(False)
     with pytest.raises(ValueError, match="one key and pair per block"):

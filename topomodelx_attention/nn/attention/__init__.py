@@ -16,7 +16,9 @@ r"""The attention core shared by every model family.
   different complexes (sorted batch vectors, or a precomputed :class:`PaddedLayout`) never
   attend to each other; a target without any source gets zeros (never NaN) in every kind.
 * :mod:`~topomodelx_attention.nn.attention.kernels`: one module per kind owning its options,
-  registered by kind (:data:`KERNELS`, :func:`register_kernel`) with capability flags.
+  registered by kind (:data:`KERNELS`, :func:`register_kernel`) with capability flags;
+  :mod:`~topomodelx_attention.nn.attention.kinds`: which kernel a block uses, asked by those
+  flags (:func:`global_kind`, :func:`block_kind`, the composite kinds such as ``"mixed"``).
 * :mod:`~topomodelx_attention.nn.attention.multihead`: :class:`MultiHeadAttention`, the
   projected module (Eq. 2 of the Cellular Transformer paper), and
   :class:`MultiGroupAttention` (one value projection per token group, Eq. 3).
@@ -43,6 +45,17 @@ from topomodelx_attention.nn.attention.kernels import (
     build_kernel,
     kernel_class,
     register_kernel,
+)
+from topomodelx_attention.nn.attention.kinds import (
+    COMPOSITE_KINDS,
+    all_pairs_kinds,
+    attends_all_pairs,
+    block_kind,
+    check_all_pairs,
+    global_kind,
+    kernel_kinds,
+    reads_neighborhood,
+    register_composite,
 )
 from topomodelx_attention.nn.attention.layout import (
     NeighborhoodIndex,
@@ -85,6 +98,7 @@ refuse_torchscript(
 
 __all__ = [
     "BIAS_SCALES",
+    "COMPOSITE_KINDS",
     "HAS_TORCH_SCATTER",
     "KERNELS",
     "AttentionKernel",
@@ -101,13 +115,19 @@ __all__ = [
     "SparseKernel",
     "SparsePlan",
     "StackedBlocks",
+    "all_pairs_kinds",
+    "attends_all_pairs",
+    "block_kind",
     "build_kernel",
+    "check_all_pairs",
     "default_num_random_features",
     "dense_attention",
     "dense_attention_weights",
     "dropout_factors",
     "favor_features",
+    "global_kind",
     "kernel_class",
+    "kernel_kinds",
     "linear_attention",
     "merge_heads",
     "neighborhood_index",
@@ -115,6 +135,8 @@ __all__ = [
     "padded_layout",
     "prepare_neighborhood",
     "random_walk_pair_features",
+    "reads_neighborhood",
+    "register_composite",
     "register_kernel",
     "scatter_max",
     "scatter_sum",

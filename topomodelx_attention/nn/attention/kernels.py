@@ -20,6 +20,9 @@ kernel's capability flags (:attr:`~AttentionKernel.needs_neighborhood`,
 comparing kind names. A new kernel is one registered subclass that implements
 :meth:`~AttentionKernel.attend` (``forward`` collects the token structure of a call into an
 :class:`AttentionTokens` and hands it over); every model can then use it by its name.
+
+Which kernel a block of a model uses (composite kinds, global attention) is chosen by these
+flags in :mod:`~.kinds`.
 """
 
 from __future__ import annotations
@@ -426,8 +429,6 @@ class DenseKernel(AttentionKernel):
         self.bias_scale_init = float(bias_scale_init)
         if not self.neighborhood_bias or bias_scale == "none":
             self.bias_scale = None
-            if self.neighborhood_bias:  # the former θ ≡ 1 buffer of such a kernel: dropped
-                self._register_load_state_dict_pre_hook(_drop_unit_bias_scale)
         else:
             theta = torch.empty(self.heads if bias_scale == "per_head" else 1)
             if self.learn_bias_scale:
@@ -489,21 +490,6 @@ class DenseKernel(AttentionKernel):
             else "neighborhood_bias=False"
         )
         return f"{common}, {bias}"
-
-
-def _drop_unit_bias_scale(state_dict: dict, prefix: str, *args: object) -> None:
-    """Load-state-dict pre-hook of a ``bias_scale="none"`` kernel: drop a stored θ of ones.
-
-    A state dict of such a kernel written with a fixed ``θ = 1`` buffer (the CT's relative
-    random-walk arrows until stop 39) loads; a θ of other values has no place to go.
-    """
-    theta = state_dict.pop(f"{prefix}bias_scale", None)
-    if theta is not None and not bool((theta == 1).all()):
-        raise ValueError(
-            f"{prefix}bias_scale holds {theta.tolist()}, but this dense kernel has "
-            'bias_scale="none" (the bias is added unscaled): build it with bias_scale="shared" '
-            'or "per_head" to load a θ'
-        )
 
 
 @register_kernel
@@ -594,3 +580,4 @@ class LinearKernel(AttentionKernel):
             num_complexes=tokens.num_complexes,
             layout=tokens.layout,
         )
+

@@ -13,9 +13,7 @@ block, with one GEMM per group and role, and far fewer tensors for an optimiser 
 
 :class:`StackedBlocks` answers "the weights of block ``key``" (:meth:`StackedBlocks.weights_of`,
 views of the stacked parameters; :meth:`StackedBlocks.attention_of`, a block holding a copy),
-"the weights for this forward" (:meth:`StackedBlocks.weights`) and reads checkpoints of the
-former one-block-per-pair layout (:meth:`StackedBlocks.load_former_layout`). It knows its blocks
-by key and ``(source, target)`` group only (plain tuples: ``torch.compile`` traces them as
+"the weights for this forward" (:meth:`StackedBlocks.weights`). It knows its blocks by key and ``(source, target)`` group only (plain tuples: ``torch.compile`` traces them as
 constants). Only the attention core touches a block's projections: ``multihead.py`` (the
 block itself), ``fused.py`` (the fused call on unstacked blocks) and this module.
 """
@@ -399,48 +397,6 @@ class StackedBlocks(nn.Module):
             if block.cardinality_weight is not None:
                 block.cardinality_weight.copy_(weights["cardinality"])
         return block.train(self.training)
-
-    def load_former_layout(self, state_dict: dict[str, Tensor], owner: str, prefix: str) -> None:
-        """Rewrite, in place, the former layout of these weights in a state dict to this one.
-
-        The former layout of the owning layer (state-dict prefix ``owner``) is one
-        :class:`~topomodelx_attention.nn.attention.MultiHeadAttention` per block
-        (``<owner>blocks.<key>.lin_<role>.weight`` / ``.bias``), stacked here. Keys of another
-        layout are left as they are (a mismatched checkpoint fails in PyTorch's own check).
-
-        Parameters
-        ----------
-        state_dict : dict of str to torch.Tensor
-            The state dict being loaded (modified in place).
-        owner : str
-            State-dict prefix of the layer that holds this module (``"layers.0."``).
-        prefix : str
-            State-dict prefix of this module (``"layers.0.fused."``).
-        """
-        if f"{owner}blocks.{self.keys[0]}.lin_query.weight" not in state_dict:
-            return
-        for g, (targets, sources) in enumerate(zip(self.targets, self.sources)):
-            names = [("query", i) for i in targets] + [("key", i) for i in sources]
-            names += [("value", i) for i in sources]
-            for suffix in ("weight", "bias"):
-                keys = [f"{owner}blocks.{self.keys[i]}.lin_{role}.{suffix}" for role, i in names]
-                if names and all(k in state_dict for k in keys):
-                    stacked = "query_key_value" if suffix == "weight" else "query_key_value_bias"
-                    state_dict[f"{prefix}{stacked}.{g}"] = torch.cat(
-                        [state_dict.pop(k) for k in keys]
-                    )
-                outs = [f"{owner}blocks.{self.keys[i]}.lin_out.{suffix}" for i in targets]
-                if outs and all(k in state_dict for k in outs):
-                    pieces = [state_dict.pop(k) for k in outs]
-                    if suffix == "weight":
-                        state_dict[f"{prefix}output.{g}"] = torch.cat(pieces, dim=1)
-                    else:
-                        state_dict[f"{prefix}output_bias.{g}"] = torch.stack(pieces)
-            weights = [f"{owner}blocks.{self.keys[i]}.cardinality_weight" for i in targets]
-            if weights and all(k in state_dict for k in weights):
-                state_dict[f"{prefix}cardinality.{g}"] = torch.stack(
-                    [state_dict.pop(k) for k in weights]
-                )
 
     def extra_repr(self) -> str:
         """Describe the blocks in ``repr``."""

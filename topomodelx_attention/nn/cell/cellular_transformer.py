@@ -146,7 +146,8 @@ class CellularTransformer(nn.Module):
         Cellular attention mechanism (§4.2).
     kind : str, default="sparse"
         Attention kernel by name: ``"sparse"``, ``"dense"``, ``"linear"`` (or any registered
-        kernel, :data:`~topomodelx_attention.nn.attention.KERNELS`), or ``"mixed"`` (see
+        kernel, :data:`~topomodelx_attention.nn.attention.KERNELS`), or a composite kind such
+        as ``"mixed"`` (:data:`~topomodelx_attention.nn.attention.COMPOSITE_KINDS`; see
         :class:`CellularTransformerLayer`).
     kernel_options : mapping, optional
         Options of the attention kernel(s), passed down to every layer (see

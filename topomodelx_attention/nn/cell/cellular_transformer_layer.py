@@ -53,16 +53,21 @@ from torch import Tensor, nn
 
 from topomodelx_attention.data import to_coalesced_coo
 from topomodelx_attention.nn.attention import (
+    COMPOSITE_KINDS,
     KERNELS,
     MultiGroupAttention,
     MultiHeadAttention,
     NeighborhoodIndex,
     PaddedBias,
     PaddedLayout,
+    block_kind,
+    global_kind,
     kernel_class,
+    kernel_kinds,
     padded_layout,
     prepare_neighborhood,
     random_walk_pair_features,
+    reads_neighborhood,
 )
 from topomodelx_attention.nn.attention.fused import (
     FusedNeighborhood,
@@ -84,8 +89,6 @@ from topomodelx_attention.nn.cell.tensor_diagram import (
 __all__ = ["ATTENTION_MECHANISMS", "CellStructure", "CellularTransformerLayer"]
 
 ATTENTION_MECHANISMS = ("pairwise", "general")
-#: The CT's own composite kind: dense inside a rank, sparse across ranks (§4.2.1, •=c).
-MIXED = "mixed"
 
 
 @dataclass(frozen=True)
@@ -149,12 +152,6 @@ def valid_ranks(ranks: Sequence[object], max_rank: int) -> bool:
     )
 
 
-def _reads_neighborhood(kind: str) -> bool:
-    """Whether the kernel of ``kind`` reads a neighbourhood (a mask or a θ·N bias)."""
-    cls = kernel_class(kind)
-    return cls.needs_neighborhood or cls.accepts_bias
-
-
 class CellularTransformerLayer(nn.Module):
     r"""One pre-norm Cellular Transformer layer on ranks ``0..max_rank`` (Appendix A).
 
@@ -172,16 +169,17 @@ class CellularTransformerLayer(nn.Module):
         Attention kernel, by name (:data:`~topomodelx_attention.nn.attention.KERNELS`):
         ``sparse``: softmax over the neighbours given by ``N`` (a mask; values ignored).
         ``dense``: all cells of the complex with the bias ``θ·N``. ``linear``: Performer/FAVOR+
-        in place of dense (no bias), linear in the number of cells. ``mixed`` (pairwise only):
+        in place of dense (no bias), linear in the number of cells. Or a composite kind
+        (:data:`~topomodelx_attention.nn.attention.COMPOSITE_KINDS`, pairwise only): ``mixed``,
         dense for ``k → k`` arrows, sparse across ranks.
     kernel_options : mapping, optional
         Options of the kernel(s) (:func:`~topomodelx_attention.nn.attention.build_kernel`):
         ``scale`` (``None``: ``1/sqrt(d_head)``; ``1.0``: the paper's Eq. 2 logits
         ``X_t Q (X_s K)ᵀ``), and the kernel's own, e.g. ``bias_scale`` (``"per_head"`` or the
         paper's one shared θ of ``φ(N) = θN``, dense) or ``num_random_features`` (linear).
-        With ``kind="mixed"`` each kernel gets the options it takes; an option no kernel of
+        With a composite kind each kernel gets the options it takes; an option no kernel of
         the layer takes raises ``ValueError``. One more option belongs to the global arrows:
-        ``rrwp_steps`` (int, default 0). ``K > 0``: every global arrow ``r->r:all_r`` (dense)
+        ``rrwp_steps`` (int, default 0). ``K > 0``: every global arrow ``r->r:all_r``
         adds to its logits a learned bias of the relative random-walk probabilities of each
         pair of rank-``r`` cells (GRIT's RRWP; not in the paper): the features
         :math:`\log(1 + n_b (P^k)_{ij})`, ``k = 0..K-1``, of the walk
@@ -189,15 +187,16 @@ class CellularTransformerLayer(nn.Module):
         (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`), mapped to one
         logit per head by a ``K → heads`` linear map of the layer (``relative_bias[key]``, of
         shape ``(heads, K)``, zero at initialisation: the layer starts as the unbiased global
-        arrow; the arrow's dense kernel adds these logits unscaled, ``bias_scale="none"``).
-        The neighbourhoods must then hold ``adjacency_r``.
+        arrow; the arrow's kernel, which must take a bias (dense), adds these logits unscaled,
+        ``bias_scale="none"``). The neighbourhoods must then hold ``adjacency_r``.
     tensor_diagram : sequence, optional
         Arrows (see :func:`parse_tensor_diagram`); default :func:`default_tensor_diagram`.
         Pairwise attention builds one block per arrow, also for several arrows between the same
         ranks; general attention adds such arrows into one block of ``N`` (Eq. 3). A global
-        arrow ``"r->r:all_r"`` (pairwise only) is a dense block without mask or θ·N bias over
-        the rank-``r`` cells of each complex (linear for ``kind="linear"``); it reads no
-        neighbourhood.
+        arrow ``"r->r:all_r"`` (pairwise only) is a block without mask or θ·N bias over the
+        rank-``r`` cells of each complex: the layer's kernel when it attends all pairs
+        (``dense``, ``linear`` or another registered kernel without a mask), else dense
+        (:func:`~topomodelx_attention.nn.attention.global_kind`); it reads no neighbourhood.
     ffn_channels : int, optional
         Inner width of the FFN (default ``channels``, as Table 3).
     dropout : float, default=0.0
@@ -235,12 +234,11 @@ class CellularTransformerLayer(nn.Module):
         super().__init__()
         if attention not in ATTENTION_MECHANISMS:
             raise ValueError(f"attention must be one of {ATTENTION_MECHANISMS}, got {attention!r}")
-        if kind != MIXED and kind not in KERNELS:
-            raise ValueError(f"kind must be one of {(*KERNELS, MIXED)}, got {kind!r}")
-        if attention == "general" and kind == MIXED:
+        kernel_kinds(kind)  # a registered kernel or composite (a clear error otherwise)
+        if attention == "general" and kind in COMPOSITE_KINDS:
             raise ValueError(
-                "kind='mixed' is a pairwise kind; general attention takes one kernel "
-                f"({tuple(KERNELS)})"
+                f"kind={kind!r} is a pairwise kind (one kernel within a rank, another across "
+                f"ranks); general attention takes one kernel ({tuple(KERNELS)})"
             )
         if int(max_rank) < 0:
             raise ValueError(f"max_rank must be non-negative, got {max_rank}")
@@ -305,7 +303,6 @@ class CellularTransformerLayer(nn.Module):
                     [(a.source, a.target) for a in self._fused_arrows],
                     len(ranks),
                 )
-                self._register_load_state_dict_pre_hook(self._load_former_layout)
         else:
             self.general = MultiGroupAttention(
                 self.channels,
@@ -395,27 +392,21 @@ class CellularTransformerLayer(nn.Module):
         key = self._arrow_key(arrow)
         return self.blocks[key] if key in self.blocks else self.fused.attention_of(key)
 
-    def _load_former_layout(self, state_dict, prefix, *args) -> None:
-        """Load-state-dict pre-hook: the former layouts of the fused arrows' weights."""
-        if self.fused is not None:
-            self.fused.load_former_layout(state_dict, prefix, f"{prefix}fused.")
-
     def _arrow_kind(self, arrow: Arrow) -> str:
-        """Kernel kind of one arrow (``mixed``: dense within a rank, sparse across ranks).
+        """Kernel kind of one arrow (a composite's kernel within / across ranks).
 
-        A global arrow (``all_r``) is unmasked dense attention, or linear for ``kind="linear"``.
+        A global arrow (``all_r``) attends all pairs of its rank's cells, without mask:
+        :func:`~topomodelx_attention.nn.attention.global_kind` of the layer's kind.
         """
         if arrow.is_global:
-            return "linear" if self.kind == "linear" else "dense"
-        if self.kind != MIXED:
-            return self.kind
-        return "dense" if arrow.source == arrow.target else "sparse"
+            return global_kind(self.kind)
+        return block_kind(self.kind, within=arrow.source == arrow.target)
 
     def _arrow_options(self, arrow: Arrow) -> dict[str, Any]:
-        """Kernel options of one arrow's block (a global dense arrow has no θ·N bias)."""
+        """Kernel options of one arrow's block (a global arrow has no θ·N bias)."""
         kind = self._arrow_kind(arrow)
         options = self._options_of(kind)
-        if arrow.is_global and kind == "dense":
+        if arrow.is_global and kernel_class(kind).accepts_bias:
             options["neighborhood_bias"] = bool(self.rrwp_steps)
             if self.rrwp_steps:  # the learned K → heads map gives the logits: no θ
                 options.update(bias_scale="none")
@@ -567,7 +558,7 @@ class CellularTransformerLayer(nn.Module):
                 offsets = [0]
                 for n in sizes:
                     offsets.append(offsets[-1] + n)
-                if _reads_neighborhood(self.kind):
+                if reads_neighborhood(self.kind):
                     matrix = block_neighborhood(self.arrows, prepared, offsets, device)
                     general = prepare_neighborhood(
                         matrix, offsets[-1], offsets[-1], name="block neighbourhood (Eq. 3)"
@@ -601,7 +592,7 @@ class CellularTransformerLayer(nn.Module):
                 empty
                 or arrow in self._fused_arrows
                 or arrow.is_global
-                or not _reads_neighborhood(self._arrow_kind(arrow))
+                or not reads_neighborhood(self._arrow_kind(arrow))
             ):
                 continue
             per_arrow[i] = prepare_neighborhood(
@@ -861,24 +852,24 @@ def _check_rrwp_steps(steps: object, arrows: Sequence[Arrow], kind: str) -> int:
             f"kernel_options['rrwp_steps']={steps} biases the global arrows (r->r:all_r); the "
             "tensor diagram has none: add one (e.g. '0->0:all_0') or set rrwp_steps=0"
         )
-    if steps and kind == "linear":
+    if steps and not kernel_class(global_kind(kind)).accepts_bias:
+        biased = [k for k in (*KERNELS, *COMPOSITE_KINDS) if kernel_class(global_kind(k)).accepts_bias]
         raise ValueError(
-            f"kernel_options['rrwp_steps']={steps} is a bias of dense attention; kind='linear' "
-            "makes the global arrows linear (no logits to bias): use kind='sparse', 'mixed' or 'dense'"
+            f"kernel_options['rrwp_steps']={steps} is a bias of the global arrows' logits; "
+            f"kind={kind!r} makes them {global_kind(kind)!r}, which takes no bias: use one of {biased}"
         )
     return int(steps)
 
 
 def _check_kernel_options(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Raise unless every option is taken by a kernel of the layer (``mixed``: dense or sparse)."""
+    """Raise unless every option is taken by a kernel of the layer (a composite's: either)."""
     options = dict(options or {})
     if "attention_dropout" in options:
         raise ValueError(
             "attention_dropout is an option of the layer/model itself: pass attention_dropout=, "
             "not kernel_options={'attention_dropout': ...}"
         )
-    kinds = ("dense", "sparse") if kind == MIXED else (kind,)
-    taken = {name for k in kinds for name in kernel_class(k).option_names()}
+    taken = {name for k in kernel_kinds(kind) for name in kernel_class(k).option_names()}
     unknown = sorted(set(options) - taken)
     if unknown:
         raise ValueError(

@@ -4,13 +4,12 @@ A layer has one pre-norm LayerNorm before attention, one before the FFN and one 
 They are stored as a few stacked parameters (``(ranks, C)`` LayerNorm weights, ``(ranks,
 hidden, C)`` FFN weights) rather than one module per rank: the same computation, with far fewer
 tensors for an optimiser to loop over (plain ``torch.optim.AdamW`` on CPU steps one tensor at a
-time). ``norms[r]`` / ``ffns[r]`` give rank ``r``'s parameters as views, and a state dict of
-the former per-rank ``ModuleList`` (``<r>.weight``, ``<r>.lin1.weight``) still loads.
+time). ``norms[r]`` / ``ffns[r]`` give rank ``r``'s parameters as views.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -40,8 +39,7 @@ class RankLayerNorms(nn.Module):
     """The per-rank LayerNorms of a layer as one ``(ranks, C)`` weight and bias (2 tensors).
 
     Same computation as one :class:`torch.nn.LayerNorm` per rank (``F.layer_norm`` with rank
-    ``r``'s row); ``norms[r]`` is rank ``r``'s norm (views), iteration goes over the ranks, and
-    a state dict of the former ``ModuleList`` (``<r>.weight``) still loads.
+    ``r``'s row); ``norms[r]`` is rank ``r``'s norm (views), iteration goes over the ranks.
     """
 
     def __init__(self, ranks: int, channels: int, eps: float = 1e-5) -> None:
@@ -49,7 +47,6 @@ class RankLayerNorms(nn.Module):
         self.weight = nn.Parameter(torch.ones(ranks, channels))
         self.bias = nn.Parameter(torch.zeros(ranks, channels))
         self.eps = eps
-        self._register_load_state_dict_pre_hook(_stack_per_rank_keys(("weight", "bias")))
 
     def forward(self, x: Sequence[Tensor]) -> list[Tensor]:
         """Normalise ``x[r]`` with rank ``r``'s LayerNorm, for every rank."""
@@ -82,8 +79,7 @@ class RankFeedForwards(nn.Module):
     (ranks, hidden, C)``, ``bias_1 (ranks, hidden)``, ``weight_2 (ranks, C, hidden)``, ``bias_2
     (ranks, C)``, initialised as two :class:`torch.nn.Linear` per rank (``FFN_1`` then ``FFN_2``,
     rank by rank: the random stream of one module per rank). ``ffns[r]`` is rank ``r``'s FFN
-    (``lin1`` / ``lin2`` with ``weight`` / ``bias`` views), and a state dict of the former
-    ``ModuleList`` (``<r>.lin1.weight``) still loads.
+    (``lin1`` / ``lin2`` with ``weight`` / ``bias`` views).
     """
 
     _KEYS: ClassVar[dict[str, str]] = {
@@ -101,7 +97,6 @@ class RankFeedForwards(nn.Module):
             stacked = torch.stack([getattr(f[lin], attribute).detach() for f in ffns])
             setattr(self, new, nn.Parameter(stacked))
         self.dropout = nn.Dropout(dropout)
-        self._register_load_state_dict_pre_hook(_stack_per_rank_keys(tuple(self._KEYS), self._KEYS))
 
     def forward(self, x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
         """``Dropout(FFN_2(Dropout(ReLU(FFN_1(x)))))`` with one rank's weights."""
@@ -124,18 +119,3 @@ class RankFeedForwards(nn.Module):
     def __len__(self) -> int:
         return self.weight_1.shape[0]
 
-
-def _stack_per_rank_keys(suffixes: Sequence[str], renamed: Mapping[str, str] | None = None):
-    """Load-state-dict pre-hook: stack ``<prefix><r>.<suffix>`` of a per-rank ModuleList."""
-
-    def hook(state_dict, prefix, *args) -> None:
-        for suffix in suffixes:
-            r, keys = 0, []
-            while f"{prefix}{r}.{suffix}" in state_dict:
-                keys.append(f"{prefix}{r}.{suffix}")
-                r += 1
-            if keys:
-                name = suffix if renamed is None else renamed[suffix]
-                state_dict[f"{prefix}{name}"] = torch.stack([state_dict.pop(k) for k in keys])
-
-    return hook

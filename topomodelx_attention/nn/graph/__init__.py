@@ -30,7 +30,6 @@ from topomodelx_attention.nn.graph.tokengt_layer import (
     LAYOUTS,
     TokenGTEncoder,
     TokenGTLayer,
-    all_pairs_kind,
     drop_path,
 )
 from topomodelx_attention.nn.graph.tokens import (
@@ -60,7 +59,6 @@ __all__ = [
     "TokenGTInputs",
     "TokenGTLayer",
     "TokenGTTokenizer",
-    "all_pairs_kind",
     "boundary_cycles",
     "cell_orderings",
     "drop_path",

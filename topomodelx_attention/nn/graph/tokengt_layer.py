@@ -37,33 +37,17 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention.nn.attention import (
-    KERNELS,
     MultiHeadAttention,
     PaddedLayout,
+    check_all_pairs,
     kernel_class,
     padded_layout,
 )
 from topomodelx_attention.nn.attention.heads import check_dropout
 
-__all__ = ["LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "all_pairs_kind", "drop_path"]
+__all__ = ["LAYOUTS", "TokenGTEncoder", "TokenGTLayer", "drop_path"]
 #: How the encoder stack holds the tokens (see :class:`TokenGTEncoder`).
 LAYOUTS: tuple[str, ...] = ("auto", "packed", "padded")
-
-
-def all_pairs_kind(kind: str) -> str:
-    """Return ``kind`` if its kernel attends to all tokens of a complex (no neighbourhood mask).
-
-    TokenGT is a plain Transformer (§2): every registered kernel without
-    ``needs_neighborhood`` qualifies (``"dense"``, ``"linear"``, ...).
-    """
-    cls = kernel_class(kind) if kind in KERNELS else None
-    if cls is None or cls.needs_neighborhood:
-        kinds = tuple(k for k, c in KERNELS.items() if not c.needs_neighborhood)
-        raise ValueError(
-            f"kind must be an attention kernel over all tokens of a graph, one of {kinds}; "
-            f"got {kind!r} (TokenGT has no neighbourhood to mask with)"
-        )
-    return kind
 
 
 def drop_path(x: Tensor, batch: Tensor, num_complexes: int, p: float, training: bool) -> Tensor:
@@ -111,7 +95,7 @@ class TokenGTLayer(nn.Module):
     ffn_channels : int, optional
         Hidden width of the MLP (default ``channels``, as in the paper's Graphormer setting).
     kind : str, default = "dense"
-        Attention kernel over all tokens (:func:`all_pairs_kind`): exact softmax
+        Attention kernel over all tokens (:func:`~topomodelx_attention.nn.attention.check_all_pairs`): exact softmax
         (``"dense"``) or its FAVOR+ approximation (``"linear"``, Performer, A.4.3).
     kernel_options : mapping, optional
         Options of the kernel (e.g. ``{"num_random_features": 64,
@@ -144,7 +128,7 @@ class TokenGTLayer(nn.Module):
         layer_norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        kind = all_pairs_kind(kind)
+        kind = check_all_pairs(kind, "TokenGT")
         options = {"attention_dropout": attention_dropout, **(kernel_options or {})}
         if kernel_class(kind).accepts_bias:  # no θ·N bias: TokenGT's attention is unmodified (§2)
             options.setdefault("neighborhood_bias", False)

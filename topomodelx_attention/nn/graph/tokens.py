@@ -29,10 +29,10 @@ import torch
 from torch import Tensor, nn
 
 from topomodelx_attention._docs import fill_doc
-from topomodelx_attention.nn.attention import PaddedLayout, padded_layout
+from topomodelx_attention.nn.attention import PaddedLayout, check_all_pairs, padded_layout
 from topomodelx_attention.nn.attention.heads import check_dropout
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, segment_pool
-from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTLayer, all_pairs_kind
+from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTLayer
 
 __all__ = [
     "EDGE_TOKENS",
@@ -461,7 +461,7 @@ class TokenModel(nn.Module):
         check_inputs: bool,
         pooling: str = "graph_token",
     ) -> None:
-        kind = all_pairs_kind(kind)
+        kind = check_all_pairs(kind, type(self).__name__)
         if pooling not in TOKEN_POOLINGS:
             raise ValueError(f"pooling must be one of {TOKEN_POOLINGS}, got {pooling!r}")
         self.pooling = pooling

@@ -33,6 +33,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from topomodelx_attention.nn.attention import COMPOSITE_KINDS, KERNELS
 from topomodelx_attention.nn.cell import CellularTransformerLayer
 from topomodelx_attention.nn.topomodelx._neighborhoods import check_features, neighborhood_pattern
 
@@ -111,8 +112,11 @@ class CellAttentionLayer(nn.Module):
         output_projection: bool = True,
     ) -> None:
         super().__init__()
-        if kind == "mixed":
-            raise ValueError("kind='mixed' needs several ranks; CellAttentionLayer takes sparse, dense or linear")
+        if kind in COMPOSITE_KINDS:
+            raise ValueError(
+                f"kind={kind!r} is a composite kind (one kernel within a rank, another across "
+                f"ranks): it needs several ranks; CellAttentionLayer takes one kernel {tuple(KERNELS)}"
+            )
         in_channels, out_channels = int(in_channels), int(out_channels)
         if in_channels < 1 or out_channels < 1:
             raise ValueError(f"in_channels and out_channels must be positive, got {in_channels}, {out_channels}")

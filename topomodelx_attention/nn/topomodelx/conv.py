@@ -27,7 +27,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.nn.attention import KERNELS, MultiHeadAttention, kernel_class
+from topomodelx_attention.nn.attention import (
+    KERNELS,
+    MultiHeadAttention,
+    kernel_class,
+    reads_neighborhood,
+)
 from topomodelx_attention.nn.topomodelx._neighborhoods import (
     apply_update,
     check_features,
@@ -96,7 +101,7 @@ class AttentionConv(nn.Module):
         bias: bool = False,
     ) -> None:
         super().__init__()
-        kinds = tuple(k for k, c in KERNELS.items() if c.needs_neighborhood or c.accepts_bias)
+        kinds = tuple(k for k in KERNELS if reads_neighborhood(k))
         if kind not in kinds:
             raise ValueError(
                 f"AttentionConv kind must be one of {kinds}, got {kind!r} (a kernel that reads "
