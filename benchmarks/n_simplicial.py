@@ -266,7 +266,7 @@ def table_routers(args: argparse.Namespace, device: torch.device) -> None:
             ("bilinear", {"router_k": k, "router": "bilinear"}),
         ):
             torch.manual_seed(seed + 1)
-            student = NSimplicialTransformer(8, width, 4, **common, kernel_options=extra).to(device)
+            student = NSimplicialTransformer(8, width, 4, **common, simplicial_options=extra).to(device)
             opt = torch.optim.Adam(student.parameters(), lr=3e-3)
             start = time.perf_counter()
             for _ in range(steps):
@@ -341,7 +341,7 @@ def table_compile(args: argparse.Namespace) -> None:
             n_layers=args.compile_layers,
             heads=2,
             order=2,
-            kernel_options={"causal": mode == "causal"},
+            simplicial_options={"causal": mode == "causal"},
         )
         if mode == "complex":
             x, tuples, index, count = complex_batch(complexes, 0)

@@ -48,7 +48,7 @@ def run(order: int, label: str, args: argparse.Namespace, seed: int) -> tuple[Te
     variant, extra = VARIANTS[label]
     torch.manual_seed(seed)
     x = torch.randn(args.batch, args.tokens, args.channels, dtype=torch.float64)
-    stack = build_stack(variant, args.channels, args.depth, heads=args.heads, order=order, kernel_options=extra)
+    stack = build_stack(variant, args.channels, args.depth, heads=args.heads, order=order, simplicial_options=extra)
     stack = stack.double()
     relative = oversmoothing_profile(stack, x)
     norms = [mixed_norm(x)]

@@ -242,7 +242,7 @@ def test_fuzz_rope_on_complexes(fuzz_seeds):
         def run():
             torch.manual_seed(seed)
             layer = NSimplicialTransformerLayer(
-                12, heads=2, order=2, kernel_options={"rope": rope}
+                12, heads=2, order=2, simplicial_options={"rope": rope}
             ).double()
             x = torch.randn(n, 12, dtype=torch.float64)
             perm = torch.from_numpy(rng.permutation(n))

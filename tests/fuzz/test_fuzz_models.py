@@ -167,7 +167,7 @@ def test_fuzz_n_simplicial_transformer(fuzz_seeds):
             n_layers=1,
             heads=2,
             pooling=str(rng.choice(["sum", "mean"])),
-            kernel_options={"kv_bias": kv_bias},
+            simplicial_options={"kv_bias": kv_bias},
         )
         return f"NSimplicial dim={dim} kv_bias={kv_bias} x_0:{how} shapes={batch.shape.tolist()}", model, batch, len(items), expect
 

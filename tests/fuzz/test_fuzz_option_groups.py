@@ -1,6 +1,6 @@
-"""Fuzz: the option groups (N-simplicial ``kernel_options``, CT ``pe_options``).
+"""Fuzz: the option groups (N-simplicial ``simplicial_options``, CT ``pe_options``).
 
-* N-simplicial: the attention's options travel as one ``kernel_options`` mapping from the model
+* N-simplicial: the attention's options travel as one ``simplicial_options`` mapping from the model
   through every layer to the attention, unchanged: random valid groups build and run (and every
   attention holds them); a key the group does not take, a non-mapping, or the former separate
   keyword (``kv_bias=...``) is rejected with a message naming it.
@@ -15,7 +15,7 @@ import torch
 
 from tests.fuzz.cases import ACCEPT, REJECT, run_cases
 from topomodelx_attention.nn.cell import CellularTransformer
-from topomodelx_attention.nn.simplicial import KERNEL_OPTIONS, NSimplicialTransformer
+from topomodelx_attention.nn.simplicial import SIMPLICIAL_OPTIONS, NSimplicialTransformer
 
 WIDTH, HEADS, OUT = 12, 2, 3  # head_dim 6: divisible by N + 1 = 3 (determinant logits, RoPE)
 
@@ -35,23 +35,23 @@ SELECTIONS = [{}, {"window": 2}, {"window": (2, 3)}, {"router_k": 2, "router": "
 BAD_KEYS = ("router_K", "heads", "dropout", "kernel", "kvbias")
 
 
-def test_fuzz_n_simplicial_kernel_options(fuzz_seeds):
+def test_fuzz_n_simplicial_simplicial_options(fuzz_seeds):
     def make(seed, rng):
         options = {k: v[int(rng.integers(len(v)))] for k, v in VALID.items() if rng.random() < 0.5}
         options.update(SELECTIONS[int(rng.integers(len(SELECTIONS)))])
         fault = ("none", "none", "bad_key", "not_mapping", "old_keyword")[int(rng.integers(5))]
-        kwargs = {"kernel_options": options}
+        kwargs = {"simplicial_options": options}
         if fault == "bad_key":
             options[BAD_KEYS[int(rng.integers(len(BAD_KEYS)))]] = 1
         elif fault == "not_mapping":
-            kwargs = {"kernel_options": list(options.items()) or "causal"}
+            kwargs = {"simplicial_options": list(options.items()) or "causal"}
         elif fault == "old_keyword":
-            kwargs = {"kv_bias": True, "kernel_options": options}
+            kwargs = {"kv_bias": True, "simplicial_options": options}
 
         def run():
             torch.manual_seed(seed)
             model = NSimplicialTransformer(2, WIDTH, OUT, n_layers=2, heads=HEADS, **kwargs)
-            want = {**KERNEL_OPTIONS, **options}
+            want = {**SIMPLICIAL_OPTIONS, **options}
             for layer in model.layers:  # passed down unchanged
                 attention = layer.attention
                 assert attention.causal == want["causal"] and attention.rope == want["rope"]
@@ -65,7 +65,7 @@ def test_fuzz_n_simplicial_kernel_options(fuzz_seeds):
 
         return f"{fault} {kwargs}", (ACCEPT if fault == "none" else REJECT), run
 
-    run_cases(fuzz_seeds, "N-simplicial kernel_options", make, offset=2_020_000)
+    run_cases(fuzz_seeds, "N-simplicial simplicial_options", make, offset=2_020_000)
 
 
 def _complex(pe_width):

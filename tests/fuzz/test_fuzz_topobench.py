@@ -61,7 +61,7 @@ BACKBONES = (
     lambda: CellularTransformerBackbone(WIDTH, WIDTH, n_layers=1, heads=2),
     lambda: CellularTransformerBackbone(WIDTH, WIDTH, n_layers=1, heads=2, attention="general", kind="dense"),
     lambda: OrderKTokenGTBackbone(WIDTH, WIDTH, n_layers=1, heads=2, node_id_dim=4, identifiers="sum"),
-    lambda: NSimplicialBackbone(WIDTH, WIDTH, n_layers=1, heads=2, kernel_options={"kv_bias": True}),
+    lambda: NSimplicialBackbone(WIDTH, WIDTH, n_layers=1, heads=2, simplicial_options={"kv_bias": True}),
 )
 CORRUPTIONS = (
     "clean", "clean", "clean", "clean", "batch_rows", "incidence_shape", "x_1d", "missing_rank",

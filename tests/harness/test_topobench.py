@@ -247,7 +247,7 @@ BACKBONES = [
     (CellularTransformerBackbone, {"n_layers": 1, "heads": 2, "attention": "general", "kind": "dense"}),
     (OrderKTokenGTBackbone, {"n_layers": 1, "heads": 2, "node_id_dim": 4, "identifiers": "sum"}),
     (OrderKTokenGTBackbone, {"n_layers": 1, "heads": 2, "node_id_dim": 4, "identifiers": "ordered", "max_cell_size": 20}),
-    (NSimplicialBackbone, {"n_layers": 2, "heads": 2, "kernel_options": {"kv_bias": True}}),
+    (NSimplicialBackbone, {"n_layers": 2, "heads": 2, "simplicial_options": {"kv_bias": True}}),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The cardinality term of N-simplicial attention (``kernel_options={"cardinality": True}``)."""
+"""The cardinality term of N-simplicial attention (``simplicial_options={"cardinality": True}``)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ OPTIONS = {"kv_bias": True, "cardinality": True}
 def _attention(channels: int = 12, heads: int = 2, **options) -> NSimplicialAttention:
     torch.manual_seed(0)
     attn = NSimplicialAttention(
-        channels, heads=heads, order=2, kernel_options={**OPTIONS, **options}
+        channels, heads=heads, order=2, simplicial_options={**OPTIONS, **options}
     ).double()
     with torch.no_grad():  # a nonzero weight: at its zero init the term is invisible
         attn.cardinality_weight.uniform_(0.5, 1.5)
@@ -76,9 +76,9 @@ def test_vertices_on_more_triangles_are_told_apart():
 
 def test_zero_init_is_plain_attention():
     torch.manual_seed(0)
-    counted = NSimplicialAttention(12, heads=2, order=2, kernel_options=OPTIONS)
+    counted = NSimplicialAttention(12, heads=2, order=2, simplicial_options=OPTIONS)
     torch.manual_seed(0)
-    plain = NSimplicialAttention(12, heads=2, order=2, kernel_options={"kv_bias": True})
+    plain = NSimplicialAttention(12, heads=2, order=2, simplicial_options={"kv_bias": True})
     assert torch.count_nonzero(counted.cardinality_weight) == 0
     sc = random_simplicial_complex(0, n=7, p=0.6)
     x = torch.randn(7, 12)
@@ -88,7 +88,7 @@ def test_zero_init_is_plain_attention():
 
 def test_layer_permutation_equivariance_isolated_vertex_and_gradients():
     torch.manual_seed(0)
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options=OPTIONS).double()
+    layer = NSimplicialTransformerLayer(12, heads=2, order=2, simplicial_options=OPTIONS).double()
     with torch.no_grad():
         layer.attention.cardinality_weight.fill_(0.7)
     sc = tnx.SimplicialComplex([[0, 1, 2], [1, 2, 3], [3, 4], [4, 5, 6]])
@@ -114,7 +114,7 @@ def test_layer_permutation_equivariance_isolated_vertex_and_gradients():
 def test_model_on_complex_data_batched_and_empty_complex():
     torch.manual_seed(0)
     model = NSimplicialTransformer(
-        4, 12, 1, n_layers=2, heads=2, pooling="sum", kernel_options=OPTIONS
+        4, 12, 1, n_layers=2, heads=2, pooling="sum", simplicial_options=OPTIONS
     ).double()
     for layer in model.layers:
         torch.nn.init.constant_(layer.attention.cardinality_weight, 0.2)
@@ -144,9 +144,9 @@ def test_model_on_complex_data_batched_and_empty_complex():
 
 def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="cardinality needs tuple lists"):
-        NSimplicialAttention(12, heads=2, kernel_options={"cardinality": True, "window": 2})
+        NSimplicialAttention(12, heads=2, simplicial_options={"cardinality": True, "window": 2})
     with pytest.raises(ValueError, match="cardinality needs tuple lists"):
-        NSimplicialAttention(12, heads=2, kernel_options={"cardinality": True, "router_k": 2})
+        NSimplicialAttention(12, heads=2, simplicial_options={"cardinality": True, "router_k": 2})
     attn = _attention()
     with pytest.raises(ValueError, match="cardinality_weight needs a tuple list"):
         attn(torch.randn(2, 5, 12, dtype=torch.float64))  # a sequence: no tuples
@@ -155,7 +155,7 @@ def test_errors_name_the_problem():
 def test_final_norm_false_keeps_the_count_unsaturated():
     """Without the final LayerNorm the hub's token grows with its triangle count; with it, not."""
     torch.manual_seed(0)
-    kwargs = {"n_layers": 1, "heads": 2, "pooling": "sum", "kernel_options": OPTIONS}
+    kwargs = {"n_layers": 1, "heads": 2, "pooling": "sum", "simplicial_options": OPTIONS}
     model = NSimplicialTransformer(4, 12, 1, final_norm=False, **kwargs).double()
     assert model.norm is None
     normed = NSimplicialTransformer(4, 12, 1, **kwargs).double()

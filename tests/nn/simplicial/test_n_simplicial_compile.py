@@ -80,7 +80,7 @@ def _compiled_matches_eager(fn, batches, make_args, params=None):
 def _sequence_case(causal, gen):
     torch.manual_seed(0)
     layer = NSimplicialTransformerLayer(
-        CHANNELS, HEADS, 2, kernel_options={"causal": causal}
+        CHANNELS, HEADS, 2, simplicial_options={"causal": causal}
     ).double()
 
     def fn(x):
@@ -112,7 +112,7 @@ def test_tuple_layer_compiles_without_break_or_recompile(gen):
     """Complexes (sparse tuple path on the core), with bias slots and the causal filter."""
     torch.manual_seed(0)
     layer = NSimplicialTransformerLayer(
-        CHANNELS, HEADS, 2, kernel_options={"kv_bias": True, "causal": True}
+        CHANNELS, HEADS, 2, simplicial_options={"kv_bias": True, "causal": True}
     ).double()
 
     def fn(x, tuples):
@@ -145,7 +145,7 @@ def test_prepared_tuples_equal_raw_tuples_and_gradients(gen):
     x, tuples, batch = _complexes([5, 4], gen)
     x.requires_grad_()
     layer = NSimplicialTransformerLayer(
-        CHANNELS, HEADS, 2, kernel_options={"kv_bias": True, "causal": True}
+        CHANNELS, HEADS, 2, simplicial_options={"kv_bias": True, "causal": True}
     ).double()
     index = layer.prepare_tuples(tuples, x.shape[0])
     assert isinstance(index, TupleIndex)
@@ -172,6 +172,6 @@ def test_prepared_tuples_must_match_the_inputs(ref):
         n_simplicial_attention(q, keys, values, mask=prepare_tuples(tuples[[0, 2]], 6, 6))
     with pytest.raises(ValueError, match="query indices"):
         prepare_tuples(tuples[[0, 2]], 4, 5)
-    layer = NSimplicialTransformerLayer(6, 2, 2, gating="token", kernel_options={"router_k": 2})
+    layer = NSimplicialTransformerLayer(6, 2, 2, gating="token", simplicial_options={"router_k": 2})
     with pytest.raises(ValueError, match="no tuples"):
         layer.prepare_tuples(tuples, 5)

@@ -48,7 +48,7 @@ def test_pure_stack_collapses_and_skip_norm_does_not(order):
 def test_masked_pure_stack_also_collapses():
     torch.manual_seed(0)
     x = torch.randn(1, 16, 16, dtype=torch.float64)
-    profile = oversmoothing_profile(build_stack("pure", 16, 16, order=1, kernel_options={"causal": True}).double(), x)
+    profile = oversmoothing_profile(build_stack("pure", 16, 16, order=1, simplicial_options={"causal": True}).double(), x)
     assert profile[-1].item() < 1e-2 * profile[0].item()  # §3.2.1: a causal mask does not help
 
 

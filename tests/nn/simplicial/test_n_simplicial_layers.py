@@ -61,7 +61,7 @@ def _attention(name: str) -> NSimplicialAttention:
     options = dict(CONFIGS[name])
     order = options.pop("order", 2)
     _seed_modules()
-    return NSimplicialAttention(12, heads=2, order=order, kernel_options=options)
+    return NSimplicialAttention(12, heads=2, order=order, simplicial_options=options)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -95,7 +95,7 @@ def test_attention_permutation_equivariance_on_sequences(name):
 def test_rope_module_is_shift_invariant():
     _seed_modules()
     attn = NSimplicialAttention(
-        12, heads=2, order=2, kernel_options={"rope": True, "causal": True}
+        12, heads=2, order=2, simplicial_options={"rope": True, "causal": True}
     ).double()
     x = torch.randn(2, 6, 12, dtype=torch.float64)
     pos = torch.arange(6)
@@ -104,7 +104,7 @@ def test_rope_module_is_shift_invariant():
 
 def test_router_k_n_equals_dense_module():
     _seed_modules()
-    routed = NSimplicialAttention(12, heads=2, order=2, kernel_options={"router_k": 7}).double()
+    routed = NSimplicialAttention(12, heads=2, order=2, simplicial_options={"router_k": 7}).double()
     dense = NSimplicialAttention(12, heads=2, order=2).double()
     dense.load_state_dict(routed.state_dict(), strict=False)
     x = torch.randn(2, 7, 12, dtype=torch.float64)
@@ -116,13 +116,13 @@ def test_attention_construction_errors():
         NSimplicialAttention(10, heads=3)
     with pytest.raises(ValueError, match="determinant"):
         NSimplicialAttention(
-            12, heads=2, order=2, kernel_options={"rope": True, "logit_form": "product"}
+            12, heads=2, order=2, simplicial_options={"rope": True, "logit_form": "product"}
         )
     with pytest.raises(ValueError, match="divisible"):
-        NSimplicialAttention(8, heads=1, order=2, kernel_options={"rope": True})
+        NSimplicialAttention(8, heads=1, order=2, simplicial_options={"rope": True})
     with pytest.raises(ValueError, match="either"):
-        NSimplicialAttention(12, kernel_options={"window": 2, "router_k": 2})
-    attn = NSimplicialAttention(12, kernel_options={"router_k": 2})
+        NSimplicialAttention(12, simplicial_options={"window": 2, "router_k": 2})
+    attn = NSimplicialAttention(12, simplicial_options={"router_k": 2})
     with pytest.raises(ValueError, match="router"):
         attn(torch.randn(4, 12), tuples=torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="channels"):
@@ -134,7 +134,7 @@ def test_attention_construction_errors():
 def test_layer_on_complex_permutation_equivariance(kv_bias):
     _seed_modules()
     layer = NSimplicialTransformerLayer(
-        12, heads=2, order=2, kernel_options={"kv_bias": kv_bias}
+        12, heads=2, order=2, simplicial_options={"kv_bias": kv_bias}
     ).double()
     sc = _complex_with_isolated_vertex()
     x = torch.randn(8, 12, dtype=torch.float64)
@@ -149,7 +149,7 @@ def test_layer_on_complex_permutation_equivariance(kv_bias):
 
 def test_layer_isolated_vertex_no_nan_and_all_gradients():
     _seed_modules()
-    layer = NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options={"kv_bias": True})
+    layer = NSimplicialTransformerLayer(12, heads=2, order=2, simplicial_options={"kv_bias": True})
     sc = _complex_with_isolated_vertex()
     x = torch.randn(8, 12, requires_grad=True)
     out = layer(x, tuples=sc)
@@ -167,7 +167,7 @@ def test_layer_isolated_vertex_no_nan_and_all_gradients():
 def test_layer_complex_batched_equals_unbatched(cardinality):
     _seed_modules()
     layer = NSimplicialTransformerLayer(
-        12, heads=2, order=2, kernel_options={"kv_bias": True, "cardinality": cardinality}
+        12, heads=2, order=2, simplicial_options={"kv_bias": True, "cardinality": cardinality}
     ).double()
     if cardinality:  # a nonzero weight: at its zero init the count term is invisible
         torch.nn.init.constant_(layer.attention.cardinality_weight, 0.3)
@@ -185,14 +185,14 @@ def test_layer_complex_batched_equals_unbatched(cardinality):
 def test_model_on_sequences_and_gradients():
     _seed_modules()
     model = NSimplicialTransformer(
-        5, 12, 3, n_layers=2, heads=2, order=2, kernel_options={"causal": True, "router_k": 4}
+        5, 12, 3, n_layers=2, heads=2, order=2, simplicial_options={"causal": True, "router_k": 4}
     )
     out = model(torch.randn(4, 9, 5))
     assert out.shape == (4, 3)
     out.square().sum().backward()
     assert _all_grads_nonzero(model) == []
     token_model = NSimplicialTransformer(
-        5, 12, 3, n_layers=1, outputs="tokens", kernel_options={"window": 2}
+        5, 12, 3, n_layers=1, outputs="tokens", simplicial_options={"window": 2}
     )
     assert token_model(torch.randn(2, 9, 5)).shape == (2, 9, 3)
 
@@ -200,7 +200,7 @@ def test_model_on_sequences_and_gradients():
 def test_model_complex_data_batched_equals_unbatched():
     _seed_modules()
     model = NSimplicialTransformer(
-        4, 12, 2, n_layers=2, heads=2, order=2, kernel_options={"kv_bias": True, "self_loops": True}
+        4, 12, 2, n_layers=2, heads=2, order=2, simplicial_options={"kv_bias": True, "self_loops": True}
     ).double()
     complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
     datas = [

@@ -36,7 +36,7 @@ def _empty(channels=3):
 def test_one_row_per_complex_with_empty_and_rankless_complexes(pooling):
     torch.manual_seed(0)
     model = NSimplicialTransformer(
-        3, 8, 2, n_layers=2, heads=2, pooling=pooling, kernel_options={"kv_bias": True}
+        3, 8, 2, n_layers=2, heads=2, pooling=pooling, simplicial_options={"kv_bias": True}
     )
     model = model.double()
     full = _complex([[0, 1, 2], [1, 2, 3]])
@@ -53,7 +53,7 @@ def test_one_row_per_complex_with_empty_and_rankless_complexes(pooling):
         torch.testing.assert_close(out[row], model(data)[0])
     # rank-1 tokens: the vertices-only complex has no cells of that rank, it keeps its row
     edges = NSimplicialTransformer(
-        3, 8, 2, n_layers=1, order=1, rank=1, kernel_options={"kv_bias": True}
+        3, 8, 2, n_layers=1, order=1, rank=1, simplicial_options={"kv_bias": True}
     ).double()
     out = edges(batch)
     assert out.shape == (4, 2)
@@ -102,32 +102,34 @@ def test_float64_inputs_are_cast_to_the_model_dtype():
 
 
 def test_attention_options_are_one_mapping_passed_down_unchanged():
-    """The attention's options are one ``kernel_options`` mapping, checked once."""
+    """The attention's options are one ``simplicial_options`` mapping, checked once."""
     import inspect
 
     from topomodelx_attention.nn.simplicial import (
-        KERNEL_OPTIONS,
+        SIMPLICIAL_OPTIONS,
         NSimplicialAttention,
         NSimplicialTransformerLayer,
     )
 
     for cls in (NSimplicialTransformer, NSimplicialTransformerLayer, NSimplicialAttention):
         names = set(inspect.signature(cls).parameters)
-        assert "kernel_options" in names and not names & set(KERNEL_OPTIONS), cls.__name__
+        assert "simplicial_options" in names and not names & set(SIMPLICIAL_OPTIONS), cls.__name__
     options = {"kv_bias": True, "self_loops": True, "chunk_size": 4, "scale": 0.5}
-    model = NSimplicialTransformer(3, 8, 2, n_layers=2, heads=2, kernel_options=options)
+    model = NSimplicialTransformer(3, 8, 2, n_layers=2, heads=2, simplicial_options=options)
     for layer in model.layers:
         attention = layer.attention
         assert attention.key_bias is not None and attention.self_loops and attention.include_lower
         assert (attention.chunk_size, attention.scale) == (4, 0.5)
     assert model.include_lower and model.self_loops and not model.causal
-    with pytest.raises(ValueError, match=r"kernel_options \['router_K'\] are not options"):
-        NSimplicialTransformer(3, 8, 2, kernel_options={"router_K": 2})
-    with pytest.raises(TypeError, match="kernel_options must be a mapping"):
-        NSimplicialTransformerLayer(8, 2, 2, kernel_options=[("kv_bias", True)])
-    with pytest.raises(TypeError, match="kv_bias"):  # a kernel option, not a keyword of its own
+    with pytest.raises(ValueError, match=r"simplicial_options \['router_K'\] are not options"):
+        NSimplicialTransformer(3, 8, 2, simplicial_options={"router_K": 2})
+    with pytest.raises(TypeError, match="simplicial_options must be a mapping"):
+        NSimplicialTransformerLayer(8, 2, 2, simplicial_options=[("kv_bias", True)])
+    with pytest.raises(TypeError, match="kv_bias"):  # an attention option, not a keyword of its own
         NSimplicialTransformer(3, 8, 2, kv_bias=True)
-    token = NSimplicialTransformerLayer(8, 2, 2, gating="token", kernel_options={"router_k": 3})
+    with pytest.raises(TypeError, match="kernel_options"):  # the core kernels' word, another meaning
+        NSimplicialTransformer(3, 8, 2, kernel_options={"kv_bias": True})
+    token = NSimplicialTransformerLayer(8, 2, 2, gating="token", simplicial_options={"router_k": 3})
     assert token.token_k == 3 and token.attention.router is None  # K tokens, no simplex router
-    with pytest.raises(ValueError, match=r"kernel_options\['router_k'\]"):
+    with pytest.raises(ValueError, match=r"simplicial_options\['router_k'\]"):
         NSimplicialTransformerLayer(8, 2, 2, gating="token")

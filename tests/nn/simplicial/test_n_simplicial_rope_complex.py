@@ -32,7 +32,7 @@ def relabel(perm):
 
 def layer():
     torch.manual_seed(0)
-    return NSimplicialTransformerLayer(12, heads=2, order=2, kernel_options={"rope": True}).double()
+    return NSimplicialTransformerLayer(12, heads=2, order=2, simplicial_options={"rope": True}).double()
 
 
 def relabelled_inputs(seed=0):
@@ -61,13 +61,13 @@ def test_rope_on_a_complex_without_positions_is_refused():
     with pytest.raises(ValueError, match=pattern):
         layer()(x, tuples=sc)
     torch.manual_seed(0)
-    attention = NSimplicialAttention(12, heads=2, order=2, kernel_options={"rope": True}).double()
+    attention = NSimplicialAttention(12, heads=2, order=2, simplicial_options={"rope": True}).double()
     with pytest.raises(ValueError, match=pattern):
         attention(x, tuples=simplices_to_tuples(sc, 2))
     with pytest.raises(ValueError, match=pattern):
         attention(x, mask=TupleMask(simplices_to_tuples(sc, 2)))
     data = from_toponetx(sc, features={0: x.float()}, max_rank=2)
-    model = NSimplicialTransformer(12, 12, 2, heads=2, order=2, kernel_options={"rope": True})
+    model = NSimplicialTransformer(12, 12, 2, heads=2, order=2, simplicial_options={"rope": True})
     with pytest.raises(ValueError, match=pattern):
         model(data)
     # without rope the same model runs on the complex
@@ -86,7 +86,7 @@ def test_positions_permuted_with_the_cells_make_rope_invariant():
     data = from_toponetx(tnx.SimplicialComplex(SIMPLICES), features={0: x}, max_rank=2, dtype=torch.float64)
     torch.manual_seed(0)
     model = NSimplicialTransformer(
-        12, 12, 2, heads=2, order=2, kernel_options={"rope": True}
+        12, 12, 2, heads=2, order=2, simplicial_options={"rope": True}
     ).double()
     assert torch.isfinite(model(data, positions=positions)).all()
 
@@ -94,11 +94,11 @@ def test_positions_permuted_with_the_cells_make_rope_invariant():
 def test_sequences_keep_the_default_positions():
     torch.manual_seed(0)
     attention = NSimplicialAttention(
-        12, heads=2, order=2, kernel_options={"rope": True, "causal": True}
+        12, heads=2, order=2, simplicial_options={"rope": True, "causal": True}
     ).double()
     x = torch.randn(2, 6, 12, dtype=torch.float64)
     torch.testing.assert_close(attention(x), attention(x, positions=torch.arange(6)))
     model = NSimplicialTransformer(
-        12, 12, 2, heads=2, order=2, kernel_options={"rope": True, "causal": True}
+        12, 12, 2, heads=2, order=2, simplicial_options={"rope": True, "causal": True}
     )
     assert model(x.float()).shape == (2, 2)

@@ -25,9 +25,9 @@ def _x(*shape, seed=0):
 def test_router_k_equal_n_is_full_attention(router, causal):
     torch.manual_seed(0)
     routed = NSimplicialAttention(
-        12, 2, 2, kernel_options={"router_k": 7, "router": router, "causal": causal}
+        12, 2, 2, simplicial_options={"router_k": 7, "router": router, "causal": causal}
     ).double()
-    dense = NSimplicialAttention(12, 2, 2, kernel_options={"causal": causal}).double()
+    dense = NSimplicialAttention(12, 2, 2, simplicial_options={"causal": causal}).double()
     dense.load_state_dict(routed.state_dict(), strict=False)
     x = _x(2, 7, 12)
     context = NSimplicialAttention(12, 2, 2).double()(x, return_context=True)[1]
@@ -37,7 +37,7 @@ def test_router_k_equal_n_is_full_attention(router, causal):
 def test_paper_router_scores_are_the_papers():
     """s_ij = Σ_h w_ih ReLU(<Q_ih, K_jh>/sqrt(d_h)) from the previous layer; top-K of it."""
     torch.manual_seed(0)
-    attn = NSimplicialAttention(8, 2, 1, kernel_options={"router_k": 3}).double()
+    attn = NSimplicialAttention(8, 2, 1, simplicial_options={"router_k": 3}).double()
     prev = NSimplicialAttention(8, 2, 1).double()
     x = _x(1, 6, 8, seed=1)
     _, context = prev(_x(1, 6, 8, seed=2), return_context=True)
@@ -62,7 +62,7 @@ def test_router_is_causal(router):
         n_layers=2,
         heads=2,
         outputs="tokens",
-        kernel_options={"causal": True, "router_k": 2, "router": router},
+        simplicial_options={"causal": True, "router_k": 2, "router": router},
     ).double()
     x = _x(1, 9, 4)
     changed = x.clone()
@@ -85,7 +85,7 @@ def test_router_is_causal(router):
 def test_gradients_reach_the_scorer(router):
     torch.manual_seed(0)
     model = NSimplicialTransformer(
-        4, 12, 3, n_layers=2, heads=2, kernel_options={"router_k": 3, "router": router}
+        4, 12, 3, n_layers=2, heads=2, simplicial_options={"router_k": 3, "router": router}
     )
     model(torch.randn(2, 8, 4)).square().sum().backward()
     for layer in model.layers:
@@ -105,7 +105,7 @@ def test_router_errors():
 def test_token_gating_k_equal_n_is_the_gated_block():
     torch.manual_seed(0)
     gated = NSimplicialTransformerLayer(
-        12, 2, 2, gating="token", kernel_options={"router_k": 7}
+        12, 2, 2, gating="token", simplicial_options={"router_k": 7}
     ).double()
     plain = NSimplicialTransformerLayer(12, 2, 2).double()
     plain.load_state_dict(gated.state_dict(), strict=False)
@@ -117,7 +117,7 @@ def test_token_gating_k_equal_n_is_the_gated_block():
 def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
     torch.manual_seed(0)
     layer = NSimplicialTransformerLayer(
-        12, 2, 2, gating="token", kernel_options={"router_k": 3, "rope": True}
+        12, 2, 2, gating="token", simplicial_options={"router_k": 3, "rope": True}
     ).double()
     x = _x(2, 7, 12, seed=1)
     out = layer(x)
@@ -136,10 +136,10 @@ def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
     assert torch.count_nonzero(layer.token_scorer.weight.grad) > 0
     with pytest.raises(ValueError, match="causal"):
         NSimplicialTransformerLayer(
-            12, 2, 2, gating="token", kernel_options={"router_k": 3, "causal": True}
+            12, 2, 2, gating="token", simplicial_options={"router_k": 3, "causal": True}
         )
     with pytest.raises(ValueError, match="gating"):
-        NSimplicialTransformerLayer(12, 2, 2, gating="tokens", kernel_options={"router_k": 3})
+        NSimplicialTransformerLayer(12, 2, 2, gating="tokens", simplicial_options={"router_k": 3})
     with pytest.raises(ValueError, match="tuples"):
         layer(x[0], tuples=torch.tensor([[0, 1, 2]]))
 
@@ -148,7 +148,7 @@ def test_token_gating_updates_only_the_top_k_and_trains_the_scorer():
 def test_rope_with_kv_bias_is_shift_invariant():
     torch.manual_seed(0)
     attn = NSimplicialAttention(
-        12, 2, 2, kernel_options={"rope": True, "kv_bias": True, "causal": True}
+        12, 2, 2, simplicial_options={"rope": True, "kv_bias": True, "causal": True}
     ).double()
     with torch.no_grad():
         attn.key_bias.normal_()  # a generic bias, not the initial ones
@@ -156,14 +156,14 @@ def test_rope_with_kv_bias_is_shift_invariant():
     pos = torch.arange(6)
     base = attn(x, positions=pos)
     assert (base - attn(x, positions=pos + 1000)).abs().max() <= 1e-5
-    off = NSimplicialAttention(12, 2, 2, kernel_options={"rope": True, "causal": True}).double()
+    off = NSimplicialAttention(12, 2, 2, simplicial_options={"rope": True, "causal": True}).double()
     off.load_state_dict(attn.state_dict(), strict=False)
     assert not torch.allclose(base, off(x, positions=pos))  # the bias slot does contribute
     out = attn(x, positions=pos).square().sum()
     out.backward()
     assert torch.count_nonzero(attn.key_bias.grad) > 0
     with pytest.raises(ValueError, match="even order"):
-        NSimplicialAttention(12, 2, 1, kernel_options={"rope": True, "kv_bias": True})
+        NSimplicialAttention(12, 2, 1, simplicial_options={"rope": True, "kv_bias": True})
 
 
 # ---------------------------------------------------------------------------------- dropout

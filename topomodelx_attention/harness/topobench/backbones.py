@@ -372,7 +372,7 @@ class NSimplicialBackbone(TensorBackbone):
         TopoBench's count of cell dimensions.
     **layer_kwargs
         Other :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer` options
-        (``dropout``, ``attention_dropout``, ``kernel_options`` with ``kv_bias``,
+        (``dropout``, ``attention_dropout``, ``simplicial_options`` with ``kv_bias``,
         ``include_lower``, ``self_loops``, ``router_k``, ...), as TopoBench's backbone config
         names them.
     """

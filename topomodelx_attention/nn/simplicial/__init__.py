@@ -36,7 +36,7 @@ from topomodelx_attention.nn.simplicial.masks import (
     window_selection,
 )
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import (
-    KERNEL_OPTIONS,
+    SIMPLICIAL_OPTIONS,
     NSimplicialAttention,
     resolve_tuples,
 )
@@ -60,8 +60,8 @@ register_prepared_inputs(TupleIndex)
 refuse_torchscript(NSimplicialAttention, NSimplicialTransformer, NSimplicialTransformerLayer, SimplicialRouter)
 
 __all__ = [
-    "KERNEL_OPTIONS",
     "NULL_KEY",
+    "SIMPLICIAL_OPTIONS",
     "CausalMask",
     "KeySelection",
     "NSimplicialAttention",

@@ -170,7 +170,7 @@ def build_stack(
     heads: int = 1,
     order: int = 2,
     *,
-    kernel_options: Mapping[str, Any] | None = None,
+    simplicial_options: Mapping[str, Any] | None = None,
 ) -> nn.ModuleList:
     """Build a stack of N-simplicial layers for the over-smoothing experiment of §3.2.
 
@@ -188,7 +188,7 @@ def build_stack(
         Attention heads.
     order : int, default=2
         ``N``.
-    kernel_options : mapping, optional
+    simplicial_options : mapping, optional
         The attention's options, passed to every :class:`~.NSimplicialTransformerLayer`
         unchanged (e.g. ``{"causal": True}``).
 
@@ -206,6 +206,6 @@ def build_stack(
         "transformer": {"residual": True, "norm": True, "mlp": True},
     }[variant]
     return nn.ModuleList(
-        NSimplicialTransformerLayer(channels, heads, order, **flags, kernel_options=kernel_options)
+        NSimplicialTransformerLayer(channels, heads, order, **flags, simplicial_options=simplicial_options)
         for _ in range(depth)
     )

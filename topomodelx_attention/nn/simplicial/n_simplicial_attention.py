@@ -28,12 +28,12 @@ from topomodelx_attention.nn.simplicial.functional import (
 from topomodelx_attention.nn.simplicial.rope import simplicial_rope
 from topomodelx_attention.nn.simplicial.router import RouterContext, SimplicialRouter
 
-__all__ = ["KERNEL_OPTIONS", "NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
+__all__ = ["SIMPLICIAL_OPTIONS", "NSimplicialAttention", "n_simplicial_attention", "resolve_tuples"]
 
-#: Keys of ``kernel_options`` of :class:`NSimplicialAttention` and their defaults: the options of
+#: Keys of ``simplicial_options`` of :class:`NSimplicialAttention` and their defaults: the options of
 #: the attention itself (which tuples it attends to, how it scores them), passed down unchanged by
 #: :class:`~.NSimplicialTransformerLayer` and :class:`~.NSimplicialTransformer`.
-KERNEL_OPTIONS: Mapping[str, Any] = MappingProxyType(
+SIMPLICIAL_OPTIONS: Mapping[str, Any] = MappingProxyType(
     {
         "kv_bias": False,
         "causal": False,
@@ -57,7 +57,7 @@ ROPE_ON_COMPLEX = (
     "token by its position in a sequence, and the cells of a complex have no canonical order "
     "(rotating by the cell index makes the output depend on how the vertices are labelled). "
     "Pass positions= (one per cell, an order your data defines, permuted together with the "
-    "cells) or build the model with rope=False in its kernel_options for complexes (RoPE "
+    "cells) or build the model with rope=False in its simplicial_options for complexes (RoPE "
     "stays available on sequences)"
 )
 """The error of ``rope=True`` on a complex without ``positions``."""
@@ -138,8 +138,8 @@ class NSimplicialAttention(nn.Module):
         mask per tile and replays it in the backward pass).
     bias : bool, default=True
         Biases of the input and output projections.
-    kernel_options : mapping, optional
-        The attention's own options as one mapping (:data:`KERNEL_OPTIONS` are the defaults; a
+    simplicial_options : mapping, optional
+        The attention's own options as one mapping (:data:`SIMPLICIAL_OPTIONS` are the defaults; a
         key it does not take raises ``ValueError``), its keys listed below, ``kv_bias`` to
         ``self_loops``:
 
@@ -202,10 +202,10 @@ class NSimplicialAttention(nn.Module):
         dropout: float = 0.0,
         attention_dropout: float = 0.0,
         bias: bool = True,
-        kernel_options: Mapping[str, Any] | None = None,
+        simplicial_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        options = check_options("kernel_options", kernel_options, KERNEL_OPTIONS)
+        options = check_options("simplicial_options", simplicial_options, SIMPLICIAL_OPTIONS)
         kv_bias, causal, window = options["kv_bias"], options["causal"], options["window"]
         router_k, router, router_dim = options["router_k"], options["router"], options["router_dim"]
         rope, logit_form, rope_base = options["rope"], options["logit_form"], options["rope_base"]

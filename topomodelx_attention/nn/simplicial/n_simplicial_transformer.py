@@ -75,11 +75,11 @@ class NSimplicialTransformer(nn.Module):
     final_norm : bool, default=True
         A LayerNorm after the last layer, before the readout (usual in pre-norm transformers).
         ``False`` keeps the residual stream linear up to the readout, so a count the layers
-        add (``kernel_options={"cardinality": True}``) reaches a sum pooling unsaturated: a
+        add (``simplicial_options={"cardinality": True}``) reaches a sum pooling unsaturated: a
         LayerNorm maps ``h + T·u`` to about ``u / |u|`` for large counts ``T``.
-    kernel_options : mapping, optional
+    simplicial_options : mapping, optional
         Options of the attention of every layer, passed down unchanged
-        (:data:`~.n_simplicial_attention.KERNEL_OPTIONS` are the keys and defaults; see
+        (:data:`~.n_simplicial_attention.SIMPLICIAL_OPTIONS` are the keys and defaults; see
         :class:`~.NSimplicialAttention`; a key it does not take raises ``ValueError``):
         ``kv_bias``, ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``,
         ``rope``, ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, and for complexes
@@ -114,7 +114,7 @@ class NSimplicialTransformer(nn.Module):
         activation: str = "gelu",
         gating: str = "simplex",
         final_norm: bool = True,
-        kernel_options: Mapping[str, Any] | None = None,
+        simplicial_options: Mapping[str, Any] | None = None,
         check_inputs: bool = True,
     ) -> None:
         super().__init__()
@@ -137,7 +137,7 @@ class NSimplicialTransformer(nn.Module):
                 attention_dropout=attention_dropout,
                 activation=activation,
                 gating=gating,
-                kernel_options=kernel_options,
+                simplicial_options=simplicial_options,
             )
             for _ in range(int(n_layers))
         )

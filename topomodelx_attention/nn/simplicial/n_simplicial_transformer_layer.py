@@ -27,7 +27,7 @@ from topomodelx_attention.nn.common import check_options
 from topomodelx_attention.nn.simplicial.functional import MaskLike
 from topomodelx_attention.nn.simplicial.masks import TupleIndex, TupleMask
 from topomodelx_attention.nn.simplicial.n_simplicial_attention import (
-    KERNEL_OPTIONS,
+    SIMPLICIAL_OPTIONS,
     NSimplicialAttention,
 )
 from topomodelx_attention.nn.simplicial.router import RouterContext
@@ -73,11 +73,11 @@ class NSimplicialTransformerLayer(nn.Module):
         Feed-forward sub-block.
     gating : {"simplex", "token"}, default="simplex"
         Route simplices (keys of each query) or tokens (``X_i + s_i f(X)_i`` for the top-K):
-        ``kernel_options["router_k"]`` is ``K`` of the §2.3 top-K, keys per query and key axis
+        ``simplicial_options["router_k"]`` is ``K`` of the §2.3 top-K, keys per query and key axis
         (``gating="simplex"``) or tokens per sequence (``gating="token"``, the attention then
         runs without router on the selected tokens).
-    kernel_options : mapping, optional
-        Options of the attention (:data:`~.n_simplicial_attention.KERNEL_OPTIONS`: ``kv_bias``,
+    simplicial_options : mapping, optional
+        Options of the attention (:data:`~.n_simplicial_attention.SIMPLICIAL_OPTIONS`: ``kv_bias``,
         ``causal``, ``window``, ``router_k``, ``router``, ``router_dim``, ``rope``,
         ``logit_form``, ``rope_base``, ``scale``, ``chunk_size``, ``include_lower``,
         ``self_loops``, ``cardinality``), passed to :class:`~.NSimplicialAttention` unchanged.
@@ -97,7 +97,7 @@ class NSimplicialTransformerLayer(nn.Module):
         norm: bool = True,
         mlp: bool = True,
         gating: str = "simplex",
-        kernel_options: Mapping[str, Any] | None = None,
+        simplicial_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
@@ -110,12 +110,12 @@ class NSimplicialTransformerLayer(nn.Module):
             raise ValueError(f"gating must be one of {GATINGS}, got {gating!r}")
         self.gating, self.token_k, self.token_scorer = gating, None, None
         if gating == "token":
-            kernel_options = check_options("kernel_options", kernel_options, KERNEL_OPTIONS)
-            router_k = kernel_options["router_k"]
+            simplicial_options = check_options("simplicial_options", simplicial_options, SIMPLICIAL_OPTIONS)
+            router_k = simplicial_options["router_k"]
             if router_k is None or not isinstance(router_k, int) or router_k < 1:
-                raise ValueError("gating='token' needs kernel_options['router_k'] = tokens kept (int >= 1), "
+                raise ValueError("gating='token' needs simplicial_options['router_k'] = tokens kept (int >= 1), "
                     f"got {router_k!r}")
-            if kernel_options["causal"]:
+            if simplicial_options["causal"]:
                 raise ValueError(
                     "gating='token' is not causal (the top-K of a sequence depends on later tokens); "
                     "use gating='simplex' with causal=True"
@@ -123,7 +123,7 @@ class NSimplicialTransformerLayer(nn.Module):
             if not residual:
                 raise ValueError("gating='token' updates X + s f(X): it needs residual=True")
             self.token_k = router_k  # the attention runs on the selected tokens, unrouted
-            kernel_options = {**kernel_options, "router_k": None}
+            simplicial_options = {**simplicial_options, "router_k": None}
             self.token_scorer = nn.Linear(channels, 1, bias=False)  # s_i = X_i ω
         self.residual, self.use_norm, self.use_mlp = residual, norm, mlp
         self.attention = NSimplicialAttention(
@@ -132,7 +132,7 @@ class NSimplicialTransformerLayer(nn.Module):
             order,
             dropout=dropout,
             attention_dropout=attention_dropout,
-            kernel_options=kernel_options,
+            simplicial_options=simplicial_options,
         )
         self.norm1 = nn.LayerNorm(channels) if norm else nn.Identity()
         if mlp:
