@@ -202,8 +202,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
             _check_writable_dir(flag, Path(value).expanduser())
     bars = bool(cfg.trainer.get("enable_progress_bar", True))
     try:
-        with progress_bars(bars), _lightning_logs(verbose=args.verbose):
-            result = run_experiment(cfg)
+        with progress_bars(bars):
+            result = run_experiment(cfg, lightning_info=args.verbose)
     except ImportError as error:
         raise UserError(
             f"{error} (training needs the extra `train`, ZINC also `chem`: pip install "
@@ -228,41 +228,6 @@ def _is_terminal(stream: object) -> bool:
         return bool(isatty and isatty())
     except (OSError, ValueError):  # a closed or detached stream
         return False
-
-
-_LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric")
-
-
-@contextlib.contextmanager
-def _lightning_logs(verbose: bool) -> Iterator[None]:
-    """Lightning's INFO messages (devices, checkpoint restores) only with ``--verbose``.
-
-    Warnings and errors are always shown; the litlogger tip never. Levels and filters are
-    restored afterwards (``main`` may run in a caller's process).
-    """
-    import logging
-
-    def tip_filter(record: logging.LogRecord) -> bool:  # the "💡 Tip: ... litlogger" advert
-        return "litlogger" not in record.getMessage()
-
-    saved = []
-    for name in _LIGHTNING_LOGGERS:
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.level))
-        if not verbose:
-            logger.setLevel(logging.WARNING)
-    # the tip is logged by the rank_zero module's logger (filters act on the emitting logger)
-    tip_loggers = [logging.getLogger(f"{name}.utilities.rank_zero") for name in _LIGHTNING_LOGGERS]
-    tip_loggers.append(logging.getLogger("lightning_utilities.core.rank_zero"))
-    for logger in tip_loggers:
-        logger.addFilter(tip_filter)
-    try:
-        yield
-    finally:
-        for logger in tip_loggers:
-            logger.removeFilter(tip_filter)
-        for logger, level in saved:
-            logger.setLevel(level)
 
 
 def _check_writable_dir(flag: str, folder: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import logging
 import math
 import os
 import time
@@ -43,6 +42,7 @@ from topomodelx_attention.harness.datasets import (
     prepare_dataset,
     prune_keys,
 )
+from topomodelx_attention.harness.lightning_logs import lightning_logs
 from topomodelx_attention.harness.memory import keep_freed_memory
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.results import (
@@ -809,7 +809,10 @@ def _stopped_by_time(trainer: L.Trainer) -> bool:
 
 
 def run_experiment(
-    cfg: DictConfig, output_dir: str | os.PathLike | None = None, verbose: bool = True
+    cfg: DictConfig,
+    output_dir: str | os.PathLike | None = None,
+    verbose: bool = True,
+    lightning_info: bool = False,
 ) -> ExperimentResult:
     """Run every seed of a configuration and write the results.
 
@@ -829,6 +832,10 @@ def run_experiment(
         ``outputs/<dataset>/<model>/<timestamp>``).
     verbose : bool, default=True
         Print the per-seed progress lines.
+    lightning_info : bool, default=False
+        Show Lightning's INFO messages (available devices, checkpoint restores), as the CLI's
+        ``--verbose`` does; off by default, as in the CLI
+        (:func:`~.lightning_logs.lightning_logs`). Lightning's warnings are always shown.
 
     Returns
     -------
@@ -873,7 +880,8 @@ def run_experiment(
         write_text(out / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True), root=out)
         results, n_params = [], 0
         for seed in seeds:
-            result, n_params = run_seed(cfg, prepared, int(seed), out)
+            with lightning_logs(verbose=lightning_info):
+                result, n_params = run_seed(cfg, prepared, int(seed), out)
             results.append(result)
             if verbose and is_rank_zero() and result.failure:
                 print(f"[{prepared.info.name} / {name}] seed {seed}: {result.failure}", flush=True)
@@ -905,17 +913,9 @@ def run_experiment(
 @contextlib.contextmanager
 def _quiet_lightning() -> Any:
     """Lightning's info lines (devices, checkpoint restored) and its callback hint off for a test call."""
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [logger.level for logger in loggers]
-    try:
-        for logger in loggers:
-            logger.setLevel(logging.WARNING)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*when using `ckpt_path`.*")
-            yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+    with lightning_logs(verbose=False), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*when using `ckpt_path`.*")
+        yield
 
 
 def best_checkpoint(output_dir: str | os.PathLike, seed: int) -> Path:
