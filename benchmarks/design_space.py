@@ -26,6 +26,7 @@ Usage::
 
     python benchmarks/design_space.py --workers 2 --epochs 10 --seeds 1 --data-root DATA
     python benchmarks/design_space.py --table           # selection + comparison tables
+    python benchmarks/design_space.py --list            # the runs still to do, nothing run
     python benchmarks/design_space.py --datasets RINGS6 MUTAG --models cellular_transformer gps
     # each model's best 10-epoch trial, trained for 50 epochs (resumable), and its table
     python benchmarks/design_space.py --best-of benchmarks/results/design_space/runs.jsonl \
@@ -671,6 +672,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="derived data, cache and run folders (default $TMA_DESIGN_WORK or <tmp>/tma_design_space)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the tables of the finished runs only")
+    parser.add_argument("--list", action="store_true",
+                        help="print the runs still to do (their key and epochs, one a line, in run order) and exit")
     parser.add_argument(
         "--best-of", metavar="RUNS",
         help="run only each model's best-validation trial per data set in the runs.jsonl RUNS (the "
@@ -681,11 +684,18 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     if args.best_of and Path(args.best_of).resolve() == (out / "runs.jsonl").resolve():
         parser.error("--best-of reads another protocol's runs: give a different --out for the re-runs")
-    make_dirs(out)
     runs = out / "runs.jsonl"
     short_rows = load_rows(Path(args.best_of)) if args.best_of else []
     if args.best_of and not short_rows:
         parser.error(f"--best-of: no finished runs in {args.best_of}")
+    chosen = best_trials(short_rows, args.datasets) if args.best_of else None
+    if args.list:
+        done = {row["key"] for row in load_rows(runs)}
+        root, work = Path(args.data_root or "DATA"), Path(args.work_dir)
+        for task in plan_tasks(args, done, chosen, work, root):
+            print(f"{task['key']} ({task['epochs']} epochs)")
+        return
+    make_dirs(out)
 
     def render() -> str:
         if args.best_of:
@@ -703,7 +713,6 @@ def main(argv: list[str] | None = None) -> None:
     make_dirs(work)
     prepare_data(root, work)
     done = {row["key"] for row in load_rows(runs)}
-    chosen = best_trials(short_rows, args.datasets) if args.best_of else None
     tasks = plan_tasks(args, done, chosen, work, root)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
     context = multiprocessing.get_context("spawn")

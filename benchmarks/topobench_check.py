@@ -69,9 +69,18 @@ from pathlib import Path
 
 import topomodelx_attention
 from topomodelx_attention.files import atomic_output, write_bytes, write_text
-from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
 
 PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
+
+
+def _contribute():
+    """``topobench contribute``'s ``(CONTRIBUTIONS, contribute)``, imported when first needed.
+
+    The harness takes seconds to import: options are checked before it is.
+    """
+    from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
+
+    return CONTRIBUTIONS, contribute
 
 STANDINS = r'''"""Pure-torch stand-ins for torch_scatter / torch_sparse / torch_cluster (benchmarks/topobench_check.py).
 
@@ -325,7 +334,7 @@ def check_tests(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
         if not args.keep:
             remove_worktree(topobench, base)
     tree = make_worktree(topobench, work / "contributed")
-    changes = contribute(tree, args.models)
+    changes = _contribute()[1](tree, args.models)
     added = [c.path for c in changes if c.action in ("create", "overwrite")]
     edited = [c.path for c in changes if c.action == "update"]
     print(f"contribute --model {' --model '.join(args.models)} wrote {len(added)} files, edited {edited}:")
@@ -368,7 +377,7 @@ def contributed_tree(args: argparse.Namespace, topobench: Path, work: Path) -> P
     """The worktree holding the contribution: :func:`check_tests`'s, else a new one (kept in ``args.tree``)."""
     if getattr(args, "tree", None) is None:
         args.tree = make_worktree(topobench, work / "contributed")
-        contribute(args.tree, args.models)
+        _contribute()[1](args.tree, args.models)
     return args.tree
 
 
@@ -377,7 +386,8 @@ def check_training(args: argparse.Namespace, topobench: Path, work: Path) -> boo
     tree = contributed_tree(args, topobench, work)
     launcher = work / "launch_topobench.py"
     write_text(launcher, LAUNCHER)
-    models = args.train_models or [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
+    contributions = _contribute()[0]
+    models = args.train_models or [*(contributions[m].pipeline_model for m in args.models), "cell/cwn"]
     seeds = args.seeds or (TOPOBENCH_SEEDS if args.protocol == "topobench" else [0])
     # TopoBench sizes models by max_dim_if_lifted (3 for its graph data sets) while its cycle
     # lifting stops at rank 2: its own cell models then fail with KeyError 'x_3'. Our backbones
@@ -441,7 +451,8 @@ def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bo
         return False
     launcher = work / "launch_challenge_check.py"
     write_text(launcher, CHALLENGE_LAUNCHER)
-    models = [*(CONTRIBUTIONS[m].pipeline_model for m in args.models), "cell/cwn"]
+    contributions = _contribute()[0]
+    models = [*(contributions[m].pipeline_model for m in args.models), "cell/cwn"]
     extra = ["trainer=cpu", f"dataset.loader.parameters.generation_parameters.family_parameters.n_graphs={args.challenge_graphs}"]
     env = dict(_env(tree, work), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # its runs reload their own checkpoints
     ok, table = True, []
@@ -475,8 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topobench", required=True, type=Path, help="path of a TopoBench checkout (git)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter with TopoBench's dependencies, pytest-cov and this package")
-    parser.add_argument("--models", nargs="+", default=list(CONTRIBUTIONS), choices=sorted(CONTRIBUTIONS),
-                        help="contributions to check (default: all)")
+    parser.add_argument("--models", nargs="+", default=None,
+                        help="contributions to check (default: all; names as `topobench contribute` takes)")
     parser.add_argument("--no-tests", action="store_true", help="skip TopoBench's test suite")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run on untouched TopoBench")
     parser.add_argument("--test-paths", nargs="+", default=TEST_PATHS, help="TopoBench test folders / files")
@@ -514,6 +525,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("nothing to do: --no-tests without --train or --challenge")
     if not 1 <= args.challenge_settings <= 12 or args.challenge_graphs < 10:
         parser.error("--challenge-settings must be in 1..12 and --challenge-graphs at least 10")
+    contributions = _contribute()[0]
+    unknown = sorted(set(args.models or ()) - set(contributions))
+    if unknown:
+        parser.error(f"--models: unknown contribution {unknown[0]!r} (choose from {', '.join(sorted(contributions))})")
+    args.models = args.models or list(contributions)
     args.head = subprocess.run(
         ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=True,
     ).stdout.strip()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,16 +23,39 @@ HARNESS_MODELS = (
 
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-"""The benchmark scripts of the checkout (not a package: :func:`load_benchmark` imports them)."""
+"""The benchmark scripts of the checkout: tests run them as commands (:func:`run_benchmark`), never import them."""
 
 
-def load_benchmark(name: str):
-    """Import ``benchmarks/<name>.py`` as the module ``name`` (registered in ``sys.modules``)."""
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def run_benchmark(name: str, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/<name>.py ARGS`` in a fresh interpreter; its exit status, stdout and stderr.
+
+    The checkout is put first on ``PYTHONPATH`` so that the script imports this package.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS.parent), os.environ.get("PYTHONPATH")]))}
+    env.pop("TOPOMODELX_ATTENTION_TRACEBACK", None)
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / f"{name}.py"), *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
+    )
+
+
+def peak_cpu_bytes(fn) -> int:
+    """Peak live tensor bytes allocated on the CPU while running ``fn``.
+
+    The running sum of the profiler's ``[memory]`` events (allocations positive, frees
+    negative), in time order; memory that exists before the call is not counted.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    events.sort(key=lambda e: e.start_ns())
+    live = peak = 0
+    for event in events:
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak
 
 
 def graph_from_edges(edges, num_nodes=None, feature_dim=2, seed=0, **attrs) -> Data:

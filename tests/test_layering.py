@@ -138,3 +138,25 @@ def test_no_import_cycle_but_the_documented_ones():
 def test_the_cycle_check_finds_a_loop():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+# ------------------------------------------------------------------ tests and benchmark scripts
+def test_tests_run_the_benchmark_scripts_and_never_import_them():
+    """A benchmark script is a command: tests run it (``tests.helpers.run_benchmark``), never import it."""
+    root = PACKAGE.parent
+    scripts = {path.stem for path in (root / "benchmarks").glob("*.py")}
+    found = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                if name.split(".")[0] == "benchmarks" or name in scripts:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} imports {name}")
+            call = ast.unparse(node) if isinstance(node, ast.Call) else ""
+            if "spec_from_file_location" in call.split("(")[0] and "benchmark" in call.lower():
+                found.append(f"{path.relative_to(root)}:{node.lineno} loads a file of benchmarks/ as a module")
+    assert not found, found

@@ -1,6 +1,7 @@
 """``benchmarks/design_space.py --best-of``: each model's best trial, re-run longer, and its table.
 
-Synthetic ``runs.jsonl`` rows only: nothing is trained here.
+Synthetic ``runs.jsonl`` rows only, the script run as a command (``--list``, ``--table``):
+nothing is trained here.
 """
 
 from __future__ import annotations
@@ -9,14 +10,39 @@ import json
 
 import pytest
 
-from tests.helpers import load_benchmark
+from tests.helpers import run_benchmark
 
-ds = load_benchmark("design_space")
+BASELINES = ("gps", "gine", "gin", "graph_transformer", "cwn")
+"""The script's baselines: every one gets the same trials as the packaged CT."""
+
+
+def run_key(dataset, model, config, seed):
+    """The key of a run in ``runs.jsonl``."""
+    return f"{dataset}|{model}|{config}|{seed}"
+
+
+def _write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _listed(*args):
+    """The runs ``--list`` plans: ``{(dataset, model): [(config, epochs), ...]}`` and the keys in order."""
+    run = run_benchmark("design_space", "--list", *args)
+    assert run.returncode == 0, run.stderr
+    keys = [line.split(" (")[0] for line in run.stdout.splitlines() if line.strip()]
+    planned = {}
+    for line in run.stdout.splitlines():
+        key, epochs = line.split(" (")
+        dataset, model, config, _ = key.split("|")
+        planned.setdefault((dataset, model), []).append((config, int(epochs.split()[0])))
+    return planned, keys
 
 
 def _row(dataset, model, config, seed, val, test=None, *, metric="accuracy", epochs=10, loss=1.0):
     return {
-        "key": ds.run_key(dataset, model, config, seed), "dataset": dataset, "model": model,
+        "key": run_key(dataset, model, config, seed), "dataset": dataset, "model": model,
         "config": config, "seed": seed, "overrides": [], "metric": metric, "val": val,
         "test": val if test is None else test, "best_epoch": epochs - 1, "epochs": epochs,
         "params": 1000, "s_per_epoch": 0.1, "seconds": 1.0, "train_loss": [2.0, loss],
@@ -38,32 +64,41 @@ def _rows(dataset, metric, values):
 def _protocol():
     acc = {
         "cellular_transformer": {"packaged": 0.99, "packaged_trial_0": 0.6, "packaged_trial_1": 0.7},
-        **{m: {"trial_0": 0.5, "trial_1": 0.4} for m in ds.BASELINES},
+        **{m: {"trial_0": 0.5, "trial_1": 0.4} for m in BASELINES},
     }
     mae = {
         "cellular_transformer": {"packaged_trial_0": 0.9, "packaged_trial_1": 0.8},
-        **{m: {"trial_0": 0.5, "trial_1": 0.3} for m in ds.BASELINES},
+        **{m: {"trial_0": 0.5, "trial_1": 0.3} for m in BASELINES},
     }
     return _rows("MUTAG", "accuracy", acc) + _rows("ZINC", "mae", mae)
 
 
-def test_best_trials_follow_the_metric_and_skip_design_variants():
-    chosen = ds.best_trials(_protocol(), ["MUTAG", "ZINC"])
+@pytest.fixture(scope="module")
+def chosen(tmp_path_factory):
+    """Each model's trial that ``--best-of`` re-runs for 50 epochs, per data set (``--list``)."""
+    root = tmp_path_factory.mktemp("best_of")
+    extra = _row("MUTAG", "gps", "trial_2", 1, 0.95)  # only GPS ran trial 2
+    short = _write(root / "short" / "runs.jsonl", [*_protocol(), extra])
+    planned, _ = _listed("--best-of", short, "--out", root / "long", "--datasets", "MUTAG", "ZINC", "--epochs", "50")
+    assert all(len(runs) == 1 for runs in planned.values()), planned  # one trial per data set and model
+    assert {epochs for runs in planned.values() for _, epochs in runs} == {50}
+    return {pair: runs[0][0] for pair, runs in planned.items()}
+
+
+def test_best_trials_follow_the_metric_and_skip_design_variants(chosen):
     # the packaged point (val 0.99) is not a trial: the CT's best trial is trial 1
     assert chosen[("MUTAG", "cellular_transformer")] == "packaged_trial_1"
-    assert chosen[("MUTAG", "gps")] == "trial_0"  # accuracy: higher is better
+    assert chosen[("MUTAG", "gin")] == "trial_0"  # accuracy: higher is better
     assert chosen[("ZINC", "gps")] == "trial_1"  # MAE: lower is better
     assert chosen[("ZINC", "cellular_transformer")] == "packaged_trial_1"
-    assert len(chosen) == 2 * (1 + len(ds.BASELINES))
+    assert len(chosen) == 2 * (1 + len(BASELINES))
 
 
-def test_best_trials_ignore_a_trial_not_every_baseline_finished():
-    rows = [*_protocol(), _row("MUTAG", "gps", "trial_2", 1, 0.95)]  # only GPS ran trial 2
-    assert ds.best_trials(rows, ["MUTAG", "ZINC"])[("MUTAG", "gps")] == "trial_0"
+def test_best_trials_ignore_a_trial_not_every_baseline_finished(chosen):
+    assert chosen[("MUTAG", "gps")] == "trial_0"  # not trial 2 (0.95), which only GPS ran
 
 
-def test_longer_training_table_ranks_the_long_runs():
-    short = _protocol()
+def _longer_training_rows():
     long = [
         _row("ZINC", "cellular_transformer", "packaged_trial_1", 1, 0.4, metric="mae", epochs=50, loss=0.2),
         _row("ZINC", "gps", "trial_1", 1, 0.45, metric="mae", epochs=50, loss=0.1),
@@ -72,7 +107,17 @@ def test_longer_training_table_ranks_the_long_runs():
     long[1].update(wall=[0.1, 0.2], val_curve=[0.6, 0.45])
     extra = _row("ZINC", "cellular_transformer", "packaged", 1, 0.5, metric="mae", epochs=50)
     extra.update(wall=[1.0, 2.0])
-    text = ds.longer_training_table([*long, extra], short, ["MUTAG", "ZINC"])
+    return [*long, extra]
+
+
+def test_longer_training_table_ranks_the_long_runs(tmp_path):
+    short = _write(tmp_path / "short" / "runs.jsonl", _protocol())
+    out = tmp_path / "long"
+    _write(out / "runs.jsonl", _longer_training_rows())
+    run = run_benchmark("design_space", "--best-of", short, "--out", out, "--table", "--datasets", "MUTAG", "ZINC")
+    assert run.returncode == 0, run.stderr
+    text = (out / "tables.md").read_text()
+    assert text.strip() == run.stdout.strip()  # printed and written
     assert "at 50 epochs" in text
     lines = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| ZINC")}
     assert set(lines) == {"cellular_transformer", "gps"}  # only models with long runs
@@ -90,31 +135,23 @@ def test_longer_training_table_ranks_the_long_runs():
 
 
 def test_best_of_refuses_its_own_output(tmp_path):
-    runs = tmp_path / "runs.jsonl"
-    runs.write_text("\n".join(json.dumps(r) for r in _protocol()) + "\n")
-    with pytest.raises(SystemExit):
-        ds.main(["--best-of", str(runs), "--out", str(tmp_path), "--table"])
+    runs = _write(tmp_path / "runs.jsonl", _protocol())
+    refused = run_benchmark("design_space", "--best-of", runs, "--out", tmp_path, "--table")
+    assert refused.returncode == 2 and "give a different --out" in refused.stderr
+    assert not (tmp_path / "tables.md").exists()
     out = tmp_path / "long"
-    ds.main(["--best-of", str(runs), "--out", str(out), "--table", "--datasets", "MUTAG", "ZINC"])
+    run = run_benchmark("design_space", "--best-of", runs, "--out", out, "--table", "--datasets", "MUTAG", "ZINC")
+    assert run.returncode == 0, run.stderr
     assert (out / "tables.md").read_text().startswith("### Longer training")
 
 
-def _args(**changes):
-    import argparse
-
-    values = {"models": ["cellular_transformer", *ds.BASELINES], "configs": None, "seeds": [1],
-              "datasets": ["MUTAG", "ZINC"], "epochs": 50}
-    values.update(changes)
-    return argparse.Namespace(**values)
-
-
-def test_plan_tasks_best_of_runs_the_chosen_trials_or_the_configs_named(tmp_path):
-    chosen = ds.best_trials(_protocol(), ["MUTAG", "ZINC"])
-    tasks = ds.plan_tasks(_args(), set(), chosen, tmp_path, tmp_path)
-    assert {(t["dataset"], t["model"], t["config"]) for t in tasks} == {(d, m, c) for (d, m), c in chosen.items()}
-    assert all(t["epochs"] == 50 for t in tasks)
-    named = ds.plan_tasks(_args(models=["cellular_transformer"], configs=["packaged"]), set(), chosen, tmp_path, tmp_path)
-    assert [(t["dataset"], t["config"]) for t in named] == [("MUTAG", "packaged"), ("ZINC", "packaged")]
-    done = {ds.run_key("MUTAG", "cellular_transformer", "packaged", 1)}
-    rest = ds.plan_tasks(_args(models=["cellular_transformer"], configs=["packaged"]), done, chosen, tmp_path, tmp_path)
-    assert [t["dataset"] for t in rest] == ["ZINC"]  # resumable: finished runs are skipped
+def test_best_of_runs_the_chosen_trials_or_the_configs_named_and_skips_finished_runs(tmp_path):
+    short = _write(tmp_path / "short" / "runs.jsonl", _protocol())
+    out = tmp_path / "long"
+    named = ["--best-of", short, "--out", out, "--models", "cellular_transformer", "--configs", "packaged",
+             "--datasets", "MUTAG", "ZINC", "--epochs", "50"]
+    _, keys = _listed(*named)
+    assert keys == [run_key("MUTAG", "cellular_transformer", "packaged", 1), run_key("ZINC", "cellular_transformer", "packaged", 1)]
+    _write(out / "runs.jsonl", [_row("MUTAG", "cellular_transformer", "packaged", 1, 0.9, epochs=50)])
+    _, rest = _listed(*named)
+    assert rest == [run_key("ZINC", "cellular_transformer", "packaged", 1)]  # resumable: finished runs are skipped

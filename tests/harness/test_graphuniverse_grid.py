@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import load_benchmark
+from tests.helpers import run_benchmark
 from topomodelx_attention.data import graphuniverse as gu
 from topomodelx_attention.harness import compose_config, run_experiment
 from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
@@ -105,11 +105,12 @@ def test_missing_checkpoints_and_empty_data_are_refused(trained, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# benchmarks/graphuniverse_grid.py
+# harness.graphuniverse_grid (run by benchmarks/graphuniverse_grid.py)
 # ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def grid(tmp_path, monkeypatch):
-    module = load_benchmark("graphuniverse_grid")
+    from topomodelx_attention.harness import graphuniverse_grid as module
+
     monkeypatch.setattr(module, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(module, "WORK", tmp_path / "work")
     return module
@@ -243,8 +244,17 @@ def test_promote_makes_a_complete_variant_grid_the_entry(grid, tmp_path):
 # ----------------------------------------------------------------------------------------------
 # benchmarks/graphuniverse_leaderboard.py
 # ----------------------------------------------------------------------------------------------
+def _leaderboard(tmp_path, *args):
+    """``benchmarks/graphuniverse_leaderboard.py`` on the files under ``tmp_path``: its stdout."""
+    run = run_benchmark(
+        "graphuniverse_leaderboard", "--results", tmp_path / "results", "--leaderboard", tmp_path / "lb.json",
+        "--file", "results.json", *args,
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
 def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_path):
-    board = load_benchmark("graphuniverse_leaderboard")
     slugs = ["h_lo_d_lo_pl_lo", "h_hi_d_lo_pl_lo"]
 
     def rows(scores):
@@ -265,9 +275,8 @@ def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_pa
          "ood_test": {slugs[1]: {"test_best_rerun_accuracy": 0.1}}, "wandb_config": {"AvgTime/train_epoch_mean": 2.0, "model/params/total": 123}},
     ]
     (ours / "results.json").write_text(json.dumps({"metadata": {}, "results": result_rows}))
-    entries = board.load_leaderboard(tmp_path / "lb.json")
-    mine = board.load_ours(tmp_path / "results", "results.json")
-    text = board.table(entries, mine, "community_detection")
+    text = _leaderboard(tmp_path).split("### triangle_counting")[0]  # the community-detection table
+    assert text.startswith("### community_detection")
     line = next(r for r in text.splitlines() if r.startswith("| ours: cellular_transformer"))
     cells = [c.strip() for c in line.split("|")[1:-1]]
     # full means: A 0.6, ours 0.4 (1 row), CT 0.35 -> ours 2nd overall, 1st in the TNN track;
@@ -279,9 +288,6 @@ def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_pa
 
 
 def test_leaderboard_curves_report_best_validation_by_epoch_and_the_gap_per_homophily(tmp_path):
-    board = load_benchmark("graphuniverse_leaderboard")
-    assert board.best_by_epoch([0.1, 0.3, 0.2], 1) == 0.1
-    assert board.best_by_epoch([0.1, 0.3, 0.2], 20) == 0.3  # a run stopped early keeps its final best
     slugs = ["h_mid_d_lo_pl_lo", "h_mid_d_hi_pl_lo", "h_hi_d_lo_pl_lo"]
     leaderboard = {"submissions": [{
         "pr_number": 370, "pr_title": "Model: GRIT", "track": "track-1-gnn", "model_config": "graph/grit", "pr_state": "open",
@@ -298,19 +304,23 @@ def test_leaderboard_curves_report_best_validation_by_epoch_and_the_gap_per_homo
         for s, t, c in zip(slugs, [0.4, 0.6, 0.8], curves)
     ] + [{"experiment": "triangle_counting", "run_slug": slugs[0], "train_seed": 42, "harness": {"val_curve": [9.0]}}]
     (ours / "results.json").write_text(json.dumps({"metadata": {}, "results": rows}))
-    text = board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 370)
+    text = _leaderboard(tmp_path, "--curves", "ct", "--against", "370")
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in text.splitlines() if r.startswith("| h_")}
     assert set(cells) == {"h_mid", "h_hi"}  # h_lo has no rows; the counting row is not read
-    # h_mid: val ≤ 1 = mean(0.1, 0.2), ≤ 5 = mean(0.4, 0.2), ≤ 10, ≤ 20 the same; best epochs 11 and 2
+    # h_mid: val ≤ 1 = mean(0.1, 0.2), ≤ 5 = mean(0.4, 0.2), ≤ 10, ≤ 20 the same (the 3-epoch run
+    # keeps its final best); best epochs 11 and 2
     assert cells["h_mid"] == ["2", "0.1500", "0.3000", "0.3000", "0.3000", "6.5", "7.5", "0.5000", "0.6000", "-0.1000"]
     assert cells["h_hi"][:2] == ["1", "0.5000"] and cells["h_hi"][-3:] == ["0.8000", "0.9000", "-0.1000"]
     # an entry without every one of our rows of a level shows no mean and no gap for it
     (tmp_path / "lb.json").write_text(json.dumps({"submissions": [dict(leaderboard["submissions"][0], rows=leaderboard["submissions"][0]["rows"][:1])]}))
-    partial = board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 370)
+    partial = _leaderboard(tmp_path, "--curves", "ct", "--against", "370")
     mid = next(r for r in partial.splitlines() if r.startswith("| h_mid"))
     assert [c.strip() for c in mid.split("|")[-4:-1]] == ["0.5000", "–", "–"]
-    with pytest.raises(SystemExit, match="#999"):
-        board.curves(tmp_path / "results", "results.json", "ct", board.load_leaderboard(tmp_path / "lb.json"), 999)
+    missing = run_benchmark(
+        "graphuniverse_leaderboard", "--results", tmp_path / "results", "--leaderboard", tmp_path / "lb.json",
+        "--curves", "ct", "--against", "999",
+    )
+    assert missing.returncode != 0 and "#999" in missing.stderr
 
 
 def test_node_level_checkpoint_of_the_ct_is_retested_exactly(tmp_path):
@@ -389,7 +399,8 @@ def test_workers_import_a_copy_of_the_package_made_at_start(grid, tmp_path, monk
 
 def test_challenge_export_matches_the_notebook_layout(tmp_path):
     """``--export-challenge``: the notebook's ``h__d__pl`` slugs and OOD entries; nothing else is lost."""
-    grid = load_benchmark("graphuniverse_grid")
+    from topomodelx_attention.harness import graphuniverse_grid as grid
+
     assert grid.notebook_slug("h_mid_d_hi_pl_lo") == "h_mid__d_hi__pl_lo"
     with pytest.raises(ValueError, match="unknown setting"):
         grid.notebook_slug("h_mid__d_hi__pl_lo")  # not one of this grid's slugs

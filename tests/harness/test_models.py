@@ -120,9 +120,11 @@ def _write_six_class_tu(root):
     """An ENZYMES-like TU set: 24 ring graphs of 6 classes, one-hot labels and node attributes in the tens."""
     import numpy as np
 
-    from tests.helpers import load_benchmark
+    from tests.helpers import run_benchmark
 
-    raw = load_benchmark("ring_tu").write_ring_tu(root, "RINGS6", graphs=24, seed=0)
+    written = run_benchmark("ring_tu", "--out", root, "--name", "RINGS6", "--graphs", 24, "--seed", 0)
+    assert written.returncode == 0, written.stderr
+    raw = root / "RINGS6" / "raw"
     labels = np.array([int(v) for v in (raw / "RINGS6_node_labels.txt").read_text().split()])
     rng = np.random.default_rng(0)
     attributes = np.abs(rng.normal(30.0, 20.0, (len(labels), 4))) + 10.0 * labels[:, None]

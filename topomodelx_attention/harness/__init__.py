@@ -12,6 +12,7 @@
 * :mod:`~.memory` — glibc's allocator told to keep freed memory (``trainer.keep_freed_memory``);
 * :mod:`~.budget` — the equal-budget comparison :func:`run_equal_budget`;
 * :mod:`~.results` — result records, tables, learning curves and time-to-accuracy plots;
+* :mod:`~.graphuniverse_grid` — TopoBench's GraphUniverse challenge grid (resumable runs, OOD tests, export);
 * :mod:`~.topobench` — TopoBench-native tensor backbones, their wrapper and the ``topobench contribute`` templates.
 
 Example
