@@ -14,4 +14,9 @@ harness
     training, baselines, result tables; extra ``train``).
 """
 
+from topomodelx_attention._install import warn_on_torch_geometric_conflict
+
 __version__ = "0.1.0"
+
+# two distributions (pyg-nightly, torch-geometric) share torch_geometric/: say how to repair a mix
+warn_on_torch_geometric_conflict()
