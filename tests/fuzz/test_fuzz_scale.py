@@ -17,7 +17,7 @@ from tests.fuzz.cases import ACCEPT, run_cases
 from tests.helpers import assert_same_sparse, random_coalesced
 from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
-from topomodelx_attention.nn.cell.cellular_transformer_layer import _transposed
+from topomodelx_attention.nn.cell.structure import transposed
 
 RANGES = (1, 2, 100, 2**15 - 1, 2**15, 2**16 + 3, 300_000, 2**31)
 
@@ -47,7 +47,7 @@ def test_fuzz_transpose_equals_coalesce(fuzz_seeds):
 
         def run():
             matrix = random_coalesced(rows, cols, nnz, seed)
-            assert_same_sparse(_transposed(matrix), matrix.t().coalesce())
+            assert_same_sparse(transposed(matrix), matrix.t().coalesce())
 
         return f"rows={rows} cols={cols} nnz={nnz}", ACCEPT, run
 

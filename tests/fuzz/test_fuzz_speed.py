@@ -8,9 +8,8 @@ default tensor diagram), then checks:
 
 * ``ACCEPT``: the layer's output equals the definition of Eq. 2 evaluated one arrow at a time
   (one :class:`MultiHeadAttention` per arrow with that arrow's slices of the stacked weights,
-  per-rank LayerNorm + FFN), and a state dict in the former layout (one module per arrow and
-  per rank, as before the weights were stacked) loads strictly into a fresh layer to bit-identical outputs and
-  gradients;
+  per-rank LayerNorm + FFN), and its state dict loads strictly into a fresh layer to
+  bit-identical outputs and gradients;
 * ``REJECT``: asking for the weights of an arrow the layer does not have raises a
   ``ValueError`` naming the block keys.
 """
@@ -23,7 +22,7 @@ from torch_geometric.data import Batch
 
 from tests.fuzz.cases import ACCEPT, REJECT, finite_float_graph, quietly, run_cases
 from tests.helpers import to_double
-from tests.nn.cell.test_cellular_transformer_layer import _per_arrow_reference, former_layout
+from tests.nn.cell.test_cellular_transformer_layer import _per_arrow_reference
 from topomodelx_attention.nn.cell import CellularTransformerLayer
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -66,9 +65,9 @@ def _make_case(seed: int, rng: np.random.Generator):
             for r, (g, e) in enumerate(zip(got, expected)):
                 torch.testing.assert_close(g, e, msg=f"rank {r}: stacked layer != per-arrow Eq. 2")
         other = build(seed + 1000)
-        other.load_state_dict(former_layout(layer))  # strict
+        other.load_state_dict(layer.state_dict())  # strict
         again = other(x, neighborhoods, batch)
-        assert all(torch.equal(a, b) for a, b in zip(got, again)), "former-layout state dict: other outputs"
+        assert all(torch.equal(a, b) for a, b in zip(got, again)), "loaded state dict: other outputs"
         for model in (layer, other):
             sum(o.square().sum() for o in model(x, neighborhoods, batch)).backward()
         for (name, p), q in zip(layer.named_parameters(), other.parameters()):
@@ -79,5 +78,5 @@ def _make_case(seed: int, rng: np.random.Generator):
     return description, ACCEPT, run
 
 
-def test_fuzz_stacked_ct_parameters_equal_per_arrow_definition_and_former_checkpoints(fuzz_seeds):
+def test_fuzz_stacked_ct_parameters_equal_per_arrow_definition_and_load(fuzz_seeds):
     run_cases(fuzz_seeds, "CT layer with stacked parameters", _make_case, offset=2600)

@@ -18,7 +18,7 @@ from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
 from topomodelx_attention.nn.attention.fused import fused_slots, prepare_fused
 from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
 from topomodelx_attention.nn.cell import CellularTransformerLayer
-from topomodelx_attention.nn.cell.cellular_transformer_layer import _transposed
+from topomodelx_attention.nn.cell.structure import transposed
 
 
 @pytest.mark.parametrize(
@@ -42,7 +42,7 @@ def test_stable_argsort_beyond_32_bits_uses_torch():
 @pytest.mark.parametrize(("rows", "cols", "nnz"), [(5, 4, 0), (3, 1, 1), (40, 90_000, 3_000)])
 def test_transposed_equals_coalesced_transpose(rows, cols, nnz):
     matrix = random_coalesced(rows, cols, nnz, seed=rows)
-    assert_same_sparse(_transposed(matrix), matrix.t().coalesce())
+    assert_same_sparse(transposed(matrix), matrix.t().coalesce())
 
 
 def _large_edges(gen, n_t, n_s, nnz):

@@ -23,10 +23,10 @@ from topomodelx_attention.nn.cell.cell_encoder import (
     vertex_membership,
 )
 from topomodelx_attention.nn.cell.cellular_transformer_layer import (
-    CellStructure,
     CellularTransformerLayer,
     valid_ranks,
 )
+from topomodelx_attention.nn.cell.structure import CellStructure
 from topomodelx_attention.nn.cell.tensor_diagram import Arrow, parse_tensor_diagram
 from topomodelx_attention.nn.common import (
     POOLINGS,

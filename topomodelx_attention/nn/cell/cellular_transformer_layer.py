@@ -30,119 +30,53 @@ built once per forward by :meth:`CellularTransformerLayer.prepare` into a
 :class:`CellStructure` only runs tensor operations with no data-dependent size, so a compiled
 stack has no graph break inside attention and no recompilation when the batch size changes.
 
-Neighbourhood values
---------------------
-The ``sparse`` kind uses a neighbourhood as a **mask**: only its pattern counts, its values
-(and their signs) are ignored. The ``dense`` kind (and the same-rank arrows of ``mixed``) adds
-the values as a bias ``θ·N`` to the logits. A *signed* matrix there (a TopoNetX Hodge / up /
-down Laplacian, a signed incidence) makes the bias depend on the arbitrary orientation of the
-cells, so the model is no longer invariant to re-orienting the complex; the layer warns
-(:class:`UserWarning`) when a bias matrix has negative entries. Use the unsigned
-``adjacency_r`` / ``coadjacency_r`` / ``incidence_r`` for dense attention.
+The kernel of every arrow and its block are chosen in :mod:`~.arrow_blocks` (by capability);
+the structure of a batch (:class:`~.structure.CellStructure`: neighbourhood indices, layouts;
+a warning for signed matrices used as a dense bias) is built in :mod:`~.structure`.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from topomodelx_attention.data import to_coalesced_coo
 from topomodelx_attention.nn.attention import (
-    COMPOSITE_KINDS,
-    KERNELS,
     MultiGroupAttention,
     MultiHeadAttention,
-    NeighborhoodIndex,
     PaddedBias,
     PaddedLayout,
-    block_kind,
-    global_kind,
     kernel_class,
-    kernel_kinds,
     padded_layout,
-    prepare_neighborhood,
-    random_walk_pair_features,
     reads_neighborhood,
 )
-from topomodelx_attention.nn.attention.fused import (
-    FusedNeighborhood,
-    fused_subset,
-    prepare_fused_index,
-)
+from topomodelx_attention.nn.attention.fused import FusedNeighborhood, fused_subset
 from topomodelx_attention.nn.attention.heads import check_dropout
-from topomodelx_attention.nn.attention.sparse import _stable_argsort
-from topomodelx_attention.nn.attention.stacked import StackedBlocks, projection_weights, stackable
+from topomodelx_attention.nn.attention.stacked import StackedBlocks, projection_weights
+from topomodelx_attention.nn.cell.arrow_blocks import ArrowKernels, pairwise_blocks
 from topomodelx_attention.nn.cell.per_rank import RankFeedForwards, RankLayerNorms
+from topomodelx_attention.nn.cell.structure import (
+    CellStructure,
+    arrow_indices,
+    arrow_neighborhoods,
+    checked_batch,
+    converted_neighborhoods,
+    fused_index,
+    general_structure,
+    relative_features,
+)
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
     ArrowNeighborhoods,
     block_keys,
-    block_neighborhood,
     parse_tensor_diagram,
 )
 
 __all__ = ["ATTENTION_MECHANISMS", "CellStructure", "CellularTransformerLayer"]
 
 ATTENTION_MECHANISMS = ("pairwise", "general")
-
-
-@dataclass(frozen=True)
-class CellStructure:
-    """Everything a layer stack derives from the structure of a batch, built once per forward.
-
-    Built by :meth:`CellularTransformerLayer.prepare` (eagerly: sparse tensors, index checks and
-    data-dependent sizes), shared by every layer of a stack with the same configuration, and
-    passed to :meth:`CellularTransformerLayer.forward` in place of the neighbourhoods. It holds
-    only index tensors and layouts, so a ``torch.compile``-d stack traces without graph breaks.
-
-    Attributes
-    ----------
-    neighborhoods : tuple of (NeighborhoodIndex or None)
-        Per arrow of the tensor diagram (same order): its ``(n_target, n_source)``
-        neighbourhood (sparse mask, or the θ·N bias of the dense kind) for arrows attended one
-        by one; ``None`` for kernels without neighbourhood (linear), arrows of the fused sparse
-        call, general attention, or an arrow with an empty rank.
-    fused : FusedNeighborhood or None
-        Joined edge lists (and CPU plan) of the sparse arrows run in one call (pairwise
-        attention; :func:`~topomodelx_attention.nn.attention.fused.prepare_fused`).
-    layouts : tuple of PaddedLayout
-        Per rank: padding of the cells per complex (for arrows whose kernel needs a layout;
-        empty when no arrow needs it).
-    general : NeighborhoodIndex or None
-        Block neighbourhood of Eq. 3 on the cells of all ranks, rank-major (general attention
-        with a kernel that reads a neighbourhood).
-    general_layout : PaddedLayout or None
-        Padding of the cells of all ranks per complex (general attention with a kernel that
-        needs a layout).
-    output_ranks : tuple of int or None
-        The ranks a layer called with ``ranks=output_ranks`` updates (the last layer of a
-        model that reads only its readout ranks); ``None``: prepared for full layers only.
-    output_fused : FusedNeighborhood or None
-        Joined edge lists of the fused sparse arrows into ``output_ranks`` (the fused call of
-        such a layer), sliced out of ``fused``
-        (:func:`~topomodelx_attention.nn.attention.fused.fused_subset`); ``None`` when none of
-        them attends.
-    relative : tuple of (torch.Tensor or None)
-        Per arrow (same order): the relative random-walk pair features of a global arrow with
-        ``rrwp_steps > 0``, ``(num_complexes, rrwp_steps, length, length)`` on the padded grid
-        of its rank (:func:`~topomodelx_attention.nn.attention.random_walk_pair_features`);
-        ``None`` for the other arrows and for an empty rank; empty when the layer has no such
-        bias.
-    """
-
-    neighborhoods: tuple[NeighborhoodIndex | None, ...]
-    fused: FusedNeighborhood | None
-    layouts: tuple[PaddedLayout, ...]
-    general: NeighborhoodIndex | None
-    general_layout: PaddedLayout | None
-    output_ranks: tuple[int, ...] | None = None
-    output_fused: FusedNeighborhood | None = None
-    relative: tuple[Tensor | None, ...] = ()
 
 
 def valid_ranks(ranks: Sequence[object], max_rank: int) -> bool:
@@ -234,97 +168,81 @@ class CellularTransformerLayer(nn.Module):
         super().__init__()
         if attention not in ATTENTION_MECHANISMS:
             raise ValueError(f"attention must be one of {ATTENTION_MECHANISMS}, got {attention!r}")
-        kernel_kinds(kind)  # a registered kernel or composite (a clear error otherwise)
-        if attention == "general" and kind in COMPOSITE_KINDS:
-            raise ValueError(
-                f"kind={kind!r} is a pairwise kind (one kernel within a rank, another across "
-                f"ranks); general attention takes one kernel ({tuple(KERNELS)})"
-            )
         if int(max_rank) < 0:
             raise ValueError(f"max_rank must be non-negative, got {max_rank}")
         if not isinstance(output_projection, bool):
             raise TypeError(f"output_projection must be a bool, got {output_projection!r}")
-        self.channels = int(channels)
-        self.heads = int(heads)
+        self.channels, self.heads = int(channels), int(heads)
         if self.heads < 1 or self.channels % self.heads:
             raise ValueError(f"heads={heads} must be positive and divide channels={channels}")
-        self.max_rank = int(max_rank)
-        self.attention = attention
-        self.kind = kind
-        kernel_options = dict(kernel_options or {})
-        rrwp_steps = kernel_options.pop("rrwp_steps", 0)  # the global arrows' option
-        self.kernel_options = _check_kernel_options(kind, kernel_options)
-        self.output_projection = output_projection
+        self.max_rank, self.attention, self.output_projection = int(max_rank), attention, output_projection
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
-        if attention == "general" and any(a.is_global for a in self.arrows):
-            raise ValueError(
-                "global arrows (r->r:all_r) are pairwise attention blocks; general attention "
-                "attends over every cell already (kind='dense' or 'linear')"
-            )
+        self.kernels = ArrowKernels.checked(
+            kind, kernel_options, attention_dropout, self.arrows, attention
+        )
         self.block_keys = block_keys(self.arrows)
-        self.rrwp_steps = _check_rrwp_steps(rrwp_steps, self.arrows, kind)
+        self._block_of = dict(zip(self.arrows, self.block_keys))
         # the arrows that read a neighbourhood matrix (a global arrow reads none)
         self._matrix_arrows = tuple(a for a in self.arrows if not a.is_global)
-        self.attention_dropout = check_dropout(attention_dropout, "attention_dropout")
         dropout = check_dropout(dropout, "dropout")
         ffn_channels = self.channels if ffn_channels is None else int(ffn_channels)
-        ranks = range(self.max_rank + 1)
+        ranks = self.max_rank + 1
         # per-rank LayerNorms and FFNs, each role stacked over the ranks (fewer, larger tensors)
-        self.norm_attention = RankLayerNorms(len(ranks), self.channels)
-        self.norm_ffn = RankLayerNorms(len(ranks), self.channels)
-        self.ffn = RankFeedForwards(len(ranks), self.channels, ffn_channels, dropout)
+        self.norm_attention = RankLayerNorms(ranks, self.channels)
+        self.norm_ffn = RankLayerNorms(ranks, self.channels)
+        self.ffn = RankFeedForwards(ranks, self.channels, ffn_channels, dropout)
         self.dropout = nn.Dropout(dropout)
-        self._block_of = dict(zip(self.arrows, self.block_keys))
         self._fused_arrows: tuple[Arrow, ...] = ()
         self.fused: StackedBlocks | None = None
         if attention == "pairwise":
-            # one block per arrow, in arrow order (the random stream of the initialisation)
-            built = {
-                key: MultiHeadAttention(
-                    self.channels,
-                    self.channels,
-                    self.heads,
-                    kind=self._arrow_kind(arrow),
-                    kernel_options=self._arrow_options(arrow),
-                    bias=bias,
-                    output_projection=output_projection,
-                )
-                for arrow, key in zip(self.arrows, self.block_keys)
-            }
-            # sparse blocks with plain Q/K/V/O projections: one fused call of the core, on
-            # weights stored stacked (one parameter per rank and role, nn/attention/stacked.py)
-            fused_keys = [k for k in self.block_keys if stackable(built[k])]
-            self._fused_arrows = tuple(a for a in self.arrows if self._block_of[a] in fused_keys)
-            self.blocks = nn.ModuleDict({k: b for k, b in built.items() if k not in fused_keys})
-            if fused_keys:
-                self.fused = StackedBlocks(
-                    [built[k] for k in fused_keys],
-                    fused_keys,
-                    [(a.source, a.target) for a in self._fused_arrows],
-                    len(ranks),
-                )
+            self.blocks, self.fused, self._fused_arrows = pairwise_blocks(
+                self.arrows, self.block_keys, self.kernels, self.channels, self.heads, ranks,
+                bias=bias, output_projection=output_projection,
+            )
         else:
             self.general = MultiGroupAttention(
-                self.channels,
-                self.heads,
-                self.max_rank + 1,
-                kind=kind,
-                kernel_options=self._options_of(kind),
-                bias=bias,
-                output_projection=output_projection,
+                self.channels, self.heads, ranks, kind=kind,
+                kernel_options=self.kernels.options_for(kind),
+                bias=bias, output_projection=output_projection,
             )
-        # arrows whose neighbourhood values enter the logits as θ·N (checked for signs)
+        # arrows whose neighbourhood values enter the logits as θ·N (checked for signs), and
+        # those attended one by one on a prepared neighbourhood index
         self._bias_arrows = tuple(a for a in self._matrix_arrows if self._kernel(a).accepts_bias)
-        # global arrows biased by relative random-walk features: a K → heads map each
-        self._relative_arrows = tuple(a for a in self.arrows if a.is_global and self.rrwp_steps)
-        # (heads, K) weights, zero at initialisation (no random draw: the other parameters
-        # are those of the same layer without the bias)
+        self._indexed_arrows = tuple(
+            a
+            for a in self._matrix_arrows
+            if a not in self._fused_arrows and reads_neighborhood(self.kernels.kind_of(a))
+        )
+        # global arrows biased by relative random-walk features: a K → heads map each, zero at
+        # initialisation (no random draw: the other parameters are those without the bias)
+        steps = self.rrwp_steps
+        self._relative_arrows = tuple(a for a in self.arrows if a.is_global and steps)
         self.relative_bias = nn.ParameterDict(
             {
-                self._block_of[a]: nn.Parameter(torch.zeros(self.heads, self.rrwp_steps))
+                self._block_of[a]: nn.Parameter(torch.zeros(self.heads, steps))
                 for a in self._relative_arrows
             }
         )
+
+    @property
+    def kind(self) -> str:
+        """The attention kind (a registered kernel or composite)."""
+        return self.kernels.kind
+
+    @property
+    def kernel_options(self) -> dict[str, Any]:
+        """The kernel options, without ``rrwp_steps``."""
+        return self.kernels.kernel_options
+
+    @property
+    def attention_dropout(self) -> float:
+        """Dropout on the attention weights."""
+        return self.kernels.attention_dropout
+
+    @property
+    def rrwp_steps(self) -> int:
+        """Relative random-walk steps of the global arrows' bias (0: none)."""
+        return self.kernels.rrwp_steps
 
     # ------------------------------------------------------------------ arrow weights
     @property
@@ -392,35 +310,9 @@ class CellularTransformerLayer(nn.Module):
         key = self._arrow_key(arrow)
         return self.blocks[key] if key in self.blocks else self.fused.attention_of(key)
 
-    def _arrow_kind(self, arrow: Arrow) -> str:
-        """Kernel kind of one arrow (a composite's kernel within / across ranks).
-
-        A global arrow (``all_r``) attends all pairs of its rank's cells, without mask:
-        :func:`~topomodelx_attention.nn.attention.global_kind` of the layer's kind.
-        """
-        if arrow.is_global:
-            return global_kind(self.kind)
-        return block_kind(self.kind, within=arrow.source == arrow.target)
-
-    def _arrow_options(self, arrow: Arrow) -> dict[str, Any]:
-        """Kernel options of one arrow's block (a global arrow has no θ·N bias)."""
-        kind = self._arrow_kind(arrow)
-        options = self._options_of(kind)
-        if arrow.is_global and kernel_class(kind).accepts_bias:
-            options["neighborhood_bias"] = bool(self.rrwp_steps)
-            if self.rrwp_steps:  # the learned K → heads map gives the logits: no θ
-                options.update(bias_scale="none")
-        return options
-
-    def _options_of(self, kind: str) -> dict[str, Any]:
-        """Kernel options of one kernel: the layer's attention dropout + the options it takes."""
-        names = kernel_class(kind).option_names()
-        options = {k: v for k, v in self.kernel_options.items() if k in names}
-        return {"attention_dropout": self.attention_dropout, **options}
-
     def _kernel(self, arrow: Arrow) -> type:
         """Kernel class of one arrow (its capability flags)."""
-        return kernel_class(self.kind if self.attention == "general" else self._arrow_kind(arrow))
+        return kernel_class(self.kernels.kind_of(arrow))
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""
@@ -457,43 +349,8 @@ class CellularTransformerLayer(nn.Module):
                     f"the prepared neighbourhoods lack the arrows {missing} of this layer"
                 )
             return neighborhoods
-        return self._arrow_neighborhoods(self._converted(neighborhoods), self._matrix_arrows)
-
-    def _converted(self, neighborhoods: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        """Every neighbourhood the arrows read, by key, as coalesced COO (not transposed)."""
-        converted: dict[str, Tensor] = {}
-        for arrow in self._matrix_arrows:
-            if arrow.neighborhood not in converted:
-                converted[arrow.neighborhood] = replace(arrow, transpose=False).matrix(
-                    neighborhoods
-                )
-        return converted
-
-    def _arrow_neighborhoods(
-        self, converted: Mapping[str, Tensor], arrows: Sequence[Arrow]
-    ) -> ArrowNeighborhoods:
-        """Return the ``(n_target, n_source)`` matrix of each of ``arrows`` (warns on signs)."""
-        prepared = ArrowNeighborhoods()
-        for arrow in arrows:
-            matrix = converted[arrow.neighborhood]
-            prepared[arrow] = _transposed(matrix) if arrow.transpose else matrix
-        if not torch.compiler.is_compiling():
-            for arrow in self._bias_arrows:
-                if arrow not in prepared:
-                    continue
-                values = prepared[arrow].values()
-                if values.numel() and bool((values < 0).any()):
-                    warnings.warn(
-                        f"the neighbourhood {arrow.neighborhood!r} of arrow {arrow.label} has negative "
-                        "entries: dense attention adds θ·N to the logits, so a signed matrix (e.g. a "
-                        "TopoNetX Hodge/up/down Laplacian or a signed incidence) gives a bias that "
-                        "depends on the cells' orientations. Use an unsigned neighbourhood "
-                        "(adjacency_r, coadjacency_r, incidence_r) or kind='sparse' (a mask: values "
-                        "ignored).",
-                        UserWarning,
-                        stacklevel=3,
-                    )
-        return prepared
+        converted = converted_neighborhoods(neighborhoods, self._matrix_arrows)
+        return arrow_neighborhoods(converted, self._matrix_arrows, self._bias_arrows)
 
     # ------------------------------------------------------------------ structure
     def prepare(
@@ -535,149 +392,61 @@ class CellularTransformerLayer(nn.Module):
             The index tensors and layouts the layers read.
         """
         output_ranks = self._output_ranks(output_ranks)
-        batch = list(batch)
-        if len(batch) != self.max_rank + 1 or not all(
-            isinstance(b, Tensor) and b.dim() == 1 for b in batch
-        ):
-            raise ValueError(f"batch must hold one (n_r,) vector per rank 0..{self.max_rank}")
-        if num_complexes is None:
-            num_complexes = max((int(b.max()) + 1 for b in batch if b.numel()), default=1)
-        sizes = tuple(int(b.shape[0]) for b in batch)
+        batch, num_complexes, sizes = checked_batch(batch, self.max_rank, num_complexes)
         converted: Mapping[str, Tensor] = {}
         if isinstance(neighborhoods, ArrowNeighborhoods):
             prepared = self.prepare_neighborhoods(neighborhoods)
         else:  # the fused arrows read their (untransposed) matrices as they are
-            converted = self._converted(neighborhoods)
+            converted = converted_neighborhoods(neighborhoods, self._matrix_arrows)
             rest = [a for a in self._matrix_arrows if a not in self._fused_arrows]
-            prepared = self._arrow_neighborhoods(converted, rest)
-        device = batch[0].device
+            prepared = arrow_neighborhoods(converted, rest, self._bias_arrows)
         if self.attention == "general":
-            general = general_layout = None
-            if sum(sizes):
-                cls = kernel_class(self.kind)
-                offsets = [0]
-                for n in sizes:
-                    offsets.append(offsets[-1] + n)
-                if reads_neighborhood(self.kind):
-                    matrix = block_neighborhood(self.arrows, prepared, offsets, device)
-                    general = prepare_neighborhood(
-                        matrix, offsets[-1], offsets[-1], name="block neighbourhood (Eq. 3)"
-                    )
-                if (
-                    cls.needs_layout
-                ):  # tokens in rank-major order: the packed layout needs no sorting
-                    general_layout = padded_layout(torch.cat(batch).to(device), num_complexes)
-            return CellStructure(
-                (None,) * len(self.arrows), None, (), general, general_layout, output_ranks
-            )
+            general, layout = general_structure(self.arrows, prepared, batch, num_complexes, self.kind)
+            return CellStructure((None,) * len(self.arrows), None, (), general, layout, output_ranks)
         layouts: tuple[PaddedLayout, ...] = ()
         if any(self._kernel(a).needs_layout for a in self.arrows):
             layouts = tuple(padded_layout(b, num_complexes) for b in batch)
-        fused = output_fused = None
-        if self.fused is not None:
-            matrices = (prepared, converted, sizes, device)
-            every = self.fused.active(sizes)
-            fused = self._fused_index(every, *matrices)
-            if output_ranks is not None:
-                active = self.fused.active(sizes, output_ranks)
-                output_fused = fused
-                if active != every:  # the arrows into output_ranks: their rows of the joined index
-                    subset = [every.index(i) for i in active]
-                    pairs = [self.fused.pairs[i] for i in every]
-                    output_fused = fused_subset(fused, pairs, subset, sizes) if subset else None
-        per_arrow: list[NeighborhoodIndex | None] = [None] * len(self.arrows)
-        for i, arrow in enumerate(self.arrows):
-            empty = sizes[arrow.source] == 0 or sizes[arrow.target] == 0
-            if (
-                empty
-                or arrow in self._fused_arrows
-                or arrow.is_global
-                or not reads_neighborhood(self._arrow_kind(arrow))
-            ):
-                continue
-            per_arrow[i] = prepare_neighborhood(
-                prepared[arrow],
-                sizes[arrow.target],
-                sizes[arrow.source],
-                device=device,
-                name=arrow.label,
-            )
+        device = batch[0].device
+        fused, output_fused = self._fused_structure(prepared, converted, sizes, device, output_ranks)
+        indices = arrow_indices(self.arrows, self._indexed_arrows, prepared, sizes, device)
         relative: tuple[Tensor | None, ...] = ()
         if self._relative_arrows:
             relative = tuple(
-                self._relative_features(
-                    arrow, neighborhoods, converted, layouts[arrow.source], sizes
+                relative_features(
+                    arrow, neighborhoods, converted, layouts[arrow.source], sizes,
+                    self.rrwp_steps, self.relative_bias[self._block_of[arrow]].dtype,
                 )
                 if arrow in self._relative_arrows
                 else None
                 for arrow in self.arrows
             )
-        return CellStructure(
-            tuple(per_arrow), fused, layouts, None, None, output_ranks, output_fused, relative
-        )
+        return CellStructure(indices, fused, layouts, None, None, output_ranks, output_fused, relative)
 
-    def _relative_features(
+    def _fused_structure(
         self,
-        arrow: Arrow,
-        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
-        converted: Mapping[str, Tensor],
-        layout: PaddedLayout,
-        sizes: Sequence[int],
-    ) -> Tensor | None:
-        """Relative random-walk features of a global arrow's rank (``None`` for an empty rank).
-
-        ``converted``: the matrices :meth:`_converted` already made coalesced COO in this
-        ``prepare`` (e.g. ``adjacency_0`` of the arrow ``0->0``), reused rather than converted again.
-        """
-        rank = arrow.source
-        if sizes[rank] == 0:
-            return None
-        key = f"adjacency_{rank}"
-        if isinstance(neighborhoods, ArrowNeighborhoods):
-            matrix = next(
-                (m for a, m in neighborhoods.items() if a.neighborhood == key and not a.transpose),
-                None,
-            )
-            if matrix is None:
-                raise ValueError(
-                    f"rrwp_steps={self.rrwp_steps} walks on {key!r}, which the prepared "
-                    "neighbourhoods do not hold: pass the neighbourhoods by key"
-                )
-        elif key not in neighborhoods:
-            raise ValueError(
-                f"rrwp_steps={self.rrwp_steps}: the global arrow {arrow.label} walks on {key!r}, "
-                f"which was not given (available: {sorted(neighborhoods)})"
-            )
-        elif key in converted:
-            matrix = converted[key]
-        else:
-            matrix = to_coalesced_coo(neighborhoods[key], key)
-        dtype = self.relative_bias[self._block_of[arrow]].dtype
-        return random_walk_pair_features(matrix, layout, self.rrwp_steps, dtype=dtype, name=key)
-
-    def _fused_index(
-        self,
-        active: Sequence[int],
         prepared: ArrowNeighborhoods,
         converted: Mapping[str, Tensor],
         sizes: Sequence[int],
         device: torch.device,
-    ) -> FusedNeighborhood | None:
-        """Join the edge lists of the fused arrows ``active`` (:meth:`StackedBlocks.active`)."""
-        arrows = [self._fused_arrows[i] for i in active]
-        if not arrows:
-            return None
-        # a transposed arrow reads the index rows of its matrix swapped (no transpose built)
-        swapped = [a not in prepared and a.transpose for a in arrows]
-        return prepare_fused_index(
-            [(a.source, a.target) for a in arrows],
-            [prepared[a] if a in prepared else converted[a.neighborhood] for a in arrows],
-            sizes,
-            self.heads,
-            device=device,
-            names=[a.label for a in arrows],
-            transposes=swapped,
-        )
+        output_ranks: tuple[int, ...] | None,
+    ) -> tuple[FusedNeighborhood | None, FusedNeighborhood | None]:
+        """Return the joined index of the fused arrows that attend, and its rows into ``output_ranks``."""
+        if self.fused is None:
+            return None, None
+        every = self.fused.active(sizes)
+        arrows = [self._fused_arrows[i] for i in every]
+        fused = fused_index(arrows, prepared, converted, sizes, self.heads, device)
+        if output_ranks is None:
+            return fused, None
+        active = self.fused.active(sizes, output_ranks)
+        if active == every:
+            return fused, fused
+        if not active:
+            return fused, None
+        # the arrows into output_ranks: their rows of the joined index
+        subset = [every.index(i) for i in active]
+        pairs = [self.fused.pairs[i] for i in every]
+        return fused, fused_subset(fused, pairs, subset, sizes)
 
     def _output_ranks(self, ranks: Sequence[int] | None) -> tuple[int, ...] | None:
         """``ranks`` as a sorted tuple of distinct ranks of the layer (``None`` stays ``None``)."""
@@ -819,60 +588,3 @@ class CellularTransformerLayer(nn.Module):
                 out if update[arrow.target] is None else update[arrow.target] + out
             )
         return update
-
-
-def _transposed(matrix: Tensor) -> Tensor:
-    """Transpose of a coalesced sparse COO matrix, coalesced (same as ``matrix.t().coalesce()``).
-
-    On CPU the entries are reordered by a linear-time stable radix sort of the column index
-    (stable: the rows of every column stay in order, which is the coalesced order of the
-    transpose) instead of ``coalesce``'s comparison sort.
-    """
-    index = matrix.indices()
-    if index.device.type != "cpu" or index.shape[1] < 2:
-        return matrix.t().coalesce()
-    order = _stable_argsort(index[1].contiguous(), int(matrix.shape[1]))
-    return torch.sparse_coo_tensor(
-        index.flip(0).index_select(1, order),
-        matrix.values().index_select(0, order),
-        (int(matrix.shape[1]), int(matrix.shape[0])),
-        is_coalesced=True,
-        check_invariants=False,  # a permutation of valid entries: valid and coalesced
-    )
-
-
-def _check_rrwp_steps(steps: object, arrows: Sequence[Arrow], kind: str) -> int:
-    """``kernel_options["rrwp_steps"]`` as an int (``0``: off); it needs a global dense arrow."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(
-            f"kernel_options['rrwp_steps'] must be a non-negative int (0: no bias), got {steps!r}"
-        )
-    if steps and not any(a.is_global for a in arrows):
-        raise ValueError(
-            f"kernel_options['rrwp_steps']={steps} biases the global arrows (r->r:all_r); the "
-            "tensor diagram has none: add one (e.g. '0->0:all_0') or set rrwp_steps=0"
-        )
-    if steps and not kernel_class(global_kind(kind)).accepts_bias:
-        biased = [k for k in (*KERNELS, *COMPOSITE_KINDS) if kernel_class(global_kind(k)).accepts_bias]
-        raise ValueError(
-            f"kernel_options['rrwp_steps']={steps} is a bias of the global arrows' logits; "
-            f"kind={kind!r} makes them {global_kind(kind)!r}, which takes no bias: use one of {biased}"
-        )
-    return int(steps)
-
-
-def _check_kernel_options(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Raise unless every option is taken by a kernel of the layer (a composite's: either)."""
-    options = dict(options or {})
-    if "attention_dropout" in options:
-        raise ValueError(
-            "attention_dropout is an option of the layer/model itself: pass attention_dropout=, "
-            "not kernel_options={'attention_dropout': ...}"
-        )
-    taken = {name for k in kernel_kinds(kind) for name in kernel_class(k).option_names()}
-    unknown = sorted(set(options) - taken)
-    if unknown:
-        raise ValueError(
-            f"kernel_options {unknown} are not options of kind={kind!r}; it takes {sorted(taken)}"
-        )
-    return options
