@@ -505,11 +505,8 @@ def _check_destination(slot: _Slot, folder: tuple[int | None, Path]) -> None:
 
 def _stage(slot: _Slot, folder: tuple[int | None, Path]) -> None:
     """Write ``slot``'s new content to an exclusive temporary file beside its destination."""
-    name = f".{slot.name}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | getattr(os, "O_BINARY", 0)
     with _about(slot.path):
-        descriptor = os.open(_entry(folder, name), flags, 0o666, dir_fd=folder[0])
-        slot.temp = name
+        descriptor, slot.temp = _create_temporary(folder[1], folder[0], f".{slot.name}.", ".tmp")
         try:
             view = memoryview(slot.data)
             while view:
@@ -526,7 +523,7 @@ def _swap(slot: _Slot, folder: tuple[int | None, Path]) -> None:
     fd = folder[0]
     with _about(slot.path):
         if slot.existed:
-            backup = f".{slot.name}.{secrets.token_hex(6)}.orig"
+            backup = f".{slot.name}.{_random_part()}.orig"
             try:  # a second name for the original (a link planted there is kept as the link)
                 os.link(_entry(folder, slot.name), _entry(folder, backup), src_dir_fd=fd, dst_dir_fd=fd,
                         follow_symlinks=False)
