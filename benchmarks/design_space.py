@@ -77,7 +77,7 @@ DATASETS: dict[str, dict[str, Any]] = {
 #: The CT's design variants, as overrides of the packaged config (explicit, so that they do not
 #: move with the packaged default). "fit" is the 2 x 32 model with a readout that starts near
 #: chance (``readout_options.init=zero``, readout of ranks 0-2, ``embedding_norm``); every
-#: ``fit_*`` variant changes one thing of it. "old_default" is the 2 x 32 model that reads out
+#: ``fit_*`` variant changes one thing of it. "rank0_readout" is the 2 x 32 model that reads out
 #: rank 0 only, with the default readout init and no input norm; "zinc_variant" the variant
 #: chosen on ZINC validation for the equal-budget comparison (pooled readout, no attention dropout).
 _FIT = {
@@ -102,7 +102,7 @@ def _variant(**changes: Any) -> list[str]:
 
 
 CT_VARIANTS: dict[str, list[str]] = {
-    "old_default": _variant(readout_ranks="[0]", readout_init="default", embedding_norm="false"),
+    "rank0_readout": _variant(readout_ranks="[0]", readout_init="default", embedding_norm="false"),
     "zinc_variant": _variant(
         readout_before_pooling="false", attention_dropout=0.0, readout_init="default", embedding_norm="false",
     ),
@@ -431,20 +431,20 @@ def tables(rows: list[dict[str, Any]], datasets: list[str]) -> str:
                 lines.append(f"| {d} | {choices[d]} | {_fmt(a['val'], a['metric'])} | {_fmt(a['test'], a['metric'])} |")
     lines += ["", "Mean validation rank over all data sets (1 = best): " + ", ".join(
         f"{c} {r:.2f}" for c, r in sorted(all_ranks.items(), key=lambda kv: kv[1])) + f"; winner: **{overall}**{_ties(overall, all_ranks)}.", ""]
-    lines += ["### Comparison: LODO-chosen CT and the former packaged CT vs the baselines' best-validation configuration", ""]
+    lines += ["### Comparison: LODO-chosen CT and the rank-0-readout CT vs the baselines' best-validation configuration", ""]
     lines += [
         "Each cell: test at the best validation epoch (validation; parameters, epochs, s/epoch; "
         "best validation reached within the wall time T of the fastest of the row, `@T`). "
         f"Trials per baseline: {_trial_counts(agg)}.", "",
     ]
-    models = ["cellular_transformer (LODO)", "cellular_transformer (old_default)", *BASELINES]
+    models = ["cellular_transformer (LODO)", "cellular_transformer (rank0_readout)", *BASELINES]
     lines.append("| data set | T (s) | " + " | ".join(models) + " |")
     lines.append("|---|---:|" + "---:|" * len(models))
     for d in datasets:
         entries = []
         for m in models:
             if m.startswith("cellular_transformer"):
-                config = choices.get(d) if "LODO" in m else "old_default"
+                config = choices.get(d) if "LODO" in m else "rank0_readout"
                 entries.append(agg.get((d, "cellular_transformer", config)) if config else None)
             else:
                 ranks = _ranks(agg, d, m)
