@@ -140,8 +140,61 @@ check_inputs : bool, default=True
     the cells are rejected either way.""",
 }
 
+# the options TokenGT and OrderKTokenGT share (nn.graph.tokens.TOKEN_MODEL_OPTIONS)
+_TOKEN_MODELS = {
+    "token_model_options": """\
+**options
+    The options both token models take (``TokenModelOptions``, defaults
+    ``TOKEN_MODEL_OPTIONS`` of :mod:`topomodelx_attention.nn.graph.tokens`), checked once
+    (another keyword raises ``TypeError``):
+n_layers : int, default = 4
+    Encoder layers (the paper: 12).
+heads : int, default = 8
+    Attention heads (the paper: 32).
+node_id_dim : int, default = 16
+    Width :math:`d_p` of ``data.node_id`` (the paper: 16 for Laplacian eigenvectors, 64 for
+    ORF; write them with ``LaplacianNodeId`` / ``OrthogonalRandomNodeId``); 0 disables node
+    identifiers.
+kind : str, default = "dense"
+    Attention kernel over all tokens: exact softmax (``"dense"``) or Performer FAVOR+
+    (``"linear"``, A.4.3), or another registered kernel without a neighbourhood mask.
+kernel_options : mapping, optional
+    Options of the kernel (e.g. ``{"num_random_features": 64,
+    "redraw_features_in_training": True}`` for the Performer; ``scale``).
+ffn_channels : int, optional
+    MLP width (default ``hidden_channels``, as the paper's Graphormer configuration).
+dropout : float, default = 0.0
+    Dropout on the output of every sublayer (attention block, MLP) before the residual sum.
+attention_dropout : float, default = 0.0
+    Dropout on the attention weights (kernels that form them, ``"dense"``; a positive value
+    with ``"linear"`` raises).
+embedding_dropout : float, default = 0.0
+    Dropout on the input tokens.
+drop_path : float, default = 0.0
+    Stochastic depth of the last layer, linear in depth (the paper: 0.1).
+sign_flip : bool, default = True
+    Random sign flip of the identifier columns per complex in training (A.3.1; meant for
+    Laplacian eigenvectors, harmless for ORF).
+eigenvector_dropout : float, default = 0.0
+    Identifier-column dropout per complex in training (the paper: 0.2 for Laplacian ids).
+bias : bool, default = True
+    Biases in the attention projections.
+token_layout : {"auto", "packed", "padded"}, default = "auto"
+    How the encoder holds the tokens (same results, different speed; see
+    :class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`).
+pooling : {"graph_token", "sum", "mean"}, default = "graph_token"
+    How ``forward`` reads the complex-level prediction: the ``[graph]`` token (the paper),
+    or the sum / mean of the other tokens of each complex (every token once). A sum can
+    count tokens, which the ``[graph]`` token's softmax average over them cannot.
+check_inputs : bool, default = True
+    Reject NaN / Inf / huge values of the features and ``node_id`` once per forward
+    (:func:`~topomodelx_attention.nn.common.check_inputs`).""",
+}
+
 #: Every shared fragment, by placeholder name (dedented; continuation lines by four spaces).
-DOCS: dict[str, str] = {**_QKV, **_KERNEL, **_SCATTER, **_MODULES, **_DATA, **_MODELS}
+DOCS: dict[str, str] = {
+    **_QKV, **_KERNEL, **_SCATTER, **_MODULES, **_DATA, **_MODELS, **_TOKEN_MODELS
+}
 
 
 def _indent(text: str, indent: str) -> str:

@@ -18,7 +18,7 @@ from tests.helpers import (
 )
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, boundary_cycles, cell_orderings
-from topomodelx_attention.nn.graph.tokens import TokenModel
+from topomodelx_attention.nn.graph.tokens import TOKEN_MODEL_OPTIONS, TokenModelOptions
 from topomodelx_attention.transforms import (
     CellCycleLifting,
     LaplacianNodeId,
@@ -304,22 +304,23 @@ def test_feature_rows_must_match_the_cells():
         make_model(2)(data)
 
 
-def test_shared_options_are_keyword_only_with_the_same_defaults():
-    graph = inspect.signature(TokenGT).parameters
-    cells = inspect.signature(OrderKTokenGT).parameters
-    # the keyword-only options of the shared builder both constructors pass on explicitly
-    common = {
-        p.name
-        for p in inspect.signature(TokenModel._build_common).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
-    assert {"n_layers", "check_inputs"} <= common
-    shared = (set(graph) & set(cells)) - {"in_channels", "hidden_channels", "out_channels"}
-    assert common <= shared
-    for name in sorted(shared):
-        assert graph[name].kind is inspect.Parameter.KEYWORD_ONLY, name
-        assert cells[name].kind is inspect.Parameter.KEYWORD_ONLY, name
-        assert graph[name].default == cells[name].default, name
+def test_shared_options_are_taken_once_with_one_set_of_defaults():
+    """Both constructors take the shared options as keywords, checked by one function."""
+    for cls in (TokenGT, OrderKTokenGT):
+        parameters = inspect.signature(cls).parameters
+        own = [p for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        assert own and not {p.name for p in own} & set(TOKEN_MODEL_OPTIONS), cls.__name__
+        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD, cls.__name__
+    assert set(TokenModelOptions.__annotations__) == set(TOKEN_MODEL_OPTIONS)
+    graph = TokenGT(3, 0, 8, 2, heads=2, n_layers=3, node_id_dim=4, pooling="sum")
+    cells = OrderKTokenGT([3, 3], 8, 2, heads=2, n_layers=3, node_id_dim=4, pooling="sum")
+    for model in (graph, cells):
+        assert len(model.encoder.layers) == 3 and model.pooling == "sum" and model.node_id_dim == 4
+        assert model.sign_flip is TOKEN_MODEL_OPTIONS["sign_flip"]
+    with pytest.raises(TypeError, match=r"OrderKTokenGT.*'n_layer'"):
+        OrderKTokenGT([3], 8, 1, n_layer=2)
+    with pytest.raises(TypeError, match=r"TokenGT.*'edge_token'"):
+        TokenGT(3, 0, 8, 1, edge_token="directed")
 
 
 @pytest.mark.parametrize("pooling", ["sum", "mean"])

@@ -17,13 +17,14 @@ readouts are :class:`~.tokens.TokenModel`'s, shared with :class:`~.tokengt.Token
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
@@ -32,9 +33,14 @@ from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderi
 from topomodelx_attention.nn.graph.tokens import (
     TokenBatch,
     TokenModel,
+    TokenModelOptions,
     check_outputs,
     non_negative_int,
+    token_model_options,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["IDENTIFIERS", "MAX_TOKENS", "OrderKTokenGT", "OrderKTokenGTInputs"]
 
@@ -100,6 +106,7 @@ class OrderKTokenGTInputs:
 # ----------------------------------------------------------------------------------------------
 # order-k TokenGT for complexes
 # ----------------------------------------------------------------------------------------------
+@fill_doc
 class OrderKTokenGT(TokenModel):
     r"""Order-k TokenGT (§3) on cell / simplicial / combinatorial complexes and hypergraphs.
 
@@ -157,6 +164,10 @@ class OrderKTokenGT(TokenModel):
     ``model(OrthogonalRandomNodeId(dim=16)(from_toponetx(complex_)))``, or build the model with
     ``node_id_dim=0`` (no identifiers: tokens of the same features are then indistinguishable).
 
+    With ``pooling="sum"`` / ``"mean"`` the tokens of the cells of every rank of each complex
+    are pooled (with ``identifiers="ordered"`` every ordering of a cell is a token): a sum can
+    count cells (e.g. the triangles of a lifting whose 2-cells are its triangles).
+
     Parameters
     ----------
     in_channels : sequence of int
@@ -166,17 +177,6 @@ class OrderKTokenGT(TokenModel):
         Model width.
     out_channels : int
         Output width of the readouts.
-    n_layers : int, default = 4
-        Encoder layers.
-    heads : int, default = 8
-        Attention heads.
-    node_id_dim : int, default = 16
-        Width of ``data.node_id`` (``LaplacianNodeId`` / ``OrthogonalRandomNodeId`` accept a
-        ``ComplexData``: identifiers of its 1-skeleton); 0 disables identifiers.
-    kind : str, default = "dense"
-        Attention kernel over all tokens (``"dense"``: exact softmax, ``"linear"``: Performer).
-    kernel_options : mapping, optional
-        Options of the kernel, as in :class:`TokenGT`.
     categorical : sequence of (sequence of int or None), optional
         Per rank: cardinalities of integer-coded feature columns, or ``None`` (float).
     identifiers : {"ordered", "sum", "mean"}, default = "ordered"
@@ -200,17 +200,7 @@ class OrderKTokenGT(TokenModel):
     outputs : sequence of "complex" or int, default = ("complex",)
         Which predictions the model returns: ``"complex"`` one row per complex
         (:meth:`forward`), a rank ``r`` one row per r-cell (:meth:`cell_outputs`).
-    pooling : {"graph_token", "sum", "mean"}, default = "graph_token"
-        How :meth:`forward` reads the complex-level prediction: the ``[graph]`` token (the
-        paper), or the sum / mean of the tokens of the cells of every rank of each complex
-        (with ``identifiers="ordered"`` every ordering of a cell is a token). A sum can count
-        cells (e.g. the triangles of a lifting whose 2-cells are its triangles), which the
-        ``[graph]`` token's softmax average over them cannot.
-    ffn_channels, dropout, attention_dropout, embedding_dropout, drop_path, sign_flip, eigenvector_dropout, bias, token_layout
-        As in :class:`TokenGT`.
-    check_inputs : bool, default = True
-        Reject NaN / Inf / huge values of ``x_r`` and ``node_id`` once per forward
-        (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    %(token_model_options)s
     """
 
     def __init__(
@@ -219,30 +209,17 @@ class OrderKTokenGT(TokenModel):
         hidden_channels: int,
         out_channels: int,
         *,
-        n_layers: int = 4,
-        heads: int = 8,
-        node_id_dim: int = 16,
-        kind: str = "dense",
-        kernel_options: Mapping[str, Any] | None = None,
         categorical: Sequence[Sequence[int] | None] | None = None,
         identifiers: str = "ordered",
         max_cell_size: int = 8,
         max_tokens: int | None = MAX_TOKENS,
         type_identifiers: bool = True,
         outputs: Sequence[str | int] = ("complex",),
-        pooling: str = "graph_token",
-        ffn_channels: int | None = None,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        embedding_dropout: float = 0.0,
-        drop_path: float = 0.0,
-        sign_flip: bool = True,
-        eigenvector_dropout: float = 0.0,
-        bias: bool = True,
-        token_layout: str = "auto",
-        check_inputs: bool = True,
+        **options: Unpack[TokenModelOptions],
     ) -> None:
         super().__init__()
+        options = token_model_options("OrderKTokenGT", options)
+        node_id_dim = options["node_id_dim"]
         in_channels = [non_negative_int(c, "in_channels[r]") for c in in_channels]
         if not in_channels:
             raise ValueError("in_channels must list the feature width of every rank (0 = none)")
@@ -291,27 +268,7 @@ class OrderKTokenGT(TokenModel):
             if type_identifiers and identifiers == "ordered"
             else None
         )
-        self._build_common(
-            hidden_channels,
-            out_channels,
-            outputs,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            kernel_options=kernel_options,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-            pooling=pooling,
-        )
+        self._build_common(hidden_channels, out_channels, outputs, options)
 
     def extra_repr(self) -> str:
         """Describe the configuration in ``repr``."""

@@ -30,13 +30,14 @@ Attention is the shared core's (:mod:`topomodelx_attention.nn.attention`): ``kin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
@@ -45,8 +46,13 @@ from topomodelx_attention.nn.graph.tokens import (
     TokenBatch,
     TokenGTTokenizer,
     TokenModel,
+    TokenModelOptions,
     check_outputs,
+    token_model_options,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["TOKENGT_OUTPUTS", "TokenGT", "TokenGTInputs"]
 
@@ -137,6 +143,7 @@ def _check_symmetric(edge_index: Tensor, num_nodes: int) -> None:
 TOKENGT_OUTPUTS: tuple[str | int, ...] = ("complex", 0, 1)
 
 
+@fill_doc
 class TokenGT(TokenModel):
     r"""Tokenized Graph Transformer for (batches of) graphs (§2, A.3.3).
 
@@ -155,50 +162,17 @@ class TokenGT(TokenModel):
         Model width :math:`d` (also the width of the type identifiers, A.3.1).
     out_channels : int
         Output width of every readout.
-    n_layers : int, default = 4
-        Encoder layers (the paper: 12).
-    heads : int, default = 8
-        Attention heads (the paper: 32).
-    node_id_dim : int, default = 16
-        Width :math:`d_p` of ``data.node_id`` (paper: 16 for Laplacian eigenvectors, 64 for
-        ORF); 0 disables node identifiers.
-    kind : str, default = "dense"
-        Attention kernel over all tokens: exact softmax (``"dense"``) or Performer FAVOR+
-        (``"linear"``, A.4.3), or another registered kernel without a neighbourhood mask.
-    kernel_options : mapping, optional
-        Options of the kernel (e.g. ``{"num_random_features": 64,
-        "redraw_features_in_training": True}`` for the Performer; ``scale``).
-    ffn_channels : int, optional
-        MLP width (default ``hidden_channels``, as the paper's Graphormer configuration).
-    dropout : float, default = 0.0
-        Dropout on the output of every sublayer (attention block, MLP) before the residual sum.
-    attention_dropout : float, default = 0.0
-        Dropout on the attention weights (kernels that form them, ``"dense"``; a positive value
-        with ``"linear"`` raises).
-    embedding_dropout : float, default = 0.0
-        Dropout on the input tokens.
-    drop_path : float, default = 0.0
-        Stochastic depth of the last layer, linear in depth (paper: 0.1).
-    sign_flip : bool, default = True
-        Random sign flip of the identifier columns per graph in training (A.3.1; meant for
-        Laplacian eigenvectors, harmless for ORF).
-    eigenvector_dropout : float, default = 0.0
-        Identifier-column dropout per graph in training (paper: 0.2 for Laplacian ids).
     type_identifiers : bool, default = True
         Learned node / edge type embeddings.
     edge_tokens : {"directed", "undirected"}, default = "directed"
         Both directions of every edge (``edge_index`` must be symmetric: a column without its
         reverse raises ``ValueError``), or one token per undirected edge (pooled
-        identifiers; any mix of directions is merged).
+        identifiers; any mix of directions is merged). With ``pooling="sum"`` / ``"mean"``
+        the tokens of both directions of an edge are pooled.
     outputs : sequence of {"complex", 0, 1}, default = ("complex",)
         Which predictions the model returns (one linear readout each): ``"complex"`` one row per
         graph (:meth:`forward`), ``0`` one per node, ``1`` one per edge (:meth:`cell_outputs`):
         cell-level outputs are named by their rank, as everywhere.
-    pooling : {"graph_token", "sum", "mean"}, default = "graph_token"
-        How :meth:`forward` reads the complex-level prediction: the ``[graph]`` token (the
-        paper), or the sum / mean of the other tokens of each graph (every token once: with
-        ``edge_tokens="directed"`` both directions of an edge). A sum can count tokens, which
-        the ``[graph]`` token's softmax average over them cannot.
     sparse_equivariant_basis : bool, default = False
         "+ SEB" of A.4.3: after every layer add to every node token the sum of the tokens of
         its edges (``X_ii ← X_ii + Σ_{j≠i} X_ij``; for ``edge_tokens="directed"`` the edges
@@ -206,14 +180,7 @@ class TokenGT(TokenModel):
         operator that near-orthonormal identifiers on large graphs approximate poorly.
     categorical, edge_categorical : sequence of int, optional
         Categories per column of integer-coded (categorical) node / edge features.
-    bias : bool, default = True
-        Biases in the attention projections.
-    token_layout : {"auto", "packed", "padded"}, default = "auto"
-        How the encoder holds the tokens (same results, different speed; see
-        :class:`~topomodelx_attention.nn.graph.tokengt_layer.TokenGTEncoder`).
-    check_inputs : bool, default = True
-        Reject NaN / Inf / huge values of ``x``, ``edge_attr`` and ``node_id`` once per forward
-        (:func:`~topomodelx_attention.nn.common.check_inputs`).
+    %(token_model_options)s
 
     Examples
     --------
@@ -233,30 +200,16 @@ class TokenGT(TokenModel):
         hidden_channels: int,
         out_channels: int,
         *,
-        n_layers: int = 4,
-        heads: int = 8,
-        node_id_dim: int = 16,
-        kind: str = "dense",
-        kernel_options: Mapping[str, Any] | None = None,
-        ffn_channels: int | None = None,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        embedding_dropout: float = 0.0,
-        drop_path: float = 0.0,
-        sign_flip: bool = True,
-        eigenvector_dropout: float = 0.0,
         type_identifiers: bool = True,
         edge_tokens: str = "directed",
         outputs: Sequence[str | int] = ("complex",),
-        pooling: str = "graph_token",
         sparse_equivariant_basis: bool = False,
         categorical: Sequence[int] | None = None,
         edge_categorical: Sequence[int] | None = None,
-        bias: bool = True,
-        token_layout: str = "auto",
-        check_inputs: bool = True,
+        **options: Unpack[TokenModelOptions],
     ) -> None:
         super().__init__()
+        options = token_model_options("TokenGT", options)
         outputs = check_outputs(outputs, TOKENGT_OUTPUTS, "the graph; 0: nodes, 1: edges")
         if isinstance(out_channels, bool) or not isinstance(out_channels, int) or out_channels < 1:
             raise ValueError(f"out_channels must be a positive int, got {out_channels!r}")
@@ -264,33 +217,13 @@ class TokenGT(TokenModel):
             in_channels,
             edge_channels,
             hidden_channels,
-            node_id_dim=node_id_dim,
+            node_id_dim=options["node_id_dim"],
             type_identifiers=type_identifiers,
             edge_tokens=edge_tokens,
             categorical=categorical,
             edge_categorical=edge_categorical,
         )
-        self._build_common(
-            hidden_channels,
-            out_channels,
-            outputs,
-            n_layers=n_layers,
-            heads=heads,
-            node_id_dim=node_id_dim,
-            kind=kind,
-            kernel_options=kernel_options,
-            ffn_channels=ffn_channels,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            embedding_dropout=embedding_dropout,
-            drop_path=drop_path,
-            sign_flip=sign_flip,
-            eigenvector_dropout=eigenvector_dropout,
-            bias=bias,
-            token_layout=token_layout,
-            check_inputs=check_inputs,
-            pooling=pooling,
-        )
+        self._build_common(hidden_channels, out_channels, outputs, options)
         self.sparse_equivariant_basis = bool(sparse_equivariant_basis)
 
     def _prepared(self, data: object) -> TokenGTInputs:

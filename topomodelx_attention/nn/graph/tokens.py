@@ -10,7 +10,9 @@ r"""Tokens of TokenGT and order-k TokenGT: the token set, the graph tokenizer, t
 * :class:`TokenModel`: what :class:`~.tokengt.TokenGT` and
   :class:`~.order_k_tokengt.OrderKTokenGT` share — the learnable ``[graph]`` token of every
   complex (§2, Figure 1), the identifier regularisers, the encoder stack
-  (:class:`~.tokengt_layer.TokenGTEncoder`) and one linear readout per output;
+  (:class:`~.tokengt_layer.TokenGTEncoder`) and one linear readout per output — and the
+  options they share (:class:`TokenModelOptions`, defaults :data:`TOKEN_MODEL_OPTIONS`),
+  taken by both constructors as keywords and checked once (:func:`token_model_options`);
 * the training-time regularisers on the identifiers (A.3.1, A.3.3), applied inside ``forward``
   in training mode only and drawn from PyTorch's global generator: a random sign flip per
   (complex, eigenvector column) (:func:`random_sign_flip`) and eigenvector dropout (a whole
@@ -23,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor, nn
@@ -37,13 +40,17 @@ from topomodelx_attention.nn.graph.tokengt_layer import TokenGTEncoder, TokenGTL
 __all__ = [
     "EDGE_TOKENS",
     "NODE_ID_HELP",
+    "TOKEN_MODEL_OPTIONS",
+    "TOKEN_POOLINGS",
     "TokenBatch",
     "TokenGTTokenizer",
     "TokenModel",
+    "TokenModelOptions",
     "check_outputs",
     "eigenvector_dropout",
     "non_negative_int",
     "random_sign_flip",
+    "token_model_options",
 ]
 
 #: ``"directed"``: one token per column of ``edge_index`` (both directions of an undirected
@@ -416,6 +423,50 @@ class TokenGTTokenizer(nn.Module):
 #: paper's readout) or a sum / mean over the other tokens of each complex.
 TOKEN_POOLINGS = ("graph_token", *POOLINGS)
 
+#: The options :class:`~.tokengt.TokenGT` and :class:`~.order_k_tokengt.OrderKTokenGT` share
+#: (keywords of both constructors, :class:`TokenModelOptions`) and their defaults.
+TOKEN_MODEL_OPTIONS: Mapping[str, Any] = MappingProxyType(
+    {
+        "n_layers": 4,
+        "heads": 8,
+        "node_id_dim": 16,
+        "kind": "dense",
+        "kernel_options": None,
+        "ffn_channels": None,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "embedding_dropout": 0.0,
+        "drop_path": 0.0,
+        "sign_flip": True,
+        "eigenvector_dropout": 0.0,
+        "bias": True,
+        "token_layout": "auto",
+        "pooling": "graph_token",
+        "check_inputs": True,
+    }
+)
+
+
+class TokenModelOptions(TypedDict, total=False):
+    """The keyword options both token models take (defaults :data:`TOKEN_MODEL_OPTIONS`)."""
+
+    n_layers: int
+    heads: int
+    node_id_dim: int
+    kind: str
+    kernel_options: Mapping[str, Any] | None
+    ffn_channels: int | None
+    dropout: float
+    attention_dropout: float
+    embedding_dropout: float
+    drop_path: float
+    sign_flip: bool
+    eigenvector_dropout: float
+    bias: bool
+    token_layout: str
+    pooling: str
+    check_inputs: bool
+
 
 def check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tuple:
     """Return the ``outputs`` of a token model as a tuple of distinct entries of ``allowed``."""
@@ -431,6 +482,45 @@ def check_outputs(outputs: object, allowed: Sequence[object], what: str) -> tupl
     return outputs
 
 
+def token_model_options(model: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the shared options of a token model and fill in their defaults.
+
+    Parameters
+    ----------
+    model : str
+        The model's name (for the messages).
+    options : mapping
+        The keywords given (a subset of :data:`TOKEN_MODEL_OPTIONS`).
+
+    Returns
+    -------
+    dict
+        Every option of :data:`TOKEN_MODEL_OPTIONS`, the given ones checked.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is not a shared option.
+    ValueError
+        For a kernel that does not attend all pairs of tokens, an unknown pooling, a negative
+        ``node_id_dim`` or a dropout outside ``[0, 1)``.
+    """
+    unknown = sorted(set(options) - set(TOKEN_MODEL_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"{model}() got an unexpected keyword argument {unknown[0]!r}; its options besides "
+            f"its own are {sorted(TOKEN_MODEL_OPTIONS)}"
+        )
+    options = {**TOKEN_MODEL_OPTIONS, **options}
+    options["kind"] = check_all_pairs(options["kind"], model)
+    if options["pooling"] not in TOKEN_POOLINGS:
+        raise ValueError(f"pooling must be one of {TOKEN_POOLINGS}, got {options['pooling']!r}")
+    options["node_id_dim"] = non_negative_int(options["node_id_dim"], "node_id_dim")
+    for name in ("eigenvector_dropout", "embedding_dropout"):
+        options[name] = check_dropout(options[name], name)
+    return options
+
+
 class TokenModel(nn.Module):
     """[graph] token, identifier regularisers, encoder stack and readouts of both models.
 
@@ -439,53 +529,35 @@ class TokenModel(nn.Module):
     """
 
     def _build_common(
-        self,
-        hidden_channels: int,
-        out_channels: int,
-        outputs: tuple,
-        *,
-        n_layers: int,
-        heads: int,
-        node_id_dim: int,
-        kind: str,
-        kernel_options: Mapping[str, Any] | None,
-        ffn_channels: int | None,
-        dropout: float,
-        attention_dropout: float,
-        embedding_dropout: float,
-        drop_path: float,
-        sign_flip: bool,
-        eigenvector_dropout: float,
-        bias: bool,
-        token_layout: str,
-        check_inputs: bool,
-        pooling: str = "graph_token",
+        self, hidden_channels: int, out_channels: int, outputs: tuple, options: Mapping[str, Any]
     ) -> None:
-        kind = check_all_pairs(kind, type(self).__name__)
-        if pooling not in TOKEN_POOLINGS:
-            raise ValueError(f"pooling must be one of {TOKEN_POOLINGS}, got {pooling!r}")
-        self.pooling = pooling
+        """Build the shared modules from the checked options (:func:`token_model_options`)."""
+        self.pooling = options["pooling"]
         self.hidden_channels = hidden_channels
-        self.node_id_dim = non_negative_int(node_id_dim, "node_id_dim")
-        self.sign_flip = bool(sign_flip)
-        self.check_inputs = bool(check_inputs)
-        self.eigenvector_dropout = check_dropout(eigenvector_dropout, "eigenvector_dropout")
+        self.node_id_dim = options["node_id_dim"]
+        self.sign_flip = bool(options["sign_flip"])
+        self.check_inputs = bool(options["check_inputs"])
+        self.eigenvector_dropout = options["eigenvector_dropout"]
         self.graph_token = nn.Parameter(torch.empty(1, hidden_channels))
         nn.init.normal_(self.graph_token, std=0.02)
-        self.embedding_dropout = nn.Dropout(check_dropout(embedding_dropout, "embedding_dropout"))
+        self.embedding_dropout = nn.Dropout(options["embedding_dropout"])
         layer = partial(
             TokenGTLayer,
             hidden_channels,
-            heads=heads,
-            ffn_channels=ffn_channels,
-            kind=kind,
-            kernel_options=kernel_options,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            bias=bias,
+            heads=options["heads"],
+            ffn_channels=options["ffn_channels"],
+            kind=options["kind"],
+            kernel_options=options["kernel_options"],
+            dropout=options["dropout"],
+            attention_dropout=options["attention_dropout"],
+            bias=options["bias"],
         )
         self.encoder = TokenGTEncoder(
-            hidden_channels, layer=layer, n_layers=n_layers, drop_path=drop_path, token_layout=token_layout
+            hidden_channels,
+            layer=layer,
+            n_layers=options["n_layers"],
+            drop_path=options["drop_path"],
+            token_layout=options["token_layout"],
         )
         self.outputs = outputs
         self.out_channels = out_channels
