@@ -29,9 +29,8 @@ Usage::
 
 ``--large-complex``: a random graph ``gnm_random_graph(25, 110, seed=0)`` lifted with
 ``CellCycleLifting(cycles="chordless", max_cell_length=6)`` (25 vertices, 110 edges, 1,339
-2-cells); every PE once, time and peak memory growth. Before the solver changes (same machine,
-shared cores): HodgeLapPE failed with ``ArpackNoConvergence`` after 119 s, TopoSlepiansPE took
-42.5 s and 4.1 GB peak RSS.
+2-cells); every PE once, time and peak memory growth: the case the PEs' bounded solvers are
+for (an unbounded ARPACK call on its Hodge Laplacian does not converge within minutes).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Sources, one section each:
   that script's own table functions, and ``protocol.json``;
 * ``graphuniverse/``: every model's ``results.json`` of ``graphuniverse_grid.py`` (the entry) and
   its other results files (selection runs), and ``protocol.json``;
-* ``speed/``: recorded outputs of the speed and memory scripts, one JSON file each, with the
-  command, the baseline and the machine.
+* ``topobench/`` and ``speed/``: recorded outputs of ``topobench_check.py`` and of the speed and
+  memory scripts, one JSON file per table, with the command, the baseline and the machine.
 
 Usage::
 
@@ -346,15 +346,9 @@ def graphuniverse_section(folder: Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ speed
-def speed_section(folder: Path) -> list[str]:
-    """The recorded speed and memory measurements, one subsection per file."""
-    out = ["## Speed and memory", ""]
-    out += [
-        "Recorded outputs of the speed and memory scripts, each with its command, its named baseline and the "
-        "machine it ran on. On a shared 2-core machine absolute times are indicative; the ratios within one run "
-        "are the comparable figure. Rerun a script on your machine for your numbers.",
-        "",
-    ]
+def recorded_section(folder: Path, title: str, intro: str) -> list[str]:
+    """Recorded outputs of scripts, one subsection per JSON file of ``folder`` (its own table, command and machine)."""
+    out = [f"## {title}", "", intro, ""]
     for path in sorted(folder.glob("*.json")):
         record = _json(path)
         out += [f"### {record['title']}", ""]
@@ -390,7 +384,17 @@ def page(results: Path = RESULTS) -> str:
     out += equal_budget_section(results / "equal_budget")
     out += design_space_section(results / "design_space", results / "design_space_50ep")
     out += graphuniverse_section(results / "graphuniverse")
-    out += speed_section(results / "speed")
+    out += recorded_section(
+        results / "topobench", "Inside TopoBench",
+        "Recorded outputs of `benchmarks/topobench_check.py`: the contribution that `topomodelx-attention topobench "
+        "contribute` writes, checked inside a TopoBench checkout.",
+    )
+    out += recorded_section(
+        results / "speed", "Speed and memory",
+        "Recorded outputs of the speed and memory scripts, each with its command, its named baseline and the "
+        "machine it ran on. On a shared 2-core machine absolute times are indicative; the ratios within one run "
+        "are the comparable figure. Rerun a script on your machine for your numbers.",
+    )
     return "\n".join(out).rstrip("\n") + "\n"
 
 
