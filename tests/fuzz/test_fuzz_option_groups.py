@@ -2,10 +2,10 @@
 
 * N-simplicial: the attention's options travel as one ``simplicial_options`` mapping from the model
   through every layer to the attention, unchanged: random valid groups build and run (and every
-  attention holds them); a key the group does not take, a non-mapping, or the former separate
+  attention holds them); a key the group does not take, a non-mapping, or a separate
   keyword (``kv_bias=...``) is rejected with a message naming it.
 * Cellular Transformer: the width of ``pe_r`` is ``pe_options["channels"]``: a width equal to
-  the data's runs; a different one, none for data with PE, or the former ``pe_channels=``
+  the data's runs; a different one, none for data with PE, or a ``pe_channels=``
   keyword is rejected with a message naming it.
 """
 

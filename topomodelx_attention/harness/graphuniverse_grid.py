@@ -272,7 +272,7 @@ def promote(model: str, task: str, variant: str, root: Path | None = None) -> Pa
     The variant file (``results_<variant>.json``) must hold all 36 runs of ``task`` (12 settings ×
     seeds 42, 43, 44) and share ``results.json``'s protocol and global overrides. Its rows of
     ``task`` and its ``task_overrides[task]`` replace those of ``results.json``; the other task's
-    rows stay. The replaced rows, with the former metadata, go to
+    rows stay. The replaced rows, with the metadata they had, go to
     ``results_replaced_by_<variant>.json`` so that nothing is lost. Returns that file.
     """
     source = results_file(model, PROTOCOL["n_graphs"], PROTOCOL["max_epochs"], variant, root)
