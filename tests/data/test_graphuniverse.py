@@ -59,7 +59,15 @@ def test_generation_parameters_are_the_challenges():
         ({"family": {"n_nodes_range": [30, 10]}}, "n_nodes_range must be"),
         ({"family": {"n_nodes_range": 10}}, "n_nodes_range must be a pair"),
         ({"family": {"n_communities_range": [5, 30]}}, "exceeds the universe's K=20"),
-        ({"universe": {"cluster_variance": -1}}, "cluster_variance must be a non-negative"),
+        ({"universe": {"cluster_variance": -1}}, r"cluster_variance must be a number in \[0, 1e\+06\]"),
+        ({"universe": {"center_variance": 1e300}}, r"center_variance must be a number in \[0, 1e\+06\]"),
+        ({"universe": {"edge_propensity_variance": float("nan")}}, "edge_propensity_variance must be a number"),
+        ({"universe": {"seed": -1}}, r"dataset.universe.seed must be null or an integer in 0..2\*\*32-1"),
+        ({"family": {"seed": 2**40}}, r"dataset.family.seed must be null or an integer in 0..2\*\*32-1"),
+        ({"family": {"n_nodes_range": [1, 1]}}, "n_nodes_range must start at 2 vertices"),
+        ({"family": {"degree_separation_range": [float("nan"), 1.0]}}, "degree_separation_range must be"),
+        ({"family": {"degree_separation_range": [0.2, 1.5]}}, "degree_separation_range must be"),
+        ({"family": {"degree_separation_range": ["a", 1.0]}}, "degree_separation_range must be"),
     ],
 )
 def test_generation_parameters_reject_bad_settings(kwargs, message):
@@ -133,6 +141,8 @@ def test_split_is_topobenchs_random_splitting():
         gu.challenge_split(100, 0.7, 10)
     with pytest.raises(ValueError, match="train_prop must be in"):
         gu.challenge_split(100, 1.0)
+    with pytest.raises(ValueError, match=r"dataset.split.global_seed must be an integer in 0..2\*\*32-1"):
+        gu.challenge_split(100, 0.7, 0, -1)  # numpy's own error names no option
 
 
 def test_cache_round_trip_reads_plain_tensors(tmp_path, parameters, family, monkeypatch):
@@ -258,3 +268,69 @@ def test_missing_package_names_the_extra(monkeypatch, parameters):
     monkeypatch.setattr(builtins, "__import__", fake)
     with pytest.raises(ImportError, match=r"topomodelx-attention\[graphuniverse\]"):
         gu.generate_family(parameters)
+
+
+# ------------------------------------------------------------------ the memory a family asks for
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"universe": {"feature_dim": 100_000_000}}, "dataset.universe.feature_dim=100000000"),
+        ({"family": {"n_nodes_range": [1_000_000, 1_000_000]}}, "dataset.family.n_nodes_range=[1000000, 1000000]"),
+        ({"n_graphs": 10**8}, "dataset.n_graphs=100000000"),
+        ({"universe": {"K": 10**6}}, "dataset.universe.K=1000000"),
+    ],
+)
+def test_a_family_above_the_memory_budget_is_refused_before_anything_is_allocated(kwargs, option):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="GENERATION_MEMORY_BUDGET") as error:
+            gu.generation_parameters(**kwargs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(error.value)
+    assert message.startswith(option) and f"lower {option.split('=')[0]}" in message and "\n" not in message
+    assert peak < 2**20, f"{peak} bytes allocated before refusing"
+
+
+def test_generate_family_checks_the_budget_of_hand_made_parameters(monkeypatch, parameters):
+    import graph_universe
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("graph-universe ran")
+
+    monkeypatch.setattr(graph_universe, "GraphUniverse", must_not_run)
+    huge = {
+        "universe_parameters": {**parameters["universe_parameters"], "feature_dim": 10**8},
+        "family_parameters": dict(parameters["family_parameters"]),
+    }
+    with pytest.raises(ValueError, match=r"dataset\.universe\.feature_dim=100000000"):
+        gu.generate_family(huge)
+    monkeypatch.setattr(gu, "GENERATION_MEMORY_BUDGET", 10**5)  # the module attribute is the budget
+    with pytest.raises(ValueError, match=r"above the budget of 97.7 KiB"):
+        gu.generate_family(parameters)
+
+
+def test_the_estimate_bounds_what_generation_allocates(parameters):
+    import tracemalloc
+
+    estimate = gu.check_generation_budget(parameters)
+    tracemalloc.start()
+    try:
+        graphs = gu.generate_family(parameters)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(graphs) == 6 and 0 < peak <= estimate, (peak, estimate)
+
+
+def test_a_family_graph_universe_can_never_generate_stops(parameters):
+    # graph-universe retries a failing graph forever (a 1-vertex graph divides by zero every time)
+    stuck = {
+        "universe_parameters": dict(parameters["universe_parameters"]),
+        "family_parameters": {**parameters["family_parameters"], "n_nodes_range": [1, 1]},
+    }
+    with pytest.raises(ValueError, match=f"failed {gu.MAX_FAILED_GRAPHS} times in a row to generate graph 1"):
+        gu.generate_family(stuck)

@@ -126,3 +126,22 @@ def test_node_labels_must_cover_every_vertex(cache):
     with pytest.raises(ValueError, match="graph 3 has y of shape"):
         _infer_info(cfg.dataset, broken, None)
     assert task_protocol(task_protocol(cfg.dataset)) == task_protocol(cfg.dataset)
+
+
+@pytest.mark.parametrize(
+    ("override", "option"),
+    [
+        ("dataset.universe.feature_dim=100000000", "dataset.universe.feature_dim=100000000"),
+        ("dataset.family.n_nodes_range=[1000000,1000000]", "dataset.family.n_nodes_range=[1000000, 1000000]"),
+    ],
+)
+def test_train_refuses_a_family_above_the_memory_budget_in_one_line(tmp_path, capsys, override, option):
+    from topomodelx_attention.cli import main
+
+    argv = ["train", "--dataset", "graphuniverse", "--max-epochs", "1", "--seeds", "1", "--no-progress-bar",
+            "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out"), override]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"topomodelx-attention train: error: {option}: ")
+    assert "GENERATION_MEMORY_BUDGET" in err[0]
+    assert not list((tmp_path / "cache").rglob("*.pt"))  # nothing generated

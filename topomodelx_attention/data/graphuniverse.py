@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -48,15 +49,19 @@ from topomodelx_attention.files import atomic_output, write_text
 __all__ = [
     "CACHE_FORMAT",
     "FAMILY_PARAMETERS",
+    "GENERATION_MEMORY_BUDGET",
     "GRAPH_UNIVERSE_VERSION",
     "LEVELS",
+    "MAX_FAILED_GRAPHS",
     "TASKS",
     "UNIVERSE_PARAMETERS",
     "GraphUniverseCacheError",
     "challenge_split",
+    "check_generation_budget",
     "count_triangles",
     "family_cache_file",
     "generate_family",
+    "generation_memory",
     "generation_parameters",
     "load_family",
     "read_family",
@@ -105,6 +110,39 @@ _RANGE_KEYS = {
     "avg_degree": "avg_degree_range",
     "power_law": "power_law_exponent_range",
 }
+
+
+GENERATION_MEMORY_BUDGET = 4 * 2**30
+"""The most memory, in bytes, that generating one family may ask for: 4 GiB.
+
+:func:`generation_parameters` (and :func:`generate_family`) estimate what the parameters ask
+for (:func:`generation_memory`) before graph-universe allocates anything and refuse a family
+above this budget with a ``ValueError`` that names the option to lower
+(``dataset.universe.feature_dim``, ``dataset.family.n_nodes_range``, ``dataset.n_graphs``,
+``dataset.universe.K``). The challenge's families (1,000 graphs of 50-300 vertices, 15
+features, K = 20) are estimated at 0.6-0.85 GiB. To generate larger families on a machine with
+the memory for them, raise this module attribute before composing the configuration."""
+
+MAX_FAILED_GRAPHS = 50
+"""Consecutive graphs graph-universe may fail to generate before the family is given up.
+
+graph-universe retries a failed graph forever; parameters under which every graph fails (the
+failures are its warnings) would never finish. :func:`generate_family` stops after this many
+failures in a row with a ``ValueError`` quoting graph-universe's last error."""
+
+_MAX_SEED = 2**32 - 1
+_MAX_VARIANCE = 1e6
+"""Upper bound of the universe's variances: features stay below ~1e4, far from the models' input limit."""
+
+# Bytes per unit of the memory model of :func:`generation_memory`, measured with tracemalloc
+# on graph-universe 0.1.2 (and rounded up): a kept graph holds its networkx graph, scipy and
+# numpy arrays (float64 features) and our tensors (float32 features).
+_BYTES_PER_VERTEX = 1000
+_BYTES_PER_FEATURE = 12
+_BYTES_PER_EDGE = 300
+_BYTES_PER_PAIR = 64  # the edge sampler draws every one of a graph's n^2 / 2 vertex pairs (int64 indices, probabilities)
+_BYTES_PER_COVARIANCE = 80  # a d x d covariance and its factorisation, per cluster of a graph
+_BYTES_PER_COMMUNITY_PAIR = 40  # the universe's K x K propensity and statistics matrices
 
 
 class GraphUniverseCacheError(ValueError):
@@ -198,19 +236,128 @@ def generation_parameters(
         if pair[0] > pair[1]:
             raise ValueError(f"dataset.family.{key} must be [min, max] with min <= max, got {pair}")
         family_parameters[key] = pair
+    if family_parameters["n_nodes_range"][0] < 2:
+        raise ValueError(
+            f"dataset.family.n_nodes_range must start at 2 vertices or more (graph-universe cannot "
+            f"scale the degree of a 1-vertex graph), got {family_parameters['n_nodes_range']}"
+        )
     if family_parameters["n_communities_range"][1] > universe_parameters["K"]:
         raise ValueError(
             f"dataset.family.n_communities_range {family_parameters['n_communities_range']} "
             f"exceeds the universe's K={universe_parameters['K']} communities"
         )
-    family_parameters["degree_separation_range"] = [
-        float(v) for v in _pair(family_parameters["degree_separation_range"], "dataset.family.degree_separation_range")
-    ]
+    separation = _pair(family_parameters["degree_separation_range"], "dataset.family.degree_separation_range")
+    if (
+        any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1 for v in separation)
+        or separation[0] > separation[1]
+    ):
+        raise ValueError(
+            f"dataset.family.degree_separation_range must be [min, max] with 0 <= min <= max <= 1, "
+            f"got {separation!r}"
+        )
+    family_parameters["degree_separation_range"] = [float(v) for v in separation]
     for key in ("center_variance", "cluster_variance", "edge_propensity_variance"):
         value = universe_parameters[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"dataset.universe.{key} must be a non-negative number, got {value!r}")
-    return {"universe_parameters": universe_parameters, "family_parameters": family_parameters}
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_VARIANCE:
+            raise ValueError(
+                f"dataset.universe.{key} must be a number in [0, {_MAX_VARIANCE:g}], got {value!r}"
+            )
+    for name, parameters in (("universe", universe_parameters), ("family", family_parameters)):
+        seed = parameters["seed"]
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= _MAX_SEED):
+            raise ValueError(f"dataset.{name}.seed must be null or an integer in 0..2**32-1, got {seed!r}")
+    out = {"universe_parameters": universe_parameters, "family_parameters": family_parameters}
+    check_generation_budget(out)
+    return out
+
+
+def generation_memory(parameters: Mapping[str, Any]) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Estimate the memory one family's generation asks for, before anything is allocated.
+
+    A model of graph-universe 0.1.2's allocations (rounded up from tracemalloc measurements),
+    in four terms, each with the options it grows with:
+
+    * ``"graphs"``: the generated graphs kept until the family is converted, ``n_graphs ×
+      n_max × (1000 + 12 d)`` bytes plus 300 bytes per edge (at most ``n_max`` times the
+      largest average degree, plus the edges joining components);
+    * ``"pairs"``: the edge sampler of one graph, 64 bytes for each of its ``n_max²`` vertex
+      pairs (it draws every pair at once);
+    * ``"features"``: the ``d × d`` covariance of the feature clusters and its factorisation
+      (``80 d²``) plus a graph's features (``16 n_max d``);
+    * ``"universe"``: the ``K × K`` propensity and statistics matrices (``40 K²``) and the
+      ``K × d`` cluster centres.
+
+    Parameters
+    ----------
+    parameters : mapping
+        ``{"universe_parameters": ..., "family_parameters": ...}``.
+
+    Returns
+    -------
+    dict of str to (int, tuple of str)
+        Bytes of each term and the options (dotted config keys) it grows with.
+    """
+    universe, family = parameters["universe_parameters"], parameters["family_parameters"]
+    n_graphs, n_max = int(family["n_graphs"]), int(family["n_nodes_range"][1])
+    d, k = int(universe["feature_dim"]), int(universe["K"])
+    degree = float(max(family.get("avg_degree_range") or [LEVELS["avg_degree"]["hi"][1]]))
+    edges = math.ceil(n_max * degree) + n_max
+    return {
+        "graphs": (
+            n_graphs * (n_max * (_BYTES_PER_VERTEX + _BYTES_PER_FEATURE * d) + edges * _BYTES_PER_EDGE),
+            ("dataset.n_graphs", "dataset.family.n_nodes_range", "dataset.universe.feature_dim"),
+        ),
+        "pairs": (_BYTES_PER_PAIR * n_max * n_max, ("dataset.family.n_nodes_range",)),
+        "features": (_BYTES_PER_COVARIANCE * d * d + 16 * n_max * d, ("dataset.universe.feature_dim",)),
+        "universe": (_BYTES_PER_COMMUNITY_PAIR * k * k + 8 * k * d, ("dataset.universe.K",)),
+    }
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes / 2**10:,.1f} KiB"
+
+
+def check_generation_budget(parameters: Mapping[str, Any], budget: int | None = None) -> int:
+    """Refuse parameters whose generation asks for more than the budget (before any allocation).
+
+    Parameters
+    ----------
+    parameters : mapping
+        Generation parameters (:func:`generation_parameters`).
+    budget : int, optional
+        Bytes (default :data:`GENERATION_MEMORY_BUDGET`, read at the call).
+
+    Returns
+    -------
+    int
+        The estimate, in bytes (:func:`generation_memory`, summed).
+
+    Raises
+    ------
+    ValueError
+        Naming the options of the largest term with their values, the estimate and the budget.
+    """
+    budget = GENERATION_MEMORY_BUDGET if budget is None else int(budget)
+    terms = generation_memory(parameters)
+    total = sum(nbytes for nbytes, _ in terms.values())
+    if total <= budget:
+        return total
+    _, options = max(terms.values(), key=lambda term: term[0])
+    values = {
+        "dataset.n_graphs": parameters["family_parameters"]["n_graphs"],
+        "dataset.family.n_nodes_range": list(parameters["family_parameters"]["n_nodes_range"]),
+        "dataset.universe.feature_dim": parameters["universe_parameters"]["feature_dim"],
+        "dataset.universe.K": parameters["universe_parameters"]["K"],
+    }
+    named = ", ".join(f"{option}={values[option]}" for option in options)
+    raise ValueError(
+        f"{named}: generating this GraphUniverse family asks for about {_size(total)}, above the "
+        f"budget of {_size(budget)} (topomodelx_attention.data.graphuniverse.GENERATION_MEMORY_BUDGET); "
+        f"lower {' or '.join(options)}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,6 +431,10 @@ def generate_family(parameters: Mapping[str, Any], progress: bool = False) -> li
     ------
     ImportError
         When graph-universe is not installed (the message names the extra).
+    ValueError
+        When the parameters ask for more memory than :data:`GENERATION_MEMORY_BUDGET`
+        (:func:`check_generation_budget`, before graph-universe runs), or graph-universe fails
+        :data:`MAX_FAILED_GRAPHS` times in a row to generate a graph.
     """
     try:
         from graph_universe import GraphFamilyGenerator, GraphUniverse
@@ -292,12 +443,31 @@ def generate_family(parameters: Mapping[str, Any], progress: bool = False) -> li
             f"GraphUniverse data needs graph-universe=={GRAPH_UNIVERSE_VERSION}: pip install "
             "'topomodelx-attention[graphuniverse]'"
         ) from error
+    check_generation_budget(parameters)
     universe_parameters = dict(parameters["universe_parameters"])
     family_parameters = dict(parameters["family_parameters"])
     state = np.random.get_state()  # noqa: NPY002 (graph-universe seeds the legacy global generator)
+    family = None
+    failures = {"in_a_row": 0, "kept": -1}
+
+    def on_warning(message: Any, *args: Any, **kwargs: Any) -> None:
+        # graph-universe warns once per failed graph and retries forever: count the failures
+        if family is None or "Failed to generate graph" not in str(message):
+            return
+        kept = len(family.graphs)
+        failures["in_a_row"] = failures["in_a_row"] + 1 if kept == failures["kept"] else 1
+        failures["kept"] = kept
+        if failures["in_a_row"] >= MAX_FAILED_GRAPHS:
+            raise ValueError(
+                f"graph-universe failed {MAX_FAILED_GRAPHS} times in a row to generate graph {kept + 1} of "
+                f"the family ({message}): these dataset.universe / dataset.family parameters cannot "
+                "produce it; change them"
+            )
+
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # graph-universe warns on retried samples
+            warnings.simplefilter("always")  # graph-universe warns on retried samples: counted, not shown
+            warnings.showwarning = on_warning
             universe = GraphUniverse(**universe_parameters)
             family = GraphFamilyGenerator(
                 universe=universe, **{k: tuple(v) if isinstance(v, list) else v for k, v in family_parameters.items()}
@@ -364,6 +534,8 @@ def challenge_split(
         raise ValueError(f"dataset.split.train_prop must be in (0, 1), got {train_prop!r}")
     if isinstance(data_seed, bool) or not isinstance(data_seed, int) or not 0 <= data_seed < 10:
         raise ValueError(f"dataset.split.data_seed must be a fold in 0..9 (TopoBench draws ten), got {data_seed!r}")
+    if isinstance(global_seed, bool) or not isinstance(global_seed, (int, np.integer)) or not 0 <= global_seed <= _MAX_SEED:
+        raise ValueError(f"dataset.split.global_seed must be an integer in 0..2**32-1, got {global_seed!r}")
     n = int(n)
     n_train = int(n * train_prop)
     n_val = int(n * (1 - train_prop) / 2)
