@@ -1,4 +1,4 @@
-"""What README.md / CONTRIBUTING.md say about signatures, paths and examples is true."""
+"""What README.md, CONTRIBUTING.md and docs/ say about signatures, paths and examples is true."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+TOPOMODELX_GUIDE = ROOT / "docs" / "guide" / "topomodelx.md"
 
 
 def _positional(cls) -> list[str]:
@@ -67,10 +68,10 @@ def test_orderk_tokengt_needs_node_identifiers_as_documented():
     assert "once it carries node identifiers" in " ".join(OrderKTokenGT.__doc__.split())
 
 
-def test_readme_topomodelx_drop_in_example_runs(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def test_topomodelx_drop_in_example_runs(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", TOPOMODELX_GUIDE.read_text(), flags=re.S)
     block = next(b for b in blocks if "CellAttentionLayer" in b and "AttentionConv" in b)
-    exec(compile(block, "README.md (drop-ins)", "exec"), {})
+    exec(compile(block, "docs/guide/topomodelx.md (drop-ins)", "exec"), {})
     assert capsys.readouterr().out.split("\n")[:2] == ["torch.Size([6, 16])", "torch.Size([5, 3])"]
 
 
@@ -79,10 +80,11 @@ DEVELOPER_PATH = re.compile(r"(?<![\w.])/(work|tmp|root|home)/")
 
 def test_docs_and_benchmarks_hold_no_developer_machine_paths():
     files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
-    for folder in ("benchmarks", "tutorials"):
+    for folder in ("benchmarks", "tutorials", "docs"):
         files += [
             p for p in (ROOT / folder).rglob("*")
-            if p.is_file() and p.suffix in (".md", ".py", ".ipynb", ".csv", ".yaml", ".txt")
+            if p.is_file() and p.suffix in (".md", ".rst", ".py", ".ipynb", ".csv", ".yaml", ".txt")
+            and "_build" not in p.relative_to(ROOT).parts
         ]
     found = [
         f"{path.relative_to(ROOT)}:{i}: {line.strip()[:80]}"
@@ -91,3 +93,16 @@ def test_docs_and_benchmarks_hold_no_developer_machine_paths():
         if DEVELOPER_PATH.search(line)
     ]
     assert not found, found
+
+
+@pytest.mark.parametrize("page", ["data_model", "transforms"])
+def test_user_guide_examples_run(page, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "guide" / f"{page}.md").read_text(), flags=re.S)
+    assert blocks, page
+    for block in blocks:
+        exec(compile(block, f"docs/guide/{page}.md", "exec"), {})
+    printed = capsys.readouterr().out
+    if page == "data_model":
+        assert printed.split("\n")[0] == "6 torch.Size([6, 2])"  # as the comment in the page says
+    else:
+        assert "torch.Size([1, 8]) torch.Size([4, 4])" in printed
