@@ -120,6 +120,142 @@ def _check_outputs(outputs: object, max_rank: int) -> str | tuple[int, ...]:
     return ranks
 
 
+@dataclass(frozen=True)
+class _ModelOptions:
+    """The model-level options of :class:`CellularTransformer`, checked together once."""
+
+    readout: dict[str, Any]
+    readout_ranks: tuple[int, ...]
+    pe: dict[str, Any]
+    outputs: str | tuple[int, ...]
+    categorical: list[Sequence[int] | None]
+
+    @classmethod
+    def checked(
+        cls,
+        max_rank: int,
+        *,
+        n_layers: int,
+        pooling: str,
+        readout_options: Mapping[str, Any] | None,
+        pe_options: Mapping[str, Any] | None,
+        outputs: object,
+        cell_embedding: str,
+        embedding_norm: bool,
+        categorical: Sequence[Sequence[int] | None] | None,
+    ) -> _ModelOptions:
+        """Check the options (clear errors) and resolve the readout ranks and the PE options."""
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if int(n_layers) < 1:
+            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
+        if cell_embedding not in CELL_EMBEDDINGS:
+            raise ValueError(
+                f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}"
+            )
+        if not isinstance(embedding_norm, bool):
+            raise TypeError(f"embedding_norm must be a bool, got {embedding_norm!r}")
+        if categorical is None:
+            categorical = [None] * (max_rank + 1)
+        if len(categorical) != max_rank + 1:
+            raise ValueError("categorical needs one entry (None or cardinalities) per rank")
+        readout = check_options("readout_options", readout_options, READOUT_OPTIONS)
+        outputs = _check_outputs(outputs, max_rank)
+        ranks = _readout_ranks(readout, outputs, max_rank)
+        return cls(readout, ranks, _check_pe(pe_options), outputs, list(categorical))
+
+
+def _readout_ranks(
+    readout: Mapping[str, Any], outputs: str | tuple[int, ...], max_rank: int
+) -> tuple[int, ...]:
+    """Return the ranks read out (``readout_options["ranks"]``, or the cell-level ``outputs``)."""
+    ranks, before_pooling = readout["ranks"], readout["before_pooling"]
+    if not isinstance(before_pooling, bool):
+        raise TypeError(f"readout_options['before_pooling'] must be a bool, got {before_pooling!r}")
+    if readout["init"] not in READOUT_INITS:
+        raise ValueError(
+            f"readout_options['init'] must be one of {READOUT_INITS}, got {readout['init']!r}"
+        )
+    if outputs != "complex":  # cell-level outputs: their ranks are the readout ranks
+        if not before_pooling:
+            raise ValueError(
+                f"outputs={outputs} returns the readout of every cell: it needs "
+                "readout_options['before_pooling']=True (there is no pooling to read after)"
+            )
+        if ranks is not None and tuple(ranks) != outputs:
+            raise ValueError(
+                f"outputs={outputs} names the ranks of the cell-level outputs; "
+                f"readout_options['ranks']={ranks} contradicts it: give the ranks once"
+            )
+        ranks = outputs
+    if ranks is None:
+        return (0,)
+    resolved = tuple(range(max_rank + 1)) if ranks == "all" else tuple(int(r) for r in ranks)
+    if not valid_ranks(resolved, max_rank):
+        raise ValueError(
+            f"readout_options['ranks'] must be ranks in 0..{max_rank} (or 'all'), got {ranks}"
+        )
+    return resolved
+
+
+def _check_pe(pe_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``pe_options`` with its defaults, checked (:data:`PE_OPTIONS`)."""
+    pe = check_options("pe_options", pe_options, PE_OPTIONS)
+    if pe["projection"] not in PE_PROJECTIONS:
+        raise ValueError(
+            f"pe_options['projection'] must be one of {PE_PROJECTIONS}, got {pe['projection']!r}"
+        )
+    if pe["combination"] not in PE_COMBINATIONS:
+        raise ValueError(
+            f"pe_options['combination'] must be one of {PE_COMBINATIONS}, "
+            f"got {pe['combination']!r}"
+        )
+    return pe
+
+
+def _cell_encoders(
+    widths: Sequence[int | None], channels: int, options: _ModelOptions
+) -> tuple[nn.Module | None, nn.ModuleList]:
+    """Build the PE projection shared by the ranks (``None`` unless shared) and every encoder.
+
+    ``widths``: the feature width of every rank, ``None`` for a rank embedded as the sum of its
+    vertices (Eq. 4 and Appendix A, "Signals on cells").
+    """
+    pe = options.pe
+    shared = None
+    if pe["channels"] is not None and pe["projection"] == "shared":
+        shared = pe_projection_layer(int(channels), int(pe["channels"]), pe["combination"])
+    encoders = nn.ModuleList(
+        CellEncoder(d, channels, cards, pe["channels"], pe["combination"], pe_linear=shared)
+        for d, cards in zip(widths, options.categorical)
+    )
+    return shared, encoders
+
+
+def _rank_norms(channels: int, max_rank: int) -> nn.ModuleList:
+    """One LayerNorm per rank ``0..max_rank``."""
+    return nn.ModuleList(nn.LayerNorm(channels) for _ in range(max_rank + 1))
+
+
+def _readouts(
+    channels: int, out_channels: int, ranks: Sequence[int], readout: Mapping[str, Any]
+) -> nn.ModuleDict:
+    """Build the readout MLP of every rank, its last layer initialised as ``readout["init"]``."""
+    readouts = nn.ModuleDict(
+        {
+            str(r): ReadoutMLP(channels, out_channels, readout["layers"], readout["dropout"])
+            for r in ranks
+        }
+    )
+    if readout["init"] != "default":
+        gain = SMALL_READOUT_GAIN if readout["init"] == "small" else 0.0
+        with torch.no_grad():
+            for mlp in readouts.values():
+                mlp[-1].weight.mul_(gain)
+                mlp[-1].bias.zero_()
+    return readouts
+
+
 class CellularTransformer(nn.Module):
     """Cellular Transformer ``R ∘ CT_L ∘ … ∘ CT_1 ∘ P`` (§4.1) for complexes of any dimension.
 
@@ -260,71 +396,16 @@ class CellularTransformer(nn.Module):
         if not in_channels:
             raise ValueError("in_channels must list the feature width of every rank")
         self.max_rank = len(in_channels) - 1
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        readout = check_options("readout_options", readout_options, READOUT_OPTIONS)
-        readout_ranks, readout_before_pooling = readout["ranks"], readout["before_pooling"]
-        if not isinstance(readout_before_pooling, bool):
-            raise TypeError(
-                "readout_options['before_pooling'] must be a bool, got "
-                f"{readout_before_pooling!r}"
-            )
-        outputs = _check_outputs(outputs, self.max_rank)
-        if outputs != "complex":  # cell-level outputs: their ranks are the readout ranks
-            if not readout_before_pooling:
-                raise ValueError(
-                    f"outputs={outputs} returns the readout of every cell: it needs "
-                    "readout_options['before_pooling']=True (there is no pooling to read after)"
-                )
-            if readout_ranks is not None and tuple(readout_ranks) != outputs:
-                raise ValueError(
-                    f"outputs={outputs} names the ranks of the cell-level outputs; "
-                    f"readout_options['ranks']={readout_ranks} contradicts it: give the ranks once"
-                )
-            readout_ranks = outputs
-        pe = check_options("pe_options", pe_options, PE_OPTIONS)
-        pe_channels, pe_combination, pe_projection = pe["channels"], pe["combination"], pe["projection"]
-        if pe_projection not in PE_PROJECTIONS:
-            raise ValueError(
-                f"pe_options['projection'] must be one of {PE_PROJECTIONS}, got {pe_projection!r}"
-            )
-        if pe_combination not in PE_COMBINATIONS:
-            raise ValueError(
-                f"pe_options['combination'] must be one of {PE_COMBINATIONS}, "
-                f"got {pe_combination!r}"
-            )
-        if cell_embedding not in CELL_EMBEDDINGS:
-            raise ValueError(
-                f"cell_embedding must be one of {CELL_EMBEDDINGS}, got {cell_embedding!r}"
-            )
-        readout_init = readout["init"]
-        if readout_init not in READOUT_INITS:
-            raise ValueError(
-                f"readout_options['init'] must be one of {READOUT_INITS}, got {readout_init!r}"
-            )
-        if not isinstance(embedding_norm, bool):
-            raise TypeError(f"embedding_norm must be a bool, got {embedding_norm!r}")
-        if categorical is None:
-            categorical = [None] * len(in_channels)
-        if len(categorical) != len(in_channels):
-            raise ValueError("categorical needs one entry (None or cardinalities) per rank")
-        if readout_ranks is None:
-            readout_ranks = (0,)
-        elif readout_ranks == "all":
-            readout_ranks = tuple(range(self.max_rank + 1))
-        self.readout_ranks = tuple(int(r) for r in readout_ranks)
-        if not valid_ranks(self.readout_ranks, self.max_rank):
-            raise ValueError(
-                f"readout_options['ranks'] must be ranks in 0..{self.max_rank} (or 'all'), "
-                f"got {readout_ranks}"
-            )
-        if int(n_layers) < 1:
-            raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        self.pooling = pooling
-        self.readout_before_pooling = readout_before_pooling
-        self.outputs = outputs
-        self.pe_channels = pe_channels
-        self.pe_projection = pe_projection
+        options = _ModelOptions.checked(
+            self.max_rank, n_layers=n_layers, pooling=pooling, readout_options=readout_options,
+            pe_options=pe_options, outputs=outputs, cell_embedding=cell_embedding,
+            embedding_norm=embedding_norm, categorical=categorical,
+        )
+        self.pooling, self.outputs = pooling, options.outputs
+        self.readout_ranks = options.readout_ranks
+        self.readout_before_pooling = options.readout["before_pooling"]
+        pe = options.pe
+        self.pe_channels, self.pe_projection = pe["channels"], pe["projection"]
         self.cell_embedding = cell_embedding
         self.check_inputs = bool(check_inputs)
         self.arrows = parse_tensor_diagram(tensor_diagram, self.max_rank)
@@ -332,26 +413,10 @@ class CellularTransformer(nn.Module):
         self.vertex_sum_ranks = (
             tuple(range(2, self.max_rank + 1)) if cell_embedding == "vertex_sum" else ()
         )
-        self.shared_pe = None
-        if pe_channels is not None and pe_projection == "shared":
-            self.shared_pe = pe_projection_layer(int(hidden_channels), int(pe_channels), pe_combination)
-        self.encoders = nn.ModuleList(
-            CellEncoder(
-                None if r in self.vertex_sum_ranks else d,
-                hidden_channels,
-                cards,
-                pe_channels,
-                pe_combination,
-                pe_linear=self.shared_pe,
-            )
-            for r, (d, cards) in enumerate(zip(in_channels, categorical))
-        )
+        widths = [None if r in self.vertex_sum_ranks else d for r, d in enumerate(in_channels)]
+        self.shared_pe, self.encoders = _cell_encoders(widths, hidden_channels, options)
         self.embedding_dropout = nn.Dropout(embedding_dropout)
-        self.embedding_norms = (
-            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
-            if embedding_norm
-            else None
-        )
+        self.embedding_norms = _rank_norms(hidden_channels, self.max_rank) if embedding_norm else None
         self.layers = nn.ModuleList(
             CellularTransformerLayer(
                 hidden_channels,
@@ -369,28 +434,13 @@ class CellularTransformer(nn.Module):
             )
             for _ in range(int(n_layers))
         )
-        self.final_norms = (
-            nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(self.max_rank + 1))
-            if final_norm
-            else None
-        )
+        self.final_norms = _rank_norms(hidden_channels, self.max_rank) if final_norm else None
         self.out_channels = None if out_channels is None else int(out_channels)
         self.readouts = None
         if self.out_channels is not None:
-            self.readouts = nn.ModuleDict(
-                {
-                    str(r): ReadoutMLP(
-                        hidden_channels, self.out_channels, readout["layers"], readout["dropout"]
-                    )
-                    for r in self.readout_ranks
-                }
+            self.readouts = _readouts(
+                hidden_channels, self.out_channels, self.readout_ranks, options.readout
             )
-            if readout_init != "default":
-                gain = SMALL_READOUT_GAIN if readout_init == "small" else 0.0
-                with torch.no_grad():
-                    for readout in self.readouts.values():
-                        readout[-1].weight.mul_(gain)
-                        readout[-1].bias.zero_()
 
     @property
     def neighborhood_keys(self) -> list[str]:
