@@ -153,3 +153,42 @@ def claim_size(path: Path, member: str, size: int) -> Path:
             start += 4
     path.write_bytes(bytes(data))
     return path
+
+
+def inflating_member(path: Path, member: str, head: bytes, zeros: int, tail: bytes = b"") -> Path:
+    """Rewrite ``path`` with ``member`` = ``head`` + ``zeros`` zero bytes + ``tail``, deflated.
+
+    The zeros are streamed into the archive, never held whole: a file of a few hundred kB whose
+    member inflates to any size.
+    """
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename: archive.read(info) for info in archive.infolist() if info.filename != member}
+    chunk = memoryview(bytes(1 << 20))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        info = zipfile.ZipInfo(member)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w", force_zip64=True) as handle:
+            handle.write(head)
+            left = zeros
+            while left:
+                step = min(left, len(chunk))
+                handle.write(chunk[:step])
+                left -= step
+            handle.write(tail)
+    return path
+
+
+def pickled_payload_member(items: int, payload_bytes: int) -> tuple[bytes, bytes]:
+    """``(head, tail)`` of a pickled object member of ``items`` feature arrays, the first one of
+    ``payload_bytes`` zero bytes (float64): the member is ``head + zeros + tail`` (:func:`inflating_member`)."""
+    import pickle
+
+    marker = b"\x5a" * 64
+    first = reconstructed((payload_bytes // 8,), plain_dtype("f8"), marker)
+    rest = [np.zeros((2, 3), dtype=np.float32) for _ in range(items - 1)]
+    stream = pickle.dumps(objects([first, *rest]), protocol=3)
+    at = stream.index(b"C\x40" + marker)  # SHORT_BINBYTES of the marker -> BINBYTES of the payload
+    head = npy_bytes({"descr": "|O", "fortran_order": False, "shape": (items,)})
+    return head + stream[:at] + b"B" + struct.pack("<I", payload_bytes), stream[at + 2 + len(marker):]

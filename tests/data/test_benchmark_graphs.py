@@ -401,3 +401,82 @@ def test_failed_conversion_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         convert_gcb(src)
     assert set(tmp_path.iterdir()) == before
+
+
+# ------------------------------------------------------------------ the memory a file asks for
+def _peak_while(fn):
+    """``(result or the ValueError raised, peak bytes traced)`` of ``fn()``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        try:
+            result = fn()
+        except ValueError as error:
+            result = error
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _inflating(path, member, pickled, payload):
+    """An original GCB file whose ``member`` inflates to ``payload`` bytes of zeros (a pickled
+    feature array, or a plain float64 member)."""
+    from tests.data import gcb_payloads as g
+
+    src = g.write_original(path)
+    if pickled:
+        head, tail = g.pickled_payload_member(2, payload)
+    else:
+        head, tail = g.npy_bytes({"descr": "<f8", "fortran_order": False, "shape": (payload // 8,)}), b""
+    return g.inflating_member(src, member, head, payload, tail)
+
+
+@pytest.mark.parametrize(
+    ("member", "pickled", "payload"),
+    [("tr_class.npy", False, 8 * 10**8), ("val_feat.npy", True, 4 * 10**8)],
+    ids=["plain-member-800MB", "pickled-member-400MB"],
+)
+def test_a_small_file_inflating_above_the_memory_budget_is_refused_before_reading(tmp_path, capsys, member, pickled, payload):
+    from topomodelx_attention import cli
+    from topomodelx_attention.data import benchmark_graphs
+
+    src = _inflating(tmp_path / "inflating.npz", member, pickled, payload)  # 10^8 float64: within MAX_ARRAY_ENTRIES
+    assert src.stat().st_size < 1_000_000  # a 781 kB file for the 800 MB member
+    error, peak = _peak_while(lambda: convert_gcb(src, tmp_path / "out.npz"))
+    assert isinstance(error, ValueError), error
+    for needle in (str(src), f"member {member}", "GCB_MEMORY_BUDGET", "refused before reading it"):
+        assert needle in str(error), str(error)
+    assert peak < 2**20, f"{peak:,} bytes allocated before refusing"
+    assert cli.main(["convert-gcb", str(src), str(tmp_path / "out.npz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"member {member}" in err[0] and "GCB_MEMORY_BUDGET" in err[0]
+    assert not (tmp_path / "out.npz").exists()
+    # the unprotected path: without the budget the member is read, and refused only afterwards
+    small = _inflating(tmp_path / "small.npz", member, pickled, 8 * 10**6)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(benchmark_graphs, "GCB_MEMORY_BUDGET", 2**40)
+        error, peak = _peak_while(lambda: convert_gcb(small, tmp_path / "out.npz"))
+    assert isinstance(error, ValueError) and peak > 8 * 10**6, (error, peak)
+
+
+def test_a_converted_file_inflating_above_the_memory_budget_is_refused_before_reading(tmp_path):
+    from tests.data import gcb_payloads as g
+
+    plain = convert_gcb(g.write_original(tmp_path / "ok.npz"))
+    rows = 10**8 // 5  # 10^8 float64 feature entries: within MAX_ARRAY_ENTRIES
+    g.inflating_member(plain, "tr_feat.npy", g.npy_bytes({"descr": "<f8", "fortran_order": False, "shape": (rows, 5)}), 8 * 10**8)
+    error, peak = _peak_while(lambda: read_gcb(plain))
+    assert isinstance(error, ValueError) and "reading it needs about" in str(error), error
+    assert "member tr_feat.npy" in str(error) and "GCB_MEMORY_BUDGET" in str(error)
+    assert peak < 2**20, f"{peak:,} bytes allocated before refusing"
+
+
+def test_the_real_sized_file_is_far_below_the_memory_budget(tmp_path):
+    from topomodelx_attention.data import benchmark_graphs
+
+    src = write_gcb(tmp_path)
+    plain = convert_gcb(src)
+    result, peak = _peak_while(lambda: read_gcb(plain))
+    assert not isinstance(result, ValueError) and sum(len(v) for v in result.values()) == 12
+    assert peak < benchmark_graphs.GCB_MEMORY_BUDGET / 100

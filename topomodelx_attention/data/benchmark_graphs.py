@@ -27,6 +27,7 @@ from topomodelx_attention.files import atomic_output
 
 __all__ = [
     "CONVERT_COMMAND",
+    "GCB_MEMORY_BUDGET",
     "GCB_SOURCE",
     "MAX_ARRAY_ENTRIES",
     "SPLITS",
@@ -159,7 +160,9 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
     ``p_class``               ``(G, C)`` or ``(G,)``     one-hot labels (or class indices)
     ========================= ========================== ======================================
 
-    plus ``format`` (the string :data:`_PLAIN_FORMAT`).
+    plus ``format`` (the string :data:`_PLAIN_FORMAT`). Every member's header is checked
+    against its size, and the memory the file asks for against :data:`GCB_MEMORY_BUDGET`,
+    before any array is read.
 
     Parameters
     ----------
@@ -250,6 +253,39 @@ MAX_ARRAY_ENTRIES = 10**8
 Both readers refuse a larger claim (in a ``.npy`` header, a pickled shape, or in all the
 arrays of one pickled member together) with a ``ValueError`` naming the file and member,
 before anything is allocated; the 1,800-graph GCB file needs about 10**6."""
+
+GCB_MEMORY_BUDGET = 2**30
+"""The most memory, in bytes, that reading or converting one GCB file may ask for: 1 GiB.
+
+What a file asks for is estimated from the uncompressed sizes of its members in the zip
+directory (checked against the archive's size first), before any member is read:
+:func:`convert_gcb` needs about 4 times the bytes of the members it reads (the pickled bytes,
+the arrays built from them, their concatenation; measured 2.5-2.8 times), :func:`read_gcb`
+about 6 times (the arrays, then each graph's tensors with both directions of every edge). A
+file above the budget is refused with a ``ValueError`` naming it, its largest member and the
+budget. ``hard_small.npz`` asks for about 5 MB; a crafted 781 kB file whose one member inflates
+to 800 MB (within :data:`MAX_ARRAY_ENTRIES`) asks for 3 GB. Raise this module attribute to
+read larger files on a machine with the memory for them."""
+
+_CONVERT_BYTES_PER_BYTE = 4
+_READ_BYTES_PER_BYTE = 6
+
+
+def _check_memory(path: Path, members: Sequence[zipfile.ZipInfo], factor: int, what: str) -> int:
+    """Refuse a file whose members ask for more than :data:`GCB_MEMORY_BUDGET`; return the estimate (bytes)."""
+    held = sum(info.file_size for info in members)
+    need = factor * held
+    if need > GCB_MEMORY_BUDGET:
+        largest = max(members, key=lambda info: info.file_size)
+        raise ValueError(
+            f"{path}: {what} it needs about {need / 2**20:,.0f} MiB ({factor} x the {held:,} bytes its "
+            f"members hold uncompressed; the largest, member {largest.filename}, {largest.file_size:,} "
+            f"bytes), above the budget of {GCB_MEMORY_BUDGET / 2**20:,.0f} MiB "
+            "(topomodelx_attention.data.benchmark_graphs.GCB_MEMORY_BUDGET): the file is damaged or "
+            "crafted, or larger than any GCB file (refused before reading it)"
+        )
+    return need
+
 
 _PLAIN_DTYPES = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8"})
 """``kind + itemsize`` of the plain numeric dtypes (also numpy's pickle codes of them)."""
@@ -355,7 +391,8 @@ def _check_plain_members(path: Path) -> None:
     size = path.stat().st_size
     try:
         with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
+            infos = archive.infolist()
+            for info in infos:
                 member = info.filename
                 if not member.endswith(".npy"):
                     raise ValueError(f"{path}: member {member} is not a .npy array (a converted GCB file holds only arrays)")
@@ -373,6 +410,8 @@ def _check_plain_members(path: Path) -> None:
                         "numbers only (bool, int, uint, float)"
                     )
                 _check_plain_layout(path, info, shape, dtype, offset)
+            if infos:
+                _check_memory(path, infos, _READ_BYTES_PER_BYTE, "reading")
     except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
@@ -734,7 +773,9 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
     matches the checked shape and a bool / int / uint / float dtype). Structured or object
     dtypes, dtype states, uninitialised ``numpy.ndarray(shape, dtype)`` payloads and shapes
     above :data:`MAX_ARRAY_ENTRIES` raise a ``ValueError`` naming the file and member before
-    any allocation. The result is read by :func:`read_gcb`.
+    any allocation, and so does a file whose members ask for more memory than
+    :data:`GCB_MEMORY_BUDGET` in all (estimated from the zip directory before any member is
+    read). The result is read by :func:`read_gcb`.
 
     The output is written to a new temporary file in its folder (unpredictable name, exclusive
     creation: a planted file or symlink is never followed) and renamed over ``dst``.
@@ -775,6 +816,10 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
             ]
             if missing:
                 raise ValueError(f"{src} is not an original GCB file: keys {missing} are missing")
+            read = [members[f"{p}_{k}"] for p in _GCB_PREFIX.values() for k in ("adj", "feat", "class")]
+            for info in read:  # sizes the archive can hold, then their total against the budget
+                _check_member_sizes(src, size, info)
+            _check_memory(src, read, _CONVERT_BYTES_PER_BYTE, "converting")
             for prefix in _GCB_PREFIX.values():
                 out.update(_convert_split(src, size, archive, members, prefix))
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:
