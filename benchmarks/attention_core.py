@@ -77,9 +77,10 @@ from topomodelx_attention.nn.attention import (  # noqa: E402
     prepare_neighborhood,
     size_groups,
     sparse_attention,
+    sparse_plan,
 )
 from topomodelx_attention.nn.attention.dropout import dropout_factors  # noqa: E402
-from topomodelx_attention.nn.attention.sparse import neighborhood_sum, sparse_plan  # noqa: E402
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum  # noqa: E402
 
 #: revision before the fused CPU kernel of ``sparse_attention`` (the default "before")
 SPARSE_BASE = "268424d"

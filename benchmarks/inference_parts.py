@@ -42,6 +42,7 @@ from _measure import interleaved_min, print_table  # noqa: E402
 from ct_step import ct_kwargs, load_data, prune_to_lifting  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
 
+from topomodelx_attention.nn.attention import sparse_plan  # noqa: E402
 from topomodelx_attention.nn.attention.fused import fused_subset, prepare_fused_edges  # noqa: E402
 from topomodelx_attention.nn.attention.scatter import (  # noqa: E402
     expand_segments,
@@ -50,7 +51,6 @@ from topomodelx_attention.nn.attention.scatter import (  # noqa: E402
     segment_softmax_sorted,
     segment_sum_sorted,
 )
-from topomodelx_attention.nn.attention.sparse import sparse_plan  # noqa: E402
 from topomodelx_attention.nn.attention.sparse_op import csr_attention  # noqa: E402
 from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402
 

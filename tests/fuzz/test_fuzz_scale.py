@@ -1,7 +1,7 @@
 """Fuzz: the sparse plan's linear-time sorts on random index ranges.
 
 * random index vectors over ranges below and above 16 bits (many ties, empty, one entry):
-  the radix ``_stable_argsort`` equals ``torch.argsort(stable=True)``;
+  the radix ``stable_argsort`` equals ``torch.argsort(stable=True)``;
 * random coalesced sparse matrices (empty, one column, > 2¹⁶ columns): the CT layer's
   transpose equals ``t().coalesce()`` (indices and values);
 * random neighbourhoods (unsorted, targets without sources, index ranges above 16 bits): the
@@ -17,6 +17,7 @@ from tests.fuzz.cases import ACCEPT, run_cases
 from tests.helpers import assert_same_sparse, random_coalesced
 from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
+from topomodelx_attention.nn.attention.plan import stable_argsort
 from topomodelx_attention.nn.cell.structure import transposed
 
 RANGES = (1, 2, 100, 2**15 - 1, 2**15, 2**16 + 3, 300_000, 2**31)
@@ -31,7 +32,7 @@ def test_fuzz_radix_argsort_equals_stable_argsort(fuzz_seeds):
         def run():
             gen = torch.Generator().manual_seed(seed)
             index = torch.randint(0, size, (n,), generator=gen) % max(1, min(size, ties))
-            got = sparse_module._stable_argsort(index, size)
+            got = stable_argsort(index, size)
             assert torch.equal(got, torch.argsort(index, stable=True)), "order differs"
 
         return f"size={size} n={n} ties={ties}", ACCEPT, run

@@ -17,7 +17,8 @@ from topomodelx_attention.nn.attention import (
 )
 from topomodelx_attention.nn.attention.fused import fused_sparse_attention, prepare_fused
 from topomodelx_attention.nn.attention.heads import merge_heads, split_heads
-from topomodelx_attention.nn.attention.sparse import neighborhood_sum, sparse_plan
+from topomodelx_attention.nn.attention.plan import sparse_plan
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum
 
 CARDINALITY = {"kernel_options": {"cardinality": True}}
 

@@ -19,7 +19,7 @@ from topomodelx_attention.nn.attention.fused import (
     prepare_fused_edges,
     prepare_fused_index,
 )
-from topomodelx_attention.nn.attention.sparse import SparsePlan, plan_rows, sparse_plan
+from topomodelx_attention.nn.attention.plan import SparsePlan, plan_rows, sparse_plan
 
 SIZES = (5, 4, 3)
 # (source, target): two blocks join group 1 to itself, group 2 only sends

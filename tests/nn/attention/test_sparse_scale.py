@@ -17,6 +17,7 @@ from topomodelx_attention.nn.attention import sparse as sparse_module
 from topomodelx_attention.nn.attention import sparse_attention, sparse_plan
 from topomodelx_attention.nn.attention.fused import fused_slots, prepare_fused
 from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
+from topomodelx_attention.nn.attention.plan import stable_argsort
 from topomodelx_attention.nn.cell import CellularTransformerLayer
 from topomodelx_attention.nn.cell.structure import transposed
 
@@ -30,13 +31,13 @@ def test_stable_argsort_equals_torch_stable_argsort(size, n):
     index = torch.randint(0, size, (n,), generator=gen)
     # many ties: stability is visible
     index[: n // 2] = index[: n // 2] % 17
-    got = sparse_module._stable_argsort(index, size)
+    got = stable_argsort(index, size)
     assert torch.equal(got, torch.argsort(index, stable=True))
 
 
 def test_stable_argsort_beyond_32_bits_uses_torch():
     index = torch.tensor([2**33, 5, 2**33, 0])
-    assert torch.equal(sparse_module._stable_argsort(index, 2**34), torch.tensor([3, 1, 0, 2]))
+    assert torch.equal(stable_argsort(index, 2**34), torch.tensor([3, 1, 0, 2]))
 
 
 @pytest.mark.parametrize(("rows", "cols", "nnz"), [(5, 4, 0), (3, 1, 1), (40, 90_000, 3_000)])

@@ -4,8 +4,9 @@ r"""The attention core shared by every model family.
 * :mod:`~topomodelx_attention.nn.attention.heads`: head split/merge, per-head projections.
 * :mod:`~topomodelx_attention.nn.attention.dropout`: the attention dropout factors of every
   kernel (:func:`dropout_factors`, :func:`softmax_dropout`), eager and under ``torch.compile``.
-* :mod:`~topomodelx_attention.nn.attention.layout`: the padded layout of a batch of token sets
-  and the prepared neighbourhood index (both computed once, outside ``torch.compile``).
+* :mod:`~topomodelx_attention.nn.attention.layout`: the padded layout of a batch of token sets;
+  :mod:`~topomodelx_attention.nn.attention.neighborhood`: the prepared neighbourhood index
+  (both computed once, outside ``torch.compile``).
 * :mod:`~topomodelx_attention.nn.attention.sparse` / :mod:`~.dense` / :mod:`~.linear`: the
   three attention kinds as functions on **projected, head-split** tensors — queries
   ``(n_target, heads, d)``, keys ``(n_source, heads, d)``, values ``(n_source, heads, d_v)``,
@@ -58,13 +59,9 @@ from topomodelx_attention.nn.attention.kinds import (
     register_composite,
 )
 from topomodelx_attention.nn.attention.layout import (
-    NeighborhoodIndex,
-    PaddedBias,
     PaddedLayout,
     SizeGroup,
-    neighborhood_index,
     padded_layout,
-    prepare_neighborhood,
     size_groups,
 )
 from topomodelx_attention.nn.attention.linear import (
@@ -74,6 +71,13 @@ from topomodelx_attention.nn.attention.linear import (
     orthogonal_random_matrix,
 )
 from topomodelx_attention.nn.attention.multihead import MultiGroupAttention, MultiHeadAttention
+from topomodelx_attention.nn.attention.neighborhood import (
+    NeighborhoodIndex,
+    PaddedBias,
+    neighborhood_index,
+    prepare_neighborhood,
+)
+from topomodelx_attention.nn.attention.plan import SparsePlan, sparse_plan
 from topomodelx_attention.nn.attention.relative import random_walk_pair_features
 from topomodelx_attention.nn.attention.scatter import (
     HAS_TORCH_SCATTER,
@@ -81,7 +85,7 @@ from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
     segment_softmax,
 )
-from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_attention, sparse_plan
+from topomodelx_attention.nn.attention.sparse import sparse_attention
 from topomodelx_attention.nn.attention.stacked import StackedBlocks
 
 # torch.export inputs

@@ -32,13 +32,15 @@ from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     SIZE_GROUP_OVERHEAD,
     LayoutArg,
-    Neighborhood,
-    PaddedBias,
     PaddedLayout,
     SizeGroup,
-    neighborhood_index,
     qkv_layouts,
     size_groups,
+)
+from topomodelx_attention.nn.attention.neighborhood import (
+    Neighborhood,
+    PaddedBias,
+    neighborhood_index,
 )
 
 __all__ = [
@@ -94,7 +96,7 @@ def dense_attention(
         shape ``(nnz,)`` or hybrid ``(nnz, heads)``, are used, an index pair meaning values 1,
         or a prepared ``NeighborhoodIndex``). Must be block-diagonal w.r.t. the batch vectors;
         entries linking two different complexes are ignored. Pairs not stored in ``N`` get
-        bias 0. Or a :class:`~topomodelx_attention.nn.attention.layout.PaddedBias`: the bias
+        bias 0. Or a :class:`~topomodelx_attention.nn.attention.neighborhood.PaddedBias`: the bias
         of every pair already on the padded grid, ``(B, 1 or heads, Lt, Ls)``.
     bias_scale : torch.Tensor or float, shape = () or (1,) or (heads,), optional
         The learnable :math:`\theta` multiplying ``N`` (one per head or shared). ``None``

@@ -27,15 +27,15 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from topomodelx_attention.nn.attention.kernels import SparseKernel
-from topomodelx_attention.nn.attention.layout import NeighborhoodIndex, prepare_neighborhood
 from topomodelx_attention.nn.attention.multihead import MultiHeadAttention
-from topomodelx_attention.nn.attention.sparse import (
+from topomodelx_attention.nn.attention.neighborhood import NeighborhoodIndex, prepare_neighborhood
+from topomodelx_attention.nn.attention.plan import (
     SparsePlan,
-    _stable_argsort,
-    neighborhood_sum,
     plan_rows,
     sparse_plan,
+    stable_argsort,
 )
+from topomodelx_attention.nn.attention.sparse import neighborhood_sum
 
 __all__ = [
     "FusedNeighborhood",
@@ -290,7 +290,7 @@ def fused_subset(
     the query rows of those groups are the same rows, shifted, as in the joined problem of all
     blocks, and its edges are the edges of those rows with the key rows renumbered to the
     subset's :class:`FusedSlots`. This builds that index (and its CPU plan,
-    :func:`~.sparse.plan_rows`) from ``neighborhood`` without joining, sorting or laying out
+    :func:`~.plan.plan_rows`) from ``neighborhood`` without joining, sorting or laying out
     the edges again; the result equals :func:`prepare_fused_index` of the subset's
     neighbourhoods.
 
@@ -401,7 +401,7 @@ def prepare_fused_edges(
         order = torch.argsort(query, stable=True)
         return query[order], key[order]
     query, key = np.concatenate(queries), np.concatenate(keys)
-    order = _stable_argsort(torch.from_numpy(query), slots.q_offsets[-1]).numpy()
+    order = stable_argsort(torch.from_numpy(query), slots.q_offsets[-1]).numpy()
     return torch.from_numpy(query[order]), torch.from_numpy(key[order])
 
 

@@ -36,13 +36,15 @@ from torch import Tensor, nn
 from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.dense import dense_attention, dense_attention_weights
 from topomodelx_attention.nn.attention.heads import check_dropout, positive_int
-from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
+from topomodelx_attention.nn.attention.layout import LayoutArg
 from topomodelx_attention.nn.attention.linear import (
     default_num_random_features,
     linear_attention,
     orthogonal_random_matrix,
 )
-from topomodelx_attention.nn.attention.sparse import SparsePlan, sparse_attention
+from topomodelx_attention.nn.attention.neighborhood import Neighborhood
+from topomodelx_attention.nn.attention.plan import SparsePlan
+from topomodelx_attention.nn.attention.sparse import sparse_attention
 
 __all__ = [
     "BIAS_SCALES",
@@ -260,8 +262,8 @@ class AttentionKernel(nn.Module):
             self-attention, ``(target_layout, source_layout)`` for cross-attention; replaces
             the batch vectors. Ignored by the sparse kind, whose block structure is ``N``.
         plan : SparsePlan, optional
-            The fused CPU kernel's :class:`~.sparse.SparsePlan` of ``neighborhood``, built once
-            per batch (:func:`~.sparse.sparse_plan`); only for kernels that attend on a
+            The fused CPU kernel's :class:`~.plan.SparsePlan` of ``neighborhood``, built once
+            per batch (:func:`~.plan.sparse_plan`); only for kernels that attend on a
             neighbourhood (``needs_neighborhood``).
 
         Returns

@@ -31,7 +31,8 @@ from topomodelx_attention.nn.attention.kernels import (
     AttentionTokens,
     build_kernel,
 )
-from topomodelx_attention.nn.attention.layout import LayoutArg, Neighborhood
+from topomodelx_attention.nn.attention.layout import LayoutArg
+from topomodelx_attention.nn.attention.neighborhood import Neighborhood
 from topomodelx_attention.nn.attention.sparse import neighborhood_sum
 
 __all__ = ["MultiGroupAttention", "MultiHeadAttention"]

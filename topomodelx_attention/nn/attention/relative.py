@@ -16,7 +16,7 @@ short walks (``n_b`` on the diagonal for ``k = 0``) in range. Pairs whose ``K`` 
 probabilities are all zero (further apart than ``K - 1`` steps), and the padding slots, have
 zero features: a bias of 0. The features stay on the padded grid of the dense kernel: a layer
 maps them to its heads with one small product and hands the result to the kernel as a
-:class:`~topomodelx_attention.nn.attention.layout.PaddedBias` (no scatter of pairs per layer).
+:class:`~topomodelx_attention.nn.attention.neighborhood.PaddedBias` (no scatter of pairs per layer).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ and memory. Three executions of the same equations:
   that treats all heads as one CSR matrix on node-major rows (row ``t·H + h``: the contiguous
   ``(n, heads, d)`` tensors are its dense operands without a copy; SDDMM = ``sampled_addmm``,
   SpMM = CSR × dense), softmax and its gradient by segment reductions over the CSR rows, and
-  keeps only ``nnz·heads``-sized tensors for backward. Its index plan (:class:`SparsePlan`) can
-  be built once per batch with :func:`sparse_plan` and shared by every call on the same
+  keeps only ``nnz·heads``-sized tensors for backward. Its index plan
+  (:class:`~.plan.SparsePlan`) can be built once per batch with :func:`~.plan.sparse_plan` and shared by every call on the same
   neighbourhood (the Cellular Transformer's layers do; its speed against the composable path:
   ``benchmarks/attention_core.py --sparse-backward``, numbers in ``benchmarks/README.md``);
 * eager elsewhere (CUDA, other dtypes), and the fused kernel's double backward: the SDDMM /
@@ -21,20 +21,21 @@ and memory. Three executions of the same equations:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-
-import numpy as np
 import torch
 from torch import Tensor
 
 from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.nn.attention.dropout import dropout_factors
 from topomodelx_attention.nn.attention.heads import check_dropout, check_qkv, resolve_scale
-from topomodelx_attention.nn.attention.layout import (
+from topomodelx_attention.nn.attention.neighborhood import (
     Neighborhood,
-    NeighborhoodIndex,
     neighborhood_index,
+)
+from topomodelx_attention.nn.attention.plan import (
+    SparsePlan,
+    build_plan,
+    flat_positions,
+    with_transpose,
 )
 from topomodelx_attention.nn.attention.scatter import (
     scatter_sum,
@@ -51,11 +52,8 @@ from topomodelx_attention.nn.attention.sparse_op import (
 
 __all__ = [
     "SPARSE_CHUNK_ELEMENTS",
-    "SparsePlan",
     "neighborhood_sum",
-    "plan_rows",
     "sparse_attention",
-    "sparse_plan",
 ]
 
 #: Upper bound on the number of elements of one (edges, heads, d) gathered chunk of the
@@ -138,283 +136,10 @@ class _WeightedScatter(torch.autograd.Function):
 
 
 # ----------------------------------------------------------------------------------------------
-# fused CPU kernel: all heads as one node-major block CSR matrix
+# fused CPU kernel: all heads as one node-major block CSR matrix (plan: nn/attention/plan.py)
 # ----------------------------------------------------------------------------------------------
-def _node_major(rows: Tensor, cols: Tensor, rank: Tensor, n_rows: int, heads: int):
-    """Node-major CSR pattern of all heads for the CPU edges ``(rows[e], cols[e])``.
-
-    Row ``i·H + h`` is head ``h`` of node ``i`` (the row-major layout of an ``(n, H, d)``
-    tensor, so a contiguous head-split tensor is the dense operand as is); column ``j·H + h``
-    likewise. ``rank[e]`` is the place of edge ``e`` in the row-sorted (stable) edge order.
-    Node ``i`` owns the stored values ``[start_i·H, (start_i + degree_i)·H)``, head ``h`` the
-    ``degree_i`` of them after ``start_i·H + h·degree_i``.
-
-    Returns ``crow (n_rows·H + 1,)`` and ``col (nnz·H,)`` (int32, for MKL), the row lengths
-    ``(n_rows·H,)`` and the storage position ``(nnz, H)`` (int64: a ``scatter_`` index) of
-    every (edge, head). The position is a transposed view of a contiguous ``(H, nnz)`` tensor:
-    every per-head quantity is computed head by head on contiguous memory (writing the
-    ``(nnz, H)`` layout by broadcasting took about twice as long at 1.5·10⁶ entries);
-    :func:`_flat_positions` reads it back head-major without a copy. The ``nnz·H``-sized
-    temporaries are int32 where an index allows it (half the memory traffic of int64 on large
-    neighbourhoods).
-    """
-    nnz = rows.shape[0]
-    if nnz * heads >= torch.iinfo(torch.int32).max or n_rows * heads >= torch.iinfo(
-        torch.int32
-    ).max:
-        raise ValueError(
-            f"{nnz} neighbourhood entries × {heads} heads exceed the fused kernel's int32 indices"
-        )
-    degree = torch.bincount(rows, minlength=n_rows)
-    lengths = degree.repeat_interleave(heads)
-    crow = torch.empty(n_rows * heads + 1, dtype=torch.int32)
-    crow[0] = 0
-    torch.cumsum(lengths, 0, dtype=torch.int32, out=crow[1:])
-    start = degree.cumsum(0).sub_(degree)
-    # storage position of (edge e, head h): start·(H - 1) + rank + h·degree of e's row
-    position = torch.empty(heads, nnz, dtype=torch.int64)
-    torch.add(start.index_select(0, rows).mul_(heads - 1), rank, out=position[0])
-    step = degree.index_select(0, rows)
-    for h in range(1, heads):
-        torch.add(position[h - 1], step, out=position[h])
-    base = cols.to(torch.int32).mul_(heads)
-    column = torch.empty(heads, nnz, dtype=torch.int32)  # column j·H + h of (edge, head)
-    for h in range(heads):
-        torch.add(base, h, out=column[h])
-    # scatter_, not index assignment: several times faster for a permutation on CPU
-    col = torch.empty(nnz * heads, dtype=torch.int32).scatter_(0, position.view(-1), column.view(-1))
-    return crow, col, lengths, position.t()
-
-
-def _flat_positions(position: Tensor) -> Tensor:
-    """Flatten a plan's ``(nnz, H)`` storage positions head-major, into ``(H·nnz,)``.
-
-    No copy for a plan built by :func:`_node_major` (its positions are a transposed view of a
-    contiguous ``(H, nnz)`` tensor); a sliced plan's (:func:`plan_rows`) are copied.
-    """
-    return position.t().reshape(-1)
-
-
-@dataclass(frozen=True)
-class SparsePlan:
-    r"""The CSR plan of one sorted neighbourhood for the fused CPU kernel, built once, reused.
-
-    The fused kernel of :func:`sparse_attention` treats all heads as one sparse matrix on
-    node-major rows (row ``t·H + h`` = head ``h`` of target ``t``), so the contiguous
-    ``(n, heads, d)`` queries, keys, values and gradients are its dense operands without any
-    copy. This object holds that pattern and its transpose (for the key / value gradients).
-    Build it once per batch with :func:`sparse_plan` and pass it to every call on the same
-    neighbourhood (e.g. every layer of a stack); without it each call builds its own.
-
-    Attributes
-    ----------
-    heads : int
-        Heads the plan is for.
-    shape : tuple of int
-        ``(n_target, n_source)``.
-    index_target, index_source : torch.Tensor, shape = (nnz,)
-        The edges, sorted by target (stable): the order of ``edge_bias`` rows is this order.
-    order : torch.Tensor or None, shape = (nnz,)
-        Permutation that sorted the given edges (``None``: they were sorted).
-    crow, col, row, lengths, position : torch.Tensor
-        Node-major CSR pattern (see :func:`_node_major`) and the storage position
-        ``(nnz, heads)`` of every (edge, head).
-    crow_t, col_t, to_transposed : torch.Tensor
-        The transposed pattern (rows = sources) and the gather that reorders stored values
-        into it.
-    """
-
-    heads: int
-    shape: tuple[int, int]
-    index_target: Tensor
-    index_source: Tensor
-    order: Tensor | None
-    crow: Tensor
-    col: Tensor
-    row: Tensor
-    lengths: Tensor
-    position: Tensor
-    crow_t: Tensor | None = None
-    col_t: Tensor | None = None
-    to_transposed: Tensor | None = None
-
-    @property
-    def nnz(self) -> int:
-        """Stored entries of the neighbourhood."""
-        return self.index_target.shape[0]
-
-
-def _build_plan(
-    index_t: Tensor, index_s: Tensor, n_t: int, n_s: int, heads: int, transposed: bool
-) -> SparsePlan:
-    """:class:`SparsePlan` of CPU edges (sorted by target here when they are not)."""
-    order = None
-    if index_t.shape[0] > 1 and not bool((index_t[1:] >= index_t[:-1]).all()):
-        order = _stable_argsort(index_t, n_t)
-        index_t, index_s = index_t[order], index_s[order]
-    nnz = index_t.shape[0]
-    crow, col, lengths, position = _node_major(index_t, index_s, torch.arange(nnz), n_t, heads)
-    # int32 segment index (read by index_select only)
-    row = torch.repeat_interleave(
-        torch.arange(lengths.shape[0], dtype=torch.int32), lengths, output_size=nnz * heads
-    )
-    plan = SparsePlan(
-        heads, (n_t, n_s), index_t, index_s, order, crow, col, row, lengths.unsqueeze(0), position
-    )
-    return _with_transpose(plan) if transposed else plan
-
-
-def _with_transpose(plan: SparsePlan) -> SparsePlan:
-    """``plan`` with its transposed pattern (rows = sources), added if missing."""
-    if plan.crow_t is not None:
-        return plan
-    n_s, heads, nnz = plan.shape[1], plan.heads, plan.nnz
-    by_source = _stable_argsort(plan.index_source, n_s)
-    rank = torch.empty_like(by_source).scatter_(0, by_source, torch.arange(nnz))
-    crow_t, col_t, _, position_t = _node_major(
-        plan.index_source, plan.index_target, rank, n_s, heads
-    )
-    # int32 gather index (read by index_select only)
-    to_transposed = torch.empty(nnz * heads, dtype=torch.int32)
-    to_transposed.scatter_(
-        0, _flat_positions(position_t), _flat_positions(plan.position).to(torch.int32)
-    )
-    return replace(plan, crow_t=crow_t, col_t=col_t, to_transposed=to_transposed)
-
-
-def plan_rows(
-    plan: SparsePlan,
-    rows: Sequence[tuple[int, int]],
-    source_map: Tensor,
-    n_source: int,
-) -> SparsePlan:
-    """Slice the plan of some target rows out of ``plan``, their sources renumbered.
-
-    The sub-neighbourhood keeps the entries of the target rows ``[start, stop)`` of every
-    range in ``rows``, in that order (its target ``i`` is the ``i``-th kept row), with source
-    ``s`` renamed ``source_map[s]``. Its pattern is a slice of ``plan``'s (a node's stored
-    values are contiguous and nodes are stored in order), so no edge list is joined, sorted or
-    laid out again: the result equals :func:`sparse_plan` of the sub-neighbourhood, field by
-    field, when the renaming keeps the order of the sources of each kept row (e.g. the key rows
-    of a subset of fused blocks). The transposed pattern is built when ``plan`` has one.
-
-    Parameters
-    ----------
-    plan : SparsePlan
-        A plan of target-sorted edges (``plan.order is None``).
-    rows : sequence of (int, int)
-        Increasing, disjoint ranges of target rows of ``plan``.
-    source_map : torch.Tensor, shape = (n_source_of_plan,)
-        New index of every source of ``plan`` (read for the kept entries only).
-    n_source : int
-        Sources of the sub-neighbourhood.
-
-    Returns
-    -------
-    SparsePlan
-        The plan of the sub-neighbourhood.
-    """
-    if plan.order is not None:
-        raise ValueError("plan_rows slices a plan of target-sorted edges (plan.order is None)")
-    heads, crow = plan.heads, plan.crow
-    stored = [(int(crow[a * heads]), int(crow[b * heads])) for a, b in rows]
-    kept_rows = kept_values = 0
-    crows, cols, segments, lengths, positions, targets, sources = ([] for _ in range(7))
-    for (a, b), (s0, s1) in zip(rows, stored):
-        e0, e1 = s0 // heads, s1 // heads  # a node stores degree · heads values
-        shift = s0 - kept_values
-        crows.append(crow[a * heads : b * heads] - shift)
-        cols.append(plan.col[s0:s1])
-        segments.append(plan.row[s0:s1] - (a - kept_rows) * heads)
-        lengths.append(plan.lengths[:, a * heads : b * heads])
-        positions.append(plan.position[e0:e1] - shift)
-        targets.append(plan.index_target[e0:e1] - (a - kept_rows))
-        sources.append(plan.index_source[e0:e1])
-        kept_rows, kept_values = kept_rows + b - a, kept_values + s1 - s0
-    crows.append(crow.new_full((1,), kept_values))
-    col = torch.cat(cols)
-    node = torch.div(col, heads, rounding_mode="floor")
-    col = source_map.to(col.dtype).index_select(0, node).mul_(heads).add_(col - node * heads)
-    sliced = SparsePlan(
-        heads,
-        (kept_rows, int(n_source)),
-        torch.cat(targets),
-        source_map.index_select(0, torch.cat(sources)),
-        None,
-        torch.cat(crows),
-        col,
-        torch.cat(segments),
-        torch.cat(lengths, dim=1),
-        torch.cat(positions),
-    )
-    return _with_transpose(sliced) if plan.crow_t is not None else sliced
-
-
-def _stable_argsort(index: Tensor, size: int) -> Tensor:
-    """Stable argsort of a CPU index with values in ``[0, size)``, in linear time.
-
-    NumPy's radix sort (``kind="stable"`` on 16-bit keys): one pass when ``size`` fits 16
-    bits, else a least-significant-digit radix sort on two 16-bit digits (stable, so the result
-    is the stable argsort); ``torch.argsort(stable=True)`` beyond 32 bits. On 10⁶–10⁷ entries
-    the two radix passes are several times faster than a comparison sort, and they keep the
-    plan's cost per entry flat as neighbourhoods grow.
-    """
-    if size <= np.iinfo(np.int16).max:
-        return torch.from_numpy(np.argsort(index.numpy().astype(np.int16), kind="stable"))
-    if size <= np.iinfo(np.uint32).max:
-        keys = index.numpy()
-        order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
-        high = (keys[order] >> 16).astype(np.uint16)
-        return torch.from_numpy(order[np.argsort(high, kind="stable")])
-    return torch.argsort(index, stable=True)
-
-
-def sparse_plan(
-    neighborhood: Neighborhood,
-    heads: int,
-    *,
-    n_target: int | None = None,
-    n_source: int | None = None,
-    transposed: bool = True,
-) -> SparsePlan:
-    """Build the :class:`SparsePlan` of a neighbourhood once, for every call that attends on it.
-
-    Parameters
-    ----------
-    neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
-        Any format accepted by :func:`sparse_attention` (a
-        :class:`~topomodelx_attention.nn.attention.layout.NeighborhoodIndex` carries its shape).
-    heads : int
-        Number of heads of the attention calls.
-    n_target, n_source : int, optional
-        Shape of the neighbourhood (needed for index pairs; read from sparse tensors and
-        ``NeighborhoodIndex``).
-    transposed : bool, default=True
-        Also build the transposed pattern, which only the key / value gradients read
-        (``False`` for inference: a backward then builds it per call).
-
-    Returns
-    -------
-    SparsePlan
-        Pass it as ``plan=`` to :func:`sparse_attention` with the same neighbourhood.
-    """
-    if n_target is None or n_source is None:
-        if isinstance(neighborhood, NeighborhoodIndex):
-            n_target, n_source = neighborhood.shape
-        elif isinstance(neighborhood, Tensor) and neighborhood.layout != torch.strided:
-            n_target, n_source = int(neighborhood.shape[0]), int(neighborhood.shape[1])
-        else:
-            raise ValueError("sparse_plan of an index pair needs n_target and n_source")
-    if int(heads) < 1:
-        raise ValueError(f"heads must be positive, got {heads}")
-    index_t, index_s, _ = neighborhood_index(neighborhood, n_target, n_source)
-    # the plan serves the fused CPU kernel only: it is built and kept on the CPU
-    index_t, index_s = index_t.cpu().contiguous(), index_s.cpu().contiguous()
-    return _build_plan(index_t, index_s, n_target, n_source, int(heads), bool(transposed))
-
-
 class _FusedSparseAttention(torch.autograd.Function):
-    r"""Eq. 2 (sparse kind) as node-major block CSR products (see :class:`SparsePlan`).
+    r"""Eq. 2 (sparse kind) as node-major block CSR products (see :class:`~.plan.SparsePlan`).
 
     The autograd Function of the eager CPU path around the kernel's math,
     :func:`~.sparse_op.csr_attention` and :func:`~.sparse_op.csr_attention_backward` (which
@@ -462,7 +187,7 @@ class _FusedSparseAttention(torch.autograd.Function):
             return _FusedSparseAttention.backward_composable(ctx, grad, saved, plan)
         needs = tuple(ctx.needs_input_grad[:4])
         if needs[1] or needs[2]:
-            plan = _with_transpose(plan)
+            plan = with_transpose(plan)
         grad_q, grad_k, grad_v, grad_scores = csr_attention_backward(
             grad, query, key, value, alpha, plan, ctx.scale, dropout_scale, needs
         )
@@ -499,12 +224,12 @@ class _FusedSparseAttention(torch.autograd.Function):
 def _to_storage(per_edge: Tensor, plan: SparsePlan) -> Tensor:
     """``(nnz, heads)`` in the plan's edge order → ``(nnz·heads,)`` in CSR storage order."""
     per_edge = per_edge.t().reshape(-1)  # head-major, as the positions
-    return torch.empty_like(per_edge).scatter_(0, _flat_positions(plan.position), per_edge)
+    return torch.empty_like(per_edge).scatter_(0, flat_positions(plan.position), per_edge)
 
 
 def _from_storage(stored: Tensor, plan: SparsePlan) -> Tensor:
     """``(nnz·heads,)`` in CSR storage order → ``(nnz, heads)`` in the plan's edge order."""
-    heads_first = stored.index_select(0, _flat_positions(plan.position))
+    heads_first = stored.index_select(0, flat_positions(plan.position))
     return heads_first.view(plan.heads, -1).t().contiguous()
 
 
@@ -541,15 +266,15 @@ def sparse_attention(
     neighborhood : torch.Tensor or tuple of torch.Tensor or NeighborhoodIndex
         Sparse ``(n_target, n_source)`` matrix, ``(2, nnz)`` edge index, pair
         ``(index_target, index_source)`` or a prepared
-        :class:`~topomodelx_attention.nn.attention.layout.NeighborhoodIndex` (the form to use
+        :class:`~topomodelx_attention.nn.attention.neighborhood.NeighborhoodIndex` (the form to use
         under ``torch.compile``); see
-        :func:`~topomodelx_attention.nn.attention.layout.neighborhood_index`.
+        :func:`~topomodelx_attention.nn.attention.neighborhood.neighborhood_index`.
     %(scale)s
     %(dropout)s
     edge_bias : torch.Tensor, shape = (nnz,) or (nnz, heads) or (nnz, 1), optional
         Additive logits, in the order of the (coalesced) entries of ``neighborhood``.
     plan : SparsePlan, optional
-        The CSR plan of ``neighborhood`` for ``heads`` heads (:func:`sparse_plan`), built once
+        The CSR plan of ``neighborhood`` for ``heads`` heads (:func:`~.plan.sparse_plan`), built once
         and shared by every call on the same neighbourhood; used by the fused CPU kernel,
         ignored by the other executions. Without it the fused kernel builds its own per call.
 
@@ -595,7 +320,7 @@ def sparse_attention(
         return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     if _use_fused(query, value, nnz):
         if plan is None:
-            plan = _build_plan(index_t, index_s, n_t, key.shape[0], heads, transposed=False)
+            plan = build_plan(index_t, index_s, n_t, key.shape[0], heads, transposed=False)
         return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     return _sparse_attention_composable(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p
@@ -623,7 +348,7 @@ def neighborhood_sum(
     n_target : int
         Number of targets.
     plan : SparsePlan, optional
-        :func:`sparse_plan` of the neighbourhood for ``heads`` heads: in eager CPU calls the
+        :func:`~.plan.sparse_plan` of the neighbourhood for ``heads`` heads: in eager CPU calls the
         sum is then one CSR × dense product on its pattern with unit values (its transposed
         pattern for the gradient, which it must hold when one is wanted), instead of a gather
         and a scatter of ``(nnz, heads, d_v)`` rows.

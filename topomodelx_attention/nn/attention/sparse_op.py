@@ -2,7 +2,7 @@ r"""The fused CPU sparse attention kernel: its math on a node-major CSR pattern,
 
 :func:`csr_attention` and :func:`csr_attention_backward` are Eq. 2 (sparse kind) and its
 gradient on the node-major block CSR pattern of a neighbourhood (all heads as one
-``(n_t·H, n_s·H)`` matrix, see :class:`~.sparse.SparsePlan`): SDDMM = ``sampled_addmm``, SpMM =
+``(n_t·H, n_s·H)`` matrix, see :class:`~.plan.SparsePlan`): SDDMM = ``sampled_addmm``, SpMM =
 CSR × dense (MKL on CPU), softmax and its gradient by segment reductions over the CSR rows. They
 are the one implementation of that kernel; two callers run it:
 
@@ -46,12 +46,12 @@ _NAMESPACE = "topomodelx_attention"
 
 
 class CsrPattern(NamedTuple):
-    """The index tensors of a node-major CSR pattern (the fields of :class:`~.sparse.SparsePlan`).
+    """The index tensors of a node-major CSR pattern (the fields of :class:`~.plan.SparsePlan`).
 
     ``crow``, ``col`` (int32), ``row`` (segment of every stored value) and ``lengths``
     (``(1, n_t·H)`` row lengths) of the pattern; ``crow_t``, ``col_t`` and ``to_transposed``
     of its transpose (rows = sources), ``None`` when no key / value gradient is wanted. A
-    :class:`~.sparse.SparsePlan` has the same attributes and stands in for it.
+    :class:`~.plan.SparsePlan` has the same attributes and stands in for it.
     """
 
     crow: Tensor
@@ -305,7 +305,7 @@ def sparse_attention_csr(
     scale: float,
     dropout_scale: Tensor | None = None,
 ) -> Tensor:
-    """Eq. 2 (sparse kind) through the custom op on a :class:`~.sparse.SparsePlan` with transpose.
+    """Eq. 2 (sparse kind) through the custom op on a :class:`~.plan.SparsePlan` with transpose.
 
     Parameters
     ----------

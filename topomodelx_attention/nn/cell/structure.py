@@ -32,7 +32,7 @@ from topomodelx_attention.nn.attention import (
     reads_neighborhood,
 )
 from topomodelx_attention.nn.attention.fused import FusedNeighborhood, prepare_fused_index
-from topomodelx_attention.nn.attention.sparse import _stable_argsort
+from topomodelx_attention.nn.attention.plan import stable_argsort
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
     ArrowNeighborhoods,
@@ -190,7 +190,7 @@ def transposed(matrix: Tensor) -> Tensor:
     index = matrix.indices()
     if index.device.type != "cpu" or index.shape[1] < 2:
         return matrix.t().coalesce()
-    order = _stable_argsort(index[1].contiguous(), int(matrix.shape[1]))
+    order = stable_argsort(index[1].contiguous(), int(matrix.shape[1]))
     return torch.sparse_coo_tensor(
         index.flip(0).index_select(1, order),
         matrix.values().index_select(0, order),
