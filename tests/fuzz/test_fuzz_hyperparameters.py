@@ -45,7 +45,7 @@ def _case(seed: int, rng):
     model = pick.choice(sorted(available("model")))
     tree = OmegaConf.to_container(compose_config([], dataset="MUTAG", model=model), resolve=True)
     leaves = [(k, v) for k, v in _numeric_leaves(tree) if k.startswith(SECTIONS)]
-    key, value = pick.choice(leaves)
+    key, _ = pick.choice(leaves)
     bad = _out_of_range(key, pick) if pick.random() < 0.5 else None
     bad = bad or pick.choice(["nan", "inf", "-inf", "NaN", "1e999"])
 
@@ -53,7 +53,8 @@ def _case(seed: int, rng):
         try:
             compose_config([f"{key}={bad}"], dataset="MUTAG", model=model)
         except ValueError as error:
-            assert key in str(error), f"the error does not name {key}: {error}"
+            if key not in str(error):
+                raise AssertionError(f"the error does not name {key}: {error}") from error
             raise
 
     return f"{model}: {key}={bad}", REJECT, run
