@@ -127,16 +127,8 @@ def dense_attention(
     """
     check_dropout(dropout_p)
     target, source, attn_mask = _prepare(
-        query,
-        key,
-        value,
-        batch_target,
-        batch_source,
-        bias,
-        bias_scale,
-        num_complexes,
-        layout,
-        memory_budget,
+        query, key, value, batch_target, batch_source,
+        bias, bias_scale, num_complexes, layout, memory_budget,
     )
     q, k, v = target._heads(query), source._heads(key), source._heads(value)
     scale = resolve_scale(scale, query.shape[2])
@@ -277,16 +269,8 @@ def dense_attention_weights(
     if not isinstance(query, Tensor) or not isinstance(key, Tensor):
         raise TypeError("query and key must be tensors")
     target, source, attn_mask = _prepare(
-        query,
-        key,
-        key,
-        batch_target,
-        batch_source,
-        bias,
-        bias_scale,
-        num_complexes,
-        layout,
-        memory_budget,
+        query, key, key, batch_target, batch_source,
+        bias, bias_scale, num_complexes, layout, memory_budget,
     )
     q, k = target._heads(query), source._heads(key)
     scores = torch.matmul(q * resolve_scale(scale, query.shape[2]), k.transpose(-2, -1))

@@ -546,6 +546,28 @@ def fused_sparse_attention_weights(
             out.shape[0],
             plan=neighborhood.plan,
         )
+    return _block_outputs(
+        out, totals, slots, outputs, cardinality, sizes, heads, value_channels, output_dropout
+    )
+
+
+def _block_outputs(
+    out: Tensor,
+    totals: Tensor | None,
+    slots: FusedSlots,
+    outputs: Sequence[tuple[Tensor, Tensor | None] | None],
+    cardinality: Sequence[Tensor | None] | None,
+    sizes: Sequence[int],
+    heads: int,
+    value_channels: int,
+    output_dropout: nn.Module | None,
+) -> list[Tensor | None]:
+    """Project the fused call's rows of every block by its output map, summed per target group.
+
+    ``out`` (and ``totals``, the cardinality term's neighbourhood sums): the kernel's rows of
+    every block, in slot order; the rest as :func:`fused_sparse_attention_weights` takes it.
+    """
+    v_width = heads * value_channels
     per_block_dropout = (
         output_dropout is not None
         and output_dropout.training
@@ -556,7 +578,7 @@ def fused_sparse_attention_weights(
     q_rows = [stop - start for start, stop in zip(slots.q_offsets[:-1], slots.q_offsets[1:])]
     out_groups = out.split(q_rows)
     total_groups = None if totals is None else totals.split(q_rows)
-    update: list[Tensor | None] = [None] * len(x)
+    update: list[Tensor | None] = [None] * len(sizes)
     for g, targets in enumerate(slots.targets):
         if not targets:
             continue

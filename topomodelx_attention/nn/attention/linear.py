@@ -3,8 +3,17 @@ r"""Linear attention: Performer / FAVOR+ positive random features (linear kind).
 Approximates the dense kind without bias, :math:`\mathrm{softmax}(\mathrm{scale}\;QK^\top)V`
 per complex, in time and memory linear in the number of tokens (Choromanski et al. 2021).
 The random-feature logits :math:`\ell(x) = \omega x - \lVert x\rVert^2/2` are exponentiated
-with **per-feature** stabilisers (see :func:`linear_attention`), so that extreme logits in
-float32 never underflow a whole row to zero.
+with **per-feature** stabilisers, so that extreme logits in float32 never underflow a whole row
+to zero.
+
+Stabilisation (exact: every constant cancels in the ratio of :func:`linear_attention`). With
+log-features :math:`\ell_{sj}` of the keys and :math:`\ell_{tj}` of the queries, per complex,
+head and feature :math:`j` the key stabiliser is :math:`c_j = \max_{s \in b} \ell_{sj}`, so the
+key features :math:`e^{\ell_{sj} - c_j} \le 1` and :math:`z_{bj} \ge 1`; the query weights are
+:math:`e^{\ell_{tj} + c_j - \max_{j'}(\ell_{tj'} + c_{j'})} \le 1`, one of them 1. Hence the
+denominator is at least 1 for every target of a complex with sources: extreme logits (e.g.
+float32 with :math:`|q^\top k|` in the hundreds) give finite, non-zero softmax-approximating
+rows instead of silent all-zero rows.
 """
 
 from __future__ import annotations
@@ -173,6 +182,19 @@ def favor_features(
     return torch.exp(logits) * (projection.shape[0] ** -0.5)
 
 
+def _check_projection(projection: object, head_channels: int, strategy: str) -> None:
+    """Raise unless ``projection`` is an ``(m, head_channels)`` tensor and ``strategy`` known."""
+    if not isinstance(projection, Tensor) or projection.dim() != 2:
+        raise TypeError("projection must be a (num_features, d) tensor")
+    if projection.shape[1] != head_channels:
+        raise ValueError(
+            f"projection must have {head_channels} columns (the head dimension), got "
+            f"{projection.shape[1]}"
+        )
+    if strategy not in ("auto", "scatter", "padded"):
+        raise ValueError(f"strategy must be 'auto', 'scatter' or 'padded', got {strategy!r}")
+
+
 @fill_doc
 def linear_attention(
     query: Tensor,
@@ -197,14 +219,8 @@ def linear_attention(
     dropout are not available (there is no attention matrix). Each complex is exact in
     isolation: tokens of other complexes never contribute.
 
-    Stabilisation (exact: every constant cancels in the ratio). With log-features
-    :math:`\ell_{sj}` of the keys and :math:`\ell_{tj}` of the queries, per complex, head and
-    feature :math:`j` the key stabiliser is :math:`c_j = \max_{s \in b} \ell_{sj}`, so the
-    key features :math:`e^{\ell_{sj} - c_j} \le 1` and :math:`z_{bj} \ge 1`; the query weights
-    are :math:`e^{\ell_{tj} + c_j - \max_{j'}(\ell_{tj'} + c_{j'})} \le 1`, one of them 1.
-    Hence the denominator is at least 1 for every target of a complex with sources: extreme
-    logits (e.g. float32 with :math:`|q^\top k|` in the hundreds) give finite, non-zero
-    softmax-approximating rows instead of silent all-zero rows.
+    Stabilised per feature (see the module notes): every target of a complex with sources
+    gets a finite, non-zero row, whatever the logits.
 
     Two equivalent evaluation strategies (same values up to rounding):
 
@@ -247,15 +263,7 @@ def linear_attention(
     target, source = qkv_layouts(
         query, key, value, batch_target, batch_source, num_complexes, layout
     )
-    if not isinstance(projection, Tensor) or projection.dim() != 2:
-        raise TypeError("projection must be a (num_features, d) tensor")
-    if projection.shape[1] != query.shape[2]:
-        raise ValueError(
-            f"projection must have {query.shape[2]} columns (the head dimension), got "
-            f"{projection.shape[1]}"
-        )
-    if strategy not in ("auto", "scatter", "padded"):
-        raise ValueError(f"strategy must be 'auto', 'scatter' or 'padded', got {strategy!r}")
+    _check_projection(projection, query.shape[2], strategy)
     n_t, heads, d = query.shape
     n_s, d_v = key.shape[0], value.shape[2]
     root = math.sqrt(resolve_scale(scale, d))

@@ -162,21 +162,7 @@ def neighborhood_index(
         if neighborhood.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr):
             neighborhood = neighborhood.to_sparse_coo()
         if neighborhood.layout == torch.sparse_coo:
-            if neighborhood.sparse_dim() != 2:
-                raise ValueError(
-                    f"{name} must be a 2-D sparse (n_target, n_source) matrix, got sparse_dim="
-                    f"{neighborhood.sparse_dim()}"
-                )
-            shape = tuple(neighborhood.shape[:2])
-            if shape != (n_target, n_source):
-                raise ValueError(
-                    f"{name} has shape {shape} but must be (n_target, n_source) = "
-                    f"({n_target}, {n_source}); neighbourhoods are oriented (target, source)"
-                )
-            if not neighborhood.is_coalesced():
-                neighborhood = neighborhood.coalesce()
-            index = neighborhood.indices()
-            return index[0], index[1], neighborhood.values()
+            return _sparse_index(neighborhood, n_target, n_source, name)
         if neighborhood.layout != torch.strided:
             raise TypeError(f"{name}: unsupported tensor layout {neighborhood.layout}")
         if neighborhood.is_floating_point() or neighborhood.dtype == torch.bool:
@@ -197,6 +183,35 @@ def neighborhood_index(
             f"(index_target, index_source) or a NeighborhoodIndex, got "
             f"{type(neighborhood).__name__}"
         )
+    _check_pairs(index_target, index_source, n_target, n_source, name)
+    return index_target.long(), index_source.long(), None
+
+
+def _sparse_index(
+    matrix: Tensor, n_target: int, n_source: int, name: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Index pair and values of a sparse COO ``(n_target, n_source)`` matrix (coalesced here)."""
+    if matrix.sparse_dim() != 2:
+        raise ValueError(
+            f"{name} must be a 2-D sparse (n_target, n_source) matrix, got sparse_dim="
+            f"{matrix.sparse_dim()}"
+        )
+    shape = tuple(matrix.shape[:2])
+    if shape != (n_target, n_source):
+        raise ValueError(
+            f"{name} has shape {shape} but must be (n_target, n_source) = "
+            f"({n_target}, {n_source}); neighbourhoods are oriented (target, source)"
+        )
+    if not matrix.is_coalesced():
+        matrix = matrix.coalesce()
+    index = matrix.indices()
+    return index[0], index[1], matrix.values()
+
+
+def _check_pairs(
+    index_target: object, index_source: object, n_target: int, n_source: int, name: str
+) -> None:
+    """Raise unless the pair is two 1-D integer tensors of one length, in range."""
     for part, idx, bound in (
         ("target", index_target, n_target),
         ("source", index_source, n_source),
@@ -212,4 +227,3 @@ def neighborhood_index(
             f"{name}: index_target and index_source must have the same length, got "
             f"{index_target.shape[0]} and {index_source.shape[0]}"
         )
-    return index_target.long(), index_source.long(), None

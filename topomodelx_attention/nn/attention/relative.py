@@ -77,13 +77,7 @@ def random_walk_pair_features(
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int (walk lengths 0..steps-1), got {steps!r}")
     n = layout.num_tokens
-    if not isinstance(adjacency, Tensor) or adjacency.layout != torch.sparse_coo:
-        raise ValueError(f"{name} must be a sparse COO tensor, got {type(adjacency).__name__}")
-    if tuple(adjacency.shape) != (n, n):
-        raise ValueError(
-            f"{name} has shape {tuple(adjacency.shape)}, expected ({n}, {n}) for the {n} tokens "
-            "of the layout"
-        )
+    _check_square(adjacency, n, name)
     device = layout.batch.device
     num_b, length = layout.num_complexes, layout.length
     index = adjacency.coalesce().indices().to(device)
@@ -115,3 +109,14 @@ def random_walk_pair_features(
         features[:, k] = power
     counts = layout.counts.to(device=device, dtype=dtype).view(num_b, 1, 1, 1)
     return features.mul_(counts).log1p_()
+
+
+def _check_square(adjacency: object, n: int, name: str) -> None:
+    """Raise unless ``adjacency`` is an ``(n, n)`` sparse COO tensor."""
+    if not isinstance(adjacency, Tensor) or adjacency.layout != torch.sparse_coo:
+        raise ValueError(f"{name} must be a sparse COO tensor, got {type(adjacency).__name__}")
+    if tuple(adjacency.shape) != (n, n):
+        raise ValueError(
+            f"{name} has shape {tuple(adjacency.shape)}, expected ({n}, {n}) for the {n} tokens "
+            "of the layout"
+        )

@@ -292,30 +292,11 @@ def sparse_attention(
     index_t, index_s = index_t.contiguous(), index_s.contiguous()
     nnz = index_t.shape[0]
     if edge_bias is not None:
-        if edge_bias.dim() == 1:
-            edge_bias = edge_bias.unsqueeze(-1)
-        if (
-            edge_bias.dim() != 2
-            or edge_bias.shape[0] != nnz
-            or edge_bias.shape[1] not in (1, heads)
-        ):
-            raise ValueError(
-                f"edge_bias must have shape (nnz,), (nnz, 1) or (nnz, heads) = "
-                f"({nnz}, {heads}), got {tuple(edge_bias.shape)}"
-            )
-        edge_bias = edge_bias.to(query.dtype)
+        edge_bias = _checked_edge_bias(edge_bias, nnz, heads).to(query.dtype)
     scale = resolve_scale(scale, query.shape[2])
     dropout_p = dropout_p if training else 0.0
-    if (
-        plan is not None
-        and not torch.compiler.is_compiling()
-        and (plan.shape != (n_t, key.shape[0]) or plan.heads != heads or plan.nnz != nnz)
-    ):
-        raise ValueError(
-            f"plan is for a {plan.shape} neighbourhood with {plan.nnz} entries and {plan.heads} "
-            f"heads, but this call has ({n_t}, {key.shape[0]}), {nnz} entries and {heads} heads; "
-            "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
-        )
+    if plan is not None and not torch.compiler.is_compiling():
+        _check_plan(plan, (n_t, key.shape[0]), nnz, heads)
     if _use_compiled_op(query, value, edge_bias, plan):
         return _fused_sparse_attention(query, key, value, plan, scale, edge_bias, dropout_p)
     if _use_fused(query, value, nnz):
@@ -326,6 +307,28 @@ def sparse_attention(
         query, key, value, index_t, index_s, scale, edge_bias, dropout_p
     )
 
+
+
+def _checked_edge_bias(edge_bias: Tensor, nnz: int, heads: int) -> Tensor:
+    """``edge_bias`` as ``(nnz, 1 or heads)`` (a clear error for another shape)."""
+    if edge_bias.dim() == 1:
+        edge_bias = edge_bias.unsqueeze(-1)
+    if edge_bias.dim() != 2 or edge_bias.shape[0] != nnz or edge_bias.shape[1] not in (1, heads):
+        raise ValueError(
+            f"edge_bias must have shape (nnz,), (nnz, 1) or (nnz, heads) = "
+            f"({nnz}, {heads}), got {tuple(edge_bias.shape)}"
+        )
+    return edge_bias
+
+
+def _check_plan(plan: SparsePlan, shape: tuple[int, int], nnz: int, heads: int) -> None:
+    """Raise unless ``plan`` is the plan of a neighbourhood of this shape, size and heads."""
+    if plan.shape != shape or plan.heads != heads or plan.nnz != nnz:
+        raise ValueError(
+            f"plan is for a {plan.shape} neighbourhood with {plan.nnz} entries and {plan.heads} "
+            f"heads, but this call has {shape}, {nnz} entries and {heads} heads; "
+            "build it with sparse_plan(neighborhood, heads) of the same neighbourhood"
+        )
 
 def neighborhood_sum(
     value: Tensor, neighborhood: Neighborhood, n_target: int, *, plan: SparsePlan | None = None
