@@ -288,7 +288,7 @@ def _sdpa_path(
 
 
 class _Problem(NamedTuple):
-    """What the dense and gathered paths share besides the flattened tokens and the mask."""
+    """What the paths share besides the flattened tokens and the mask."""
 
     lead_shape: torch.Size  # broadcast leading shape (batch, heads, ...)
     n_real: tuple[int, ...]  # real keys per axis (without the bias slot)
@@ -580,12 +580,7 @@ def n_simplicial_attention(
     n_real = tuple(k.shape[-2] for k in keys)
     has_bias = _append_bias(keys, values, key_bias, value_bias)
     mask = _normalise_mask(mask, n, n_real, has_bias, query.device)
-    if cardinality_weight is not None and not isinstance(mask, masks.TupleIndex):
-        raise ValueError(
-            "cardinality_weight needs a tuple list (TupleMask or TupleIndex, e.g. the tuples of "
-            "a complex): without one (no mask, a causal, window or router mask, a boolean "
-            "tensor) it is not implemented; drop cardinality there"
-        )
+    _check_cardinality(cardinality_weight, mask)
     if logit_form == "determinant":
         query, keys = determinant_expand(query, keys)
     lead_shape = torch.broadcast_shapes(
@@ -601,6 +596,30 @@ def n_simplicial_attention(
         return _sdpa_path(
             query, keys[0], values[0], lead_shape, isinstance(mask, masks.CausalMask), scale, dropout_p
         )
+    problem = _Problem(lead_shape, n_real, tuple(has_bias), scale, chunk_size, dropout_p)
+    return _flat_paths(query, keys, values, mask, problem, cardinality_weight)
+
+
+def _check_cardinality(cardinality_weight: Tensor | None, mask: MaskLike) -> None:
+    """Raise for a cardinality term without a tuple list (not implemented there)."""
+    if cardinality_weight is not None and not isinstance(mask, masks.TupleIndex):
+        raise ValueError(
+            "cardinality_weight needs a tuple list (TupleMask or TupleIndex, e.g. the tuples of "
+            "a complex): without one (no mask, a causal, window or router mask, a boolean "
+            "tensor) it is not implemented; drop cardinality there"
+        )
+
+
+def _flat_paths(
+    query: Tensor,
+    keys: Sequence[Tensor],
+    values: Sequence[Tensor],
+    mask: MaskLike,
+    problem: _Problem,
+    cardinality_weight: Tensor | None,
+) -> Tensor:
+    """Run the tuple, gathered or dense path on inputs flattened to one leading dimension."""
+    lead_shape, n = problem.lead_shape, query.shape[-2]
     lead = math.prod(lead_shape)
 
     def flat(t: Tensor) -> Tensor:
@@ -609,9 +628,8 @@ def n_simplicial_attention(
     q_f, k_f, v_f = flat(query), [flat(k) for k in keys], [flat(v) for v in values]
     if isinstance(mask, masks.TupleIndex):
         card = None if cardinality_weight is None else flat(cardinality_weight)
-        out = _tuple_path(q_f, k_f, v_f, mask, scale, dropout_p, card)
+        out = _tuple_path(q_f, k_f, v_f, mask, problem.scale, problem.dropout_p, card)
     else:  # per-query key lists, or all / causal / masked tuples: same arguments
         path = _gathered_path if isinstance(mask, masks.KeySelection) else _dense_path
-        problem = _Problem(lead_shape, n_real, tuple(has_bias), scale, chunk_size, dropout_p)
         out = path(q_f, k_f, v_f, mask, problem)
     return out.reshape(*lead_shape, n, out.shape[-1])

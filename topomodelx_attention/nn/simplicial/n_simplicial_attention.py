@@ -114,6 +114,67 @@ def resolve_tuples(
     return mask
 
 
+def _checked_options(
+    channels: int, heads: int, order: int, simplicial_options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Check the attention's options against its widths; resolve ``logit_form``.
+
+    Parameters
+    ----------
+    channels, heads, order : int
+        As :class:`NSimplicialAttention` takes them.
+    simplicial_options : mapping, optional
+        The attention's options (keys of :data:`SIMPLICIAL_OPTIONS`).
+
+    Returns
+    -------
+    dict
+        Every option, the defaults filled in, ``cardinality`` a bool and ``logit_form``
+        resolved (``"determinant"`` with ``rope``, else ``"product"``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown key, widths that do not fit, or options that exclude each other.
+    """
+    options = check_options("simplicial_options", simplicial_options, SIMPLICIAL_OPTIONS)
+    kv_bias, rope, window, router_k = (
+        options["kv_bias"], options["rope"], options["window"], options["router_k"]
+    )
+    options["cardinality"] = bool(options["cardinality"])
+    if channels < 1 or heads < 1 or channels % heads != 0:
+        raise ValueError(f"channels ({channels}) must be a positive multiple of heads ({heads})")
+    if order < 1:
+        raise ValueError(f"order must be >= 1, got {order}")
+    if window is not None and router_k is not None:
+        raise ValueError("choose either a sliding window or a router, not both")
+    if options["cardinality"] and (window is not None or router_k is not None):
+        raise ValueError(
+            "cardinality needs tuple lists (complexes); a window or a router fixes each "
+            "query's number of key tuples, so build the layer without window/router_k"
+        )
+    if rope and kv_bias and order % 2 == 1:
+        raise ValueError(
+            f"rope=True with kv_bias=True needs an even order: for N = {order} the rotations "
+            "of §2.4 turn every channel, so a position-free bias key would break the shift "
+            "invariance of the determinant logits (use kv_bias=False or an even order)"
+        )
+    logit_form = options["logit_form"] or ("determinant" if rope else "product")
+    if logit_form not in ("product", "determinant"):
+        raise ValueError(f"logit_form must be 'product' or 'determinant', got {logit_form!r}")
+    if rope and logit_form != "determinant":
+        raise ValueError(
+            "rope needs logit_form='determinant': the product logit of N-simplicial attention "
+            "is not rotation invariant (§2.4)"
+        )
+    if logit_form == "determinant" and (channels // heads) % (order + 1) != 0:
+        raise ValueError(
+            f"determinant logits split each head into chunks of N + 1 = {order + 1} channels; "
+            f"head_dim = {channels // heads} is not divisible by {order + 1}"
+        )
+    options["logit_form"] = logit_form
+    return options
+
 class NSimplicialAttention(nn.Module):
     """Multi-head N-simplicial attention (Dussolle & Liò, §2.2) with masks, router and RoPE.
 
@@ -205,48 +266,13 @@ class NSimplicialAttention(nn.Module):
         simplicial_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        options = check_options("simplicial_options", simplicial_options, SIMPLICIAL_OPTIONS)
+        options = _checked_options(channels, heads, order, simplicial_options)
         kv_bias, causal, window = options["kv_bias"], options["causal"], options["window"]
-        router_k, router, router_dim = options["router_k"], options["router"], options["router_dim"]
         rope, logit_form, rope_base = options["rope"], options["logit_form"], options["rope_base"]
-        scale, chunk_size = options["scale"], options["chunk_size"]
         include_lower, self_loops = options["include_lower"], options["self_loops"]
-        cardinality = bool(options["cardinality"])
-        if channels < 1 or heads < 1 or channels % heads != 0:
-            raise ValueError(
-                f"channels ({channels}) must be a positive multiple of heads ({heads})"
-            )
-        if order < 1:
-            raise ValueError(f"order must be >= 1, got {order}")
-        if window is not None and router_k is not None:
-            raise ValueError("choose either a sliding window or a router, not both")
-        if cardinality and (window is not None or router_k is not None):
-            raise ValueError(
-                "cardinality needs tuple lists (complexes); a window or a router fixes each "
-                "query's number of key tuples, so build the layer without window/router_k"
-            )
         dropout = check_dropout(dropout, "dropout")
         attention_dropout = check_dropout(attention_dropout, "attention_dropout")
-        if rope and kv_bias and order % 2 == 1:
-            raise ValueError(
-                f"rope=True with kv_bias=True needs an even order: for N = {order} the rotations "
-                "of §2.4 turn every channel, so a position-free bias key would break the shift "
-                "invariance of the determinant logits (use kv_bias=False or an even order)"
-            )
-        logit_form = logit_form or ("determinant" if rope else "product")
-        if logit_form not in ("product", "determinant"):
-            raise ValueError(f"logit_form must be 'product' or 'determinant', got {logit_form!r}")
         head_dim = channels // heads
-        if rope and logit_form != "determinant":
-            raise ValueError(
-                "rope needs logit_form='determinant': the product logit of N-simplicial attention "
-                "is not rotation invariant (§2.4)"
-            )
-        if logit_form == "determinant" and head_dim % (order + 1) != 0:
-            raise ValueError(
-                f"determinant logits split each head into chunks of N + 1 = {order + 1} channels; "
-                f"head_dim = {head_dim} is not divisible by {order + 1}"
-            )
         self.channels, self.heads, self.order, self.head_dim = channels, heads, order, head_dim
         self.causal, self.rope, self.rope_base = causal, rope, rope_base
         self.logit_form = logit_form
@@ -255,7 +281,7 @@ class NSimplicialAttention(nn.Module):
             if window is None
             else masks.WindowMask(tuple(window) if not isinstance(window, int) else window, causal=causal)
         )
-        self.scale, self.chunk_size = scale, chunk_size
+        self.scale, self.chunk_size = options["scale"], options["chunk_size"]
         self.include_lower = kv_bias if include_lower is None else include_lower
         self.self_loops = self_loops
         self.in_proj = nn.Linear(channels, (1 + 2 * order) * channels, bias=bias)
@@ -275,14 +301,19 @@ class NSimplicialAttention(nn.Module):
             self.register_buffer("rope_fixed", fixed, persistent=False)
         else:
             self.rope_fixed = None
-        if cardinality:
+        if options["cardinality"]:
             self.cardinality_weight = nn.Parameter(torch.zeros(heads, 1, head_dim))
         else:
             self.register_parameter("cardinality_weight", None)
         self.router = None
-        if router_k is not None:
+        if options["router_k"] is not None:
             self.router = SimplicialRouter(
-                channels, order, router_k, heads=heads, scorer=router, router_dim=router_dim
+                channels,
+                order,
+                options["router_k"],
+                heads=heads,
+                scorer=options["router"],
+                router_dim=options["router_dim"],
             )
         self.reset_parameters()
 
@@ -371,6 +402,27 @@ class NSimplicialAttention(nn.Module):
             return masks.CausalMask()
         return None
 
+    def _project(
+        self, x: Tensor, positions: Tensor | None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Project ``x`` (``(batch, n, C)``) to queries and ``N`` keys and values, RoPE applied.
+
+        Each of shape ``(batch, heads, n, head_dim)``.
+        """
+        batch, n, _ = x.shape
+        proj = self.in_proj(x).view(batch, n, 1 + 2 * self.order, self.heads, self.head_dim)
+        proj = proj.permute(2, 0, 3, 1, 4)  # (1 + 2N, batch, heads, n, head_dim)
+        q = proj[0]
+        keys = list(proj[1 : 1 + self.order].unbind(0))
+        values = list(proj[1 + self.order :].unbind(0))
+        if self.rope:
+            pos = positions if positions is not None else torch.arange(n, device=x.device)
+            if pos.dim() == 2:
+                pos = pos.unsqueeze(1)  # (batch, 1, n): broadcast over heads
+            q = simplicial_rope(q, pos, self.order, self.rope_base)
+            keys = [simplicial_rope(k, pos, self.order, self.rope_base) for k in keys]
+        return q, keys, values
+
     def forward(
         self,
         x: Tensor,
@@ -432,17 +484,7 @@ class NSimplicialAttention(nn.Module):
         squeeze = x.dim() == 2
         xb = x.unsqueeze(0) if squeeze else x
         batch, n, _ = xb.shape
-        proj = self.in_proj(xb).view(batch, n, 1 + 2 * self.order, self.heads, self.head_dim)
-        proj = proj.permute(2, 0, 3, 1, 4)  # (1 + 2N, batch, heads, n, head_dim)
-        q = proj[0]
-        keys = list(proj[1 : 1 + self.order].unbind(0))
-        values = list(proj[1 + self.order :].unbind(0))
-        if self.rope:
-            pos = positions if positions is not None else torch.arange(n, device=x.device)
-            if pos.dim() == 2:
-                pos = pos.unsqueeze(1)  # (batch, 1, n): broadcast over heads
-            q = simplicial_rope(q, pos, self.order, self.rope_base)
-            keys = [simplicial_rope(k, pos, self.order, self.rope_base) for k in keys]
+        q, keys, values = self._project(xb, positions)
         own = RouterContext(q, tuple(keys))
         if context is not None and squeeze:
             context = RouterContext(
@@ -456,17 +498,9 @@ class NSimplicialAttention(nn.Module):
             key_bias, value_bias = list(kb.unbind(0)), list(self.value_bias.unbind(0))
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
         out = n_simplicial_attention(
-            q,
-            keys,
-            values,
-            scale=scale,
-            mask=resolved,
-            chunk_size=self.chunk_size,
-            key_bias=key_bias,
-            value_bias=value_bias,
-            logit_form=self.logit_form,
-            dropout_p=self.attention_dropout,
-            training=self.training,
+            q, keys, values, scale=scale, mask=resolved, chunk_size=self.chunk_size,
+            key_bias=key_bias, value_bias=value_bias, logit_form=self.logit_form,
+            dropout_p=self.attention_dropout, training=self.training,
             cardinality_weight=self.cardinality_weight,
         )  # (batch, heads, n, head_dim)
         out = out.transpose(1, 2).reshape(batch, n, self.channels)
