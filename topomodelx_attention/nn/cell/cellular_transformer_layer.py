@@ -498,33 +498,11 @@ class CellularTransformerLayer(nn.Module):
         list of (torch.Tensor or None)
             Updated ``x[r]``, same shapes; ``None`` for a rank not in ``ranks``.
         """
-        x = list(x)
-        if len(x) != self.max_rank + 1:
-            raise ValueError(
-                f"expected {self.max_rank + 1} cochains (ranks 0..{self.max_rank}), got {len(x)}"
-            )
-        for r, xr in enumerate(x):
-            if not isinstance(xr, Tensor) or xr.dim() != 2 or xr.shape[1] != self.channels:
-                shape = tuple(xr.shape) if isinstance(xr, Tensor) else type(xr).__name__
-                raise ValueError(f"x[{r}] must have shape (n_{r}, {self.channels}), got {shape}")
+        x = self._checked_cochains(x)
         ranks = self._output_ranks(ranks)
         if ranks == tuple(range(self.max_rank + 1)):
             ranks = None  # every rank: the full layer
-        if isinstance(neighborhoods, CellStructure):
-            structure = neighborhoods
-            if ranks is not None and structure.output_ranks != ranks:
-                raise ValueError(
-                    f"ranks={ranks} needs a CellStructure prepared for them: call "
-                    f"prepare(..., output_ranks={ranks}) (this one has output_ranks="
-                    f"{structure.output_ranks})"
-                )
-        else:
-            if batch is None:
-                batch = [torch.zeros(xr.shape[0], dtype=torch.long, device=xr.device) for xr in x]
-            batch = list(batch)
-            if len(batch) != len(x) or any(b.numel() != xr.shape[0] for b, xr in zip(batch, x)):
-                raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
-            structure = self.prepare(neighborhoods, batch, num_complexes, output_ranks=ranks)
+        structure = self._structure(x, neighborhoods, batch, num_complexes, ranks)
         normed = self.norm_attention(x)
         if self.attention == "pairwise":
             update = self._pairwise(normed, structure, ranks)
@@ -548,6 +526,43 @@ class CellularTransformerLayer(nn.Module):
             else None
             for r in range(len(h))
         ]
+
+    def _checked_cochains(self, x: Sequence[Tensor]) -> list[Tensor]:
+        """``x`` as a list of one ``(n_r, channels)`` cochain per rank (clear errors otherwise)."""
+        x = list(x)
+        if len(x) != self.max_rank + 1:
+            raise ValueError(
+                f"expected {self.max_rank + 1} cochains (ranks 0..{self.max_rank}), got {len(x)}"
+            )
+        for r, xr in enumerate(x):
+            if not isinstance(xr, Tensor) or xr.dim() != 2 or xr.shape[1] != self.channels:
+                shape = tuple(xr.shape) if isinstance(xr, Tensor) else type(xr).__name__
+                raise ValueError(f"x[{r}] must have shape (n_{r}, {self.channels}), got {shape}")
+        return x
+
+    def _structure(
+        self,
+        x: Sequence[Tensor],
+        neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods | CellStructure,
+        batch: Sequence[Tensor] | None,
+        num_complexes: int | None,
+        ranks: tuple[int, ...] | None,
+    ) -> CellStructure:
+        """Return the :class:`CellStructure` a forward reads: given, or built by :meth:`prepare`."""
+        if isinstance(neighborhoods, CellStructure):
+            if ranks is not None and neighborhoods.output_ranks != ranks:
+                raise ValueError(
+                    f"ranks={ranks} needs a CellStructure prepared for them: call "
+                    f"prepare(..., output_ranks={ranks}) (this one has output_ranks="
+                    f"{neighborhoods.output_ranks})"
+                )
+            return neighborhoods
+        if batch is None:
+            batch = [torch.zeros(xr.shape[0], dtype=torch.long, device=xr.device) for xr in x]
+        batch = list(batch)
+        if len(batch) != len(x) or any(b.numel() != xr.shape[0] for b, xr in zip(batch, x)):
+            raise ValueError("batch must hold one (n_r,) vector per rank, matching x")
+        return self.prepare(neighborhoods, batch, num_complexes, output_ranks=ranks)
 
     def _pairwise(
         self, x: list[Tensor], structure: CellStructure, ranks: tuple[int, ...] | None

@@ -326,29 +326,8 @@ class OrderKTokenGT(TokenModel):
         """Return ``data`` when prepared, else :meth:`prepare` it (``nn._export.prepared_inputs``)."""
         return prepared_inputs(self, data, OrderKTokenGTInputs)
 
-    @torch.compiler.disable
-    def prepare(self, data: ComplexData) -> OrderKTokenGTInputs:
-        """Validate a batch and build everything derived from its structure (eager, once per batch).
-
-        Validates the inputs (ranks, rows of ``x_r``, ``node_id``, finite values when
-        ``check_inputs``), counts the ordered tokens (``max_tokens``), builds the cell
-        orderings (ordered identifiers) or the vertex-cell pairs (pooled identifiers), applies
-        the identifier regularisers (training) and pads the tokens per complex.
-        ``model(model.prepare(data))`` equals ``model(data)``; ``torch.compile`` never traces
-        this method (``torch.compiler.disable``): a compiled model called on a ``ComplexData``
-        runs it eagerly, with one graph break at the call, and traces the rest as one graph.
-
-        Parameters
-        ----------
-        data : ComplexData
-            A complex or a batch: ``batch_r`` and ``incidence_r`` for ``r <= max_rank``,
-            ``x_r`` for the ranks with features, ``node_id`` unless ``node_id_dim = 0``.
-
-        Returns
-        -------
-        OrderKTokenGTInputs
-            Inputs, indices and layout of the tokens.
-        """
+    def _checked_features(self, data: ComplexData) -> list[Tensor | None]:
+        """Check the data against the model and return ``x_r`` of the ranks with features."""
         if not isinstance(data, ComplexData):
             raise TypeError(
                 f"OrderKTokenGT expects a (batched) ComplexData, got {type(data).__name__}; "
@@ -382,6 +361,32 @@ class OrderKTokenGT(TokenModel):
         for r, x in enumerate(features):
             if x is not None:
                 self.encoders[str(r)].check_codes(x)
+        return features
+
+    @torch.compiler.disable
+    def prepare(self, data: ComplexData) -> OrderKTokenGTInputs:
+        """Validate a batch and build everything derived from its structure (eager, once per batch).
+
+        Validates the inputs (ranks, rows of ``x_r``, ``node_id``, finite values when
+        ``check_inputs``), counts the ordered tokens (``max_tokens``), builds the cell
+        orderings (ordered identifiers) or the vertex-cell pairs (pooled identifiers), applies
+        the identifier regularisers (training) and pads the tokens per complex.
+        ``model(model.prepare(data))`` equals ``model(data)``; ``torch.compile`` never traces
+        this method (``torch.compiler.disable``): a compiled model called on a ``ComplexData``
+        runs it eagerly, with one graph break at the call, and traces the rest as one graph.
+
+        Parameters
+        ----------
+        data : ComplexData
+            A complex or a batch: ``batch_r`` and ``incidence_r`` for ``r <= max_rank``,
+            ``x_r`` for the ranks with features, ``node_id`` unless ``node_id_dim = 0``.
+
+        Returns
+        -------
+        OrderKTokenGTInputs
+            Inputs, indices and layout of the tokens.
+        """
+        features = self._checked_features(data)
         num_complexes = data.num_complexes
         device = self.graph_token.device
         n0 = data.num_cells(0)

@@ -127,6 +127,19 @@ def boundary_cycles(data: ComplexData) -> tuple[Tensor, Tensor]:
     # the two neighbours of every (cell, vertex) (garbage where bad_vertex; such cells are not ok)
     nb0 = neighbour[start_pos]
     nb1 = neighbour[(start_pos + 1).clamp_max(max(neighbour.numel() - 1, 0))]
+    return _walk_rings(unique, nb0, nb1, length, ok, n0)
+
+
+def _walk_rings(
+    unique: Tensor, nb0: Tensor, nb1: Tensor, length: Tensor, ok: Tensor, n0: int
+) -> tuple[Tensor, Tensor]:
+    """Walk every ring from its smallest vertex (:func:`boundary_cycles`' second half).
+
+    ``unique``: the sorted half-edge keys ``cell·n0 + vertex``; ``nb0`` / ``nb1``: the two
+    boundary neighbours of each; ``length``: boundary edges per cell; ``ok``: the cells whose
+    boundary may still be one simple cycle (updated in place by the walk's checks).
+    """
+    n2, device = length.shape[0], length.device
 
     def lookup(c: Tensor, v: Tensor) -> Tensor:
         pos = torch.searchsorted(unique, c * n0 + v).clamp_max(unique.numel() - 1)
@@ -278,6 +291,30 @@ def _set_orderings(vertex: Tensor, cell: Tensor, num_cells: int, slots: int, ran
     return out_slots, out_owner, out_size
 
 
+def _ring_orderings(
+    cycles: Tensor, length: Tensor, ring: Tensor, slots: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Return the :math:`2L` cyclic boundary orders (rotations × reflections) of every ring.
+
+    Returns the slots ``(tokens, slots)`` (``-1`` beyond the ring's length), the ring of every
+    token and its length.
+    """
+    device = cycles.device
+    rings = ring.nonzero().squeeze(1)
+    lengths = length[rings]
+    tokens_per_ring = 2 * lengths
+    owner = rings.repeat_interleave(tokens_per_ring)
+    ring_of_token = torch.arange(rings.numel(), device=device).repeat_interleave(tokens_per_ring)
+    first = torch.cumsum(tokens_per_ring, 0) - tokens_per_ring
+    j = torch.arange(owner.numel(), device=device) - first[ring_of_token]
+    shift, direction = torch.div(j, 2, rounding_mode="floor"), 1 - 2 * (j % 2)
+    t = torch.arange(slots, device=device)
+    tok_len = lengths[ring_of_token].unsqueeze(1)
+    pos = torch.remainder(shift.unsqueeze(1) + direction.unsqueeze(1) * t, tok_len)
+    verts = cycles[rings][ring_of_token].gather(1, pos.clamp_max(cycles.shape[1] - 1))
+    verts = torch.where(t < tok_len, verts, torch.full_like(verts, -1))
+    return verts, owner, lengths[ring_of_token]
+
 def cell_orderings(
     data: ComplexData,
     rank: int,
@@ -335,24 +372,10 @@ def cell_orderings(
         if bool(ring.any()):
             _check_ring_lengths(length, slots)
             set_cells = ~ring
-            rings = ring.nonzero().squeeze(1)
-            lengths = length[rings]
-            tokens_per_ring = 2 * lengths
-            owner = rings.repeat_interleave(tokens_per_ring)
-            ring_of_token = torch.arange(rings.numel(), device=device).repeat_interleave(
-                tokens_per_ring
-            )
-            first = torch.cumsum(tokens_per_ring, 0) - tokens_per_ring
-            j = torch.arange(owner.numel(), device=device) - first[ring_of_token]
-            shift, direction = torch.div(j, 2, rounding_mode="floor"), 1 - 2 * (j % 2)
-            t = torch.arange(slots, device=device)
-            tok_len = lengths[ring_of_token].unsqueeze(1)
-            pos = torch.remainder(shift.unsqueeze(1) + direction.unsqueeze(1) * t, tok_len)
-            verts = cycles[rings][ring_of_token].gather(1, pos.clamp_max(cycles.shape[1] - 1))
-            verts = torch.where(t < tok_len, verts, torch.full_like(verts, -1))
+            verts, owner, size = _ring_orderings(cycles, length, ring, slots)
             slot_list.append(verts)
             owner_list.append(owner)
-            size_list.append(lengths[ring_of_token])
+            size_list.append(size)
     keep = set_cells.index_select(0, cell)
     s, o, z = _set_orderings(vertex[keep], cell[keep], n_r, slots, rank)
     slot_list += s
