@@ -35,6 +35,7 @@ __all__ = [
     "RestrictedUnpickler",
     "convert_gcb",
     "gcb_graph",
+    "gcb_memory",
     "gcb_plain_path",
     "read_gcb",
     "read_zinc12k",
@@ -258,28 +259,53 @@ GCB_MEMORY_BUDGET = 2**30
 """The most memory, in bytes, that reading or converting one GCB file may ask for: 1 GiB.
 
 What a file asks for is estimated from the uncompressed sizes of its members in the zip
-directory (checked against the archive's size first), before any member is read:
-:func:`convert_gcb` needs about 4 times the bytes of the members it reads (the pickled bytes,
-the arrays built from them, their concatenation; measured 2.5-2.8 times), :func:`read_gcb`
-about 6 times (the arrays, then each graph's tensors with both directions of every edge). A
-file above the budget is refused with a ``ValueError`` naming it, its largest member and the
-budget. ``hard_small.npz`` asks for about 5 MB; a crafted 781 kB file whose one member inflates
+directory (checked against the archive's size first) and the number of graphs their headers
+give, before any member's data is read: :func:`convert_gcb` needs about 4 times the bytes of the
+members it reads (the pickled bytes, the arrays built from them, their concatenation; measured
+2.6 times), :func:`read_gcb` about 6 times (the arrays, then each graph's tensors with both
+directions of every edge), plus 2 KiB per graph (its objects) and 1 MiB. A file above the
+budget is refused with a ``ValueError`` naming it, its largest member and the budget. ``hard_small.npz`` asks for about 5 MB; a crafted 781 kB file whose one member inflates
 to 800 MB (within :data:`MAX_ARRAY_ENTRIES`) asks for 3 GB. Raise this module attribute to
 read larger files on a machine with the memory for them."""
 
 _CONVERT_BYTES_PER_BYTE = 4
 _READ_BYTES_PER_BYTE = 6
+_BYTES_PER_GRAPH = 2048
+_FIXED_BYTES = 2**20
 
 
-def _check_memory(path: Path, members: Sequence[zipfile.ZipInfo], factor: int, what: str) -> int:
-    """Refuse a file whose members ask for more than :data:`GCB_MEMORY_BUDGET`; return the estimate (bytes)."""
-    held = sum(info.file_size for info in members)
-    need = factor * held
+def gcb_memory(members: Sequence[zipfile.ZipInfo], graphs: int, converting: bool) -> int:
+    """Estimate the bytes reading (or converting) a GCB file asks for (:data:`GCB_MEMORY_BUDGET`).
+
+    Parameters
+    ----------
+    members : sequence of zipfile.ZipInfo
+        The members read (their uncompressed sizes).
+    graphs : int
+        Graphs of the file (from the members' headers).
+    converting : bool
+        :func:`convert_gcb` (an original file) rather than :func:`read_gcb`.
+
+    Returns
+    -------
+    int
+        ``4`` (converting) or ``6`` (reading) times the members' bytes, plus 2 KiB per graph and
+        1 MiB.
+    """
+    factor = _CONVERT_BYTES_PER_BYTE if converting else _READ_BYTES_PER_BYTE
+    return factor * sum(info.file_size for info in members) + _BYTES_PER_GRAPH * graphs + _FIXED_BYTES
+
+
+def _check_memory(path: Path, members: Sequence[zipfile.ZipInfo], graphs: int, converting: bool) -> int:
+    """Refuse a file that asks for more than :data:`GCB_MEMORY_BUDGET` (:func:`gcb_memory`); return the estimate."""
+    need = gcb_memory(members, graphs, converting)
     if need > GCB_MEMORY_BUDGET:
+        held = sum(info.file_size for info in members)
         largest = max(members, key=lambda info: info.file_size)
+        what = "converting" if converting else "reading"
         raise ValueError(
-            f"{path}: {what} it needs about {need / 2**20:,.0f} MiB ({factor} x the {held:,} bytes its "
-            f"members hold uncompressed; the largest, member {largest.filename}, {largest.file_size:,} "
+            f"{path}: {what} it needs about {need / 2**20:,.0f} MiB (for {graphs:,} graphs and the {held:,} "
+            f"bytes its members hold uncompressed; the largest, member {largest.filename}, {largest.file_size:,} "
             f"bytes), above the budget of {GCB_MEMORY_BUDGET / 2**20:,.0f} MiB "
             "(topomodelx_attention.data.benchmark_graphs.GCB_MEMORY_BUDGET): the file is damaged or "
             "crafted, or larger than any GCB file (refused before reading it)"
@@ -391,7 +417,7 @@ def _check_plain_members(path: Path) -> None:
     size = path.stat().st_size
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
+            infos, graphs = archive.infolist(), 0
             for info in infos:
                 member = info.filename
                 if not member.endswith(".npy"):
@@ -410,8 +436,10 @@ def _check_plain_members(path: Path) -> None:
                         "numbers only (bool, int, uint, float)"
                     )
                 _check_plain_layout(path, info, shape, dtype, offset)
+                if member.endswith("_num_nodes.npy") and len(shape) == 1:
+                    graphs += shape[0]
             if infos:
-                _check_memory(path, infos, _READ_BYTES_PER_BYTE, "reading")
+                _check_memory(path, infos, graphs, converting=False)
     except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
@@ -817,9 +845,10 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
             if missing:
                 raise ValueError(f"{src} is not an original GCB file: keys {missing} are missing")
             read = [members[f"{p}_{k}"] for p in _GCB_PREFIX.values() for k in ("adj", "feat", "class")]
-            for info in read:  # sizes the archive can hold, then their total against the budget
+            for info in read:  # sizes the archive can hold, then what they ask for against the budget
                 _check_member_sizes(src, size, info)
-            _check_memory(src, read, _CONVERT_BYTES_PER_BYTE, "converting")
+            graphs = sum(_graph_count(src, archive, members[f"{p}_adj"]) for p in _GCB_PREFIX.values())
+            _check_memory(src, read, graphs, converting=True)
             for prefix in _GCB_PREFIX.values():
                 out.update(_convert_split(src, size, archive, members, prefix))
     except (zipfile.BadZipFile, EOFError, zlib.error) as error:
@@ -827,6 +856,13 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
     with atomic_output(dst) as handle:
         np.savez_compressed(handle, **out)
     return dst
+
+
+def _graph_count(src: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """Items of a 1-d member, from its ``.npy`` header alone (0 for another shape, refused when read)."""
+    with archive.open(info) as handle:
+        shape, _fortran, _dtype, _offset = _npy_header(src, info.filename, handle)
+    return max(shape[0], 0) if len(shape) == 1 and type(shape[0]) is int else 0
 
 
 def _convert_split(

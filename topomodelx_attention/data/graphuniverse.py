@@ -244,7 +244,7 @@ def generation_parameters(
     if family_parameters["n_communities_range"][1] > universe_parameters["K"]:
         raise ValueError(
             f"dataset.family.n_communities_range {family_parameters['n_communities_range']} "
-            f"exceeds the universe's K={universe_parameters['K']} communities"
+            f"exceeds the universe's K={universe_parameters['K']} communities (dataset.universe.K)"
         )
     separation = _pair(family_parameters["degree_separation_range"], "dataset.family.degree_separation_range")
     if (
