@@ -74,7 +74,7 @@ from topomodelx_attention.nn.cell.tensor_diagram import (
     parse_tensor_diagram,
 )
 
-__all__ = ["ATTENTION_MECHANISMS", "CellStructure", "CellularTransformerLayer"]
+__all__ = ["ATTENTION_MECHANISMS", "CellularTransformerLayer", "valid_ranks"]
 
 ATTENTION_MECHANISMS = ("pairwise", "general")
 
