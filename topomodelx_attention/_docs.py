@@ -140,12 +140,12 @@ check_inputs : bool, default=True
     the cells are rejected either way.""",
 }
 
-# the options TokenGT and OrderKTokenGT share (nn.graph.tokens.TOKEN_MODEL_OPTIONS)
+# the options TokenGT and OrderKTokenGT share (nn.graph.token_model.TOKEN_MODEL_OPTIONS)
 _TOKEN_MODELS = {
     "token_model_options": """\
 **options
     The options both token models take (``TokenModelOptions``, defaults
-    ``TOKEN_MODEL_OPTIONS`` of :mod:`topomodelx_attention.nn.graph.tokens`), checked once
+    ``TOKEN_MODEL_OPTIONS`` of :mod:`topomodelx_attention.nn.graph.token_model`), checked once
     (another keyword raises ``TypeError``):
 n_layers : int, default = 4
     Encoder layers (the paper: 12).

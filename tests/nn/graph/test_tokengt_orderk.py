@@ -18,7 +18,7 @@ from tests.helpers import (
 )
 from topomodelx_attention.data import ComplexData, from_toponetx
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT, boundary_cycles, cell_orderings
-from topomodelx_attention.nn.graph.tokens import TOKEN_MODEL_OPTIONS, TokenModelOptions
+from topomodelx_attention.nn.graph.token_model import TOKEN_MODEL_OPTIONS, TokenModelOptions
 from topomodelx_attention.transforms import (
     CellCycleLifting,
     LaplacianNodeId,

@@ -12,7 +12,7 @@ from topomodelx_attention.nn.graph import (
     eigenvector_dropout,
     random_sign_flip,
 )
-from topomodelx_attention.nn.graph.tokens import TokenModel, check_outputs
+from topomodelx_attention.nn.graph.token_model import TokenModel, check_outputs
 
 
 def test_sign_flip_is_per_graph_and_column():

@@ -1,7 +1,8 @@
 """Graph transformers: TokenGT (Kim et al., "Pure Transformers are Powerful Graph Learners").
 
-* :mod:`~.tokens`: the token set (:class:`TokenBatch`), the node / edge tokenizer, the
-  identifier regularisers and the model machinery both TokenGTs share;
+* :mod:`~.tokens`: the token set (:class:`TokenBatch`), the node / edge tokenizer and the
+  identifier regularisers; :mod:`~.token_model`: the model machinery both TokenGTs share and
+  their shared options (``TokenModelOptions``, checked once);
 * :class:`TokenGT` (:mod:`~.tokengt`): node + edge tokens with node / type identifiers, pre-LN
   Transformer, attention kernels of the shared core, complex / node / edge outputs.
 * :class:`OrderKTokenGT` (:mod:`~.order_k_tokengt`): the order-k variant (§3) on any

@@ -30,14 +30,13 @@ from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.graph.orderings import boundary_cycles, cell_orderings, ordering_counts
-from topomodelx_attention.nn.graph.tokens import (
-    TokenBatch,
+from topomodelx_attention.nn.graph.token_model import (
     TokenModel,
     TokenModelOptions,
     check_outputs,
-    non_negative_int,
     token_model_options,
 )
+from topomodelx_attention.nn.graph.tokens import TokenBatch, non_negative_int
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

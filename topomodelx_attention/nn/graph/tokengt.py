@@ -42,14 +42,13 @@ from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn._export import prepared_inputs
 from topomodelx_attention.nn.attention import PaddedLayout
 from topomodelx_attention.nn.common import check_inputs
-from topomodelx_attention.nn.graph.tokens import (
-    TokenBatch,
-    TokenGTTokenizer,
+from topomodelx_attention.nn.graph.token_model import (
     TokenModel,
     TokenModelOptions,
     check_outputs,
     token_model_options,
 )
+from topomodelx_attention.nn.graph.tokens import TokenBatch, TokenGTTokenizer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
