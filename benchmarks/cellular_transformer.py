@@ -43,7 +43,7 @@ from torch import nn
 from torch_geometric.data import Batch
 
 from topomodelx_attention.data import ComplexData
-from topomodelx_attention.data.datasets import load_tu_dataset
+from topomodelx_attention.datasets.tu import load_tu_dataset
 from topomodelx_attention.nn.cell import CellularTransformer, CellularTransformerLayer
 from topomodelx_attention.transforms import CellCycleLifting
 

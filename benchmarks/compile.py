@@ -43,7 +43,7 @@ HEADER = [
 
 def ct_model_and_data():
     """The README's Cellular Transformer and lifted MUTAG complexes."""
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.datasets.tu import load_tu_dataset
     from topomodelx_attention.nn.cell import CellularTransformer
     from topomodelx_attention.transforms import CellCycleLifting
 
@@ -57,8 +57,8 @@ def ct_model_and_data():
 def tokengt_model_and_data():
     """The harness ``tokengt`` model and its prepared MUTAG complexes (keys pruned)."""
     from topomodelx_attention.harness.config import compose_config
-    from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
     from topomodelx_attention.harness.models import build_model, get_spec
+    from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 
     cfg = compose_config([], model="tokengt")
     with tempfile.TemporaryDirectory() as cache:

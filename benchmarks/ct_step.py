@@ -54,7 +54,7 @@ from torch_geometric.transforms import AddRandomWalkPE  # noqa: E402
 
 import topomodelx_attention.nn.attention.kernels as kernels_module  # noqa: E402
 import topomodelx_attention.nn.cell.cellular_transformer_layer as layer_module  # noqa: E402
-from topomodelx_attention.data.datasets import load_tu_dataset  # noqa: E402
+from topomodelx_attention.datasets.tu import load_tu_dataset  # noqa: E402
 from topomodelx_attention.files import write_text  # noqa: E402
 from topomodelx_attention.nn.attention import MultiHeadAttention  # noqa: E402
 from topomodelx_attention.nn.cell import CellularTransformer  # noqa: E402

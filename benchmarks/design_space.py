@@ -194,7 +194,7 @@ def prepare_data(root: Path, work: Path) -> None:
         subset_tu(root / "tudataset" / "PROTEINS" / "raw", "PROTEINS", work, "PROTEINS300", 300, seed=0)
     plain = work / "gcb" / "hard_small.plain.npz"
     if not plain.is_file():
-        from topomodelx_attention.data.benchmark_graphs import convert_gcb
+        from topomodelx_attention.datasets.gcb import convert_gcb
 
         convert_gcb(root / "gcb" / "hard_small.npz", plain)
 

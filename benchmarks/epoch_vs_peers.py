@@ -51,8 +51,8 @@ from torch.nn import functional as F
 
 from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 from topomodelx_attention.harness.training import adam_update_mode
 
 BASELINE = "gps"

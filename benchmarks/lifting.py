@@ -31,8 +31,8 @@ import networkx as nx
 import toponetx as tnx
 import torch
 
-from topomodelx_attention.data.molecules import ZINC_ATOM_TYPES, smiles_to_graph
-from topomodelx_attention.data.sparse import scipy_to_torch
+from topomodelx_attention.data.scipy_sparse import scipy_to_torch
+from topomodelx_attention.datasets.zinc import ZINC_ATOM_TYPES, smiles_to_graph
 from topomodelx_attention.transforms import CellCycleLifting
 
 DEFAULT_ZINC = Path(__file__).resolve().parents[2] / "shared" / "data" / "zinc12k"

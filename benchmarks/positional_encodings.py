@@ -53,7 +53,7 @@ from torch_geometric.data import Data
 
 from topomodelx_attention import transforms as T
 from topomodelx_attention.data import ComplexData, to_toponetx
-from topomodelx_attention.data.molecules import ZINC_ATOM_TYPES, smiles_to_graph
+from topomodelx_attention.datasets.zinc import ZINC_ATOM_TYPES, smiles_to_graph
 
 DEFAULT_ZINC_DIR = Path("DATA/zinc12k")  # relative to the working directory; see --zinc-dir
 

@@ -12,7 +12,7 @@ Bayes accuracy is about 92 %). Counting 6-rings needs cycle information that a 1
 passing on one-hot labels captures only partially; a cell complex lifting sees every ring as a
 2-cell of its size.
 
-The files are the TU layout that ``harness.datasets`` reads (``train --dataset NAME
+The files are the TU layout that ``datasets.tu`` reads (``train --dataset NAME
 --data-dir DIR``): ``NAME_A.txt``, ``NAME_graph_indicator.txt``, ``NAME_graph_labels.txt``,
 ``NAME_node_labels.txt``.
 

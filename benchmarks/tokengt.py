@@ -206,7 +206,7 @@ def compile_table(args) -> None:
     """
     import tempfile
 
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.datasets.tu import load_tu_dataset
     from topomodelx_attention.transforms import LaplacianNodeId
 
     with tempfile.TemporaryDirectory() as root:

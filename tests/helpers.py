@@ -173,7 +173,7 @@ def load_mutag(count: int) -> list[Data]:
     """The first ``count`` MUTAG graphs (downloaded by PyG into a temporary folder)."""
     import tempfile
 
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.datasets.tu import load_tu_dataset
 
     with tempfile.TemporaryDirectory() as root:
         return list(load_tu_dataset("MUTAG", root=root))[:count]

@@ -10,7 +10,7 @@ import pickle
 import numpy as np
 import pytest
 
-import topomodelx_attention.harness.datasets as harness_datasets
+import topomodelx_attention.harness.prepare as harness_prepare
 from tests.harness.files import write_gcb, write_zinc
 from topomodelx_attention import cli
 
@@ -101,7 +101,7 @@ def test_bad_override_rejected_before_lifting(tmp_path, override, needle, capsys
     def no_lifting(*args, **kwargs):
         raise AssertionError("the lifting must not run for an invalid configuration")
 
-    monkeypatch.setattr(harness_datasets, "process_graphs", no_lifting)
+    monkeypatch.setattr(harness_prepare, "process_graphs", no_lifting)
     argv = ["train", "--seeds", "1", "--cache-dir", tmp_path / "c", "--output-dir", tmp_path / "o", override]
     assert_user_error(*run(argv, capsys), needle)
 

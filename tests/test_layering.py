@@ -1,4 +1,4 @@
-"""The dependency direction of CONTRIBUTING.md holds (data <- transforms <- nn <- harness/CLI), without import cycles."""
+"""The dependency direction of CONTRIBUTING.md holds (data <- transforms <- datasets, nn <- harness/CLI), without import cycles."""
 
 import ast
 from pathlib import Path
@@ -39,10 +39,14 @@ def _violation(module: str, name: str) -> str | None:
     if not name.startswith("topomodelx_attention."):
         return None
     src, dst = module.split(".")[1:], name.split(".")[1:]
-    if src[0] == "data" and dst[0] in ("transforms", "nn", "harness", "cli"):
+    if src[0] == "data" and dst[0] in ("transforms", "datasets", "nn", "harness", "cli"):
         return "data imports nothing above it"
-    if src[0] == "transforms" and dst[0] in ("nn", "harness", "cli"):
+    if src[0] == "transforms" and dst[0] in ("datasets", "nn", "harness", "cli"):
         return "transforms import data only"
+    if src[0] == "datasets" and dst[0] in ("nn", "harness", "cli"):
+        return "datasets import data and transforms only"
+    if src[0] == "nn" and dst[0] == "datasets":
+        return "models never read data sets"
     if src[0] == "nn" and dst[0] in ("harness", "cli"):
         return "nn never imports the harness or the CLI"
     if (
@@ -65,7 +69,10 @@ def test_dependency_direction():
     [("topomodelx_attention.data.convert", "topomodelx_attention.nn.common"),
      ("topomodelx_attention.nn.cell.cellular_transformer", "topomodelx_attention.nn.graph.tokengt"),
      ("topomodelx_attention.nn.attention.sparse", "topomodelx_attention.nn.cell"),
-     ("topomodelx_attention.harness.models", "benchmarks._measure")],
+     ("topomodelx_attention.harness.models", "benchmarks._measure"),
+     ("topomodelx_attention.datasets.tu", "topomodelx_attention.harness.prepare"),
+     ("topomodelx_attention.data.complex_data", "topomodelx_attention.datasets.registry"),
+     ("topomodelx_attention.nn.common", "topomodelx_attention.datasets.tu")],
 )
 def test_the_check_catches_violations(module, name):
     assert _violation(module, name) is not None

@@ -130,7 +130,7 @@ def _lifting(args: argparse.Namespace):
 def _cmd_lift(args: argparse.Namespace) -> int:
     import torch
 
-    from topomodelx_attention.data.datasets import load_tu_graphs
+    from topomodelx_attention.datasets.tu import load_tu_graphs
 
     graphs = load_tu_graphs(args.dataset, data_dir=args.data_dir, root=args.root)
     lifting = _lifting(args)
@@ -156,7 +156,7 @@ def _cmd_lift(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     try:
         from topomodelx_attention.harness import compose_config, run_experiment
-        from topomodelx_attention.harness.datasets import progress_bars
+        from topomodelx_attention.harness.prepare import progress_bars
         from topomodelx_attention.harness.results import markdown_table
     except ImportError as error:  # pragma: no cover - depends on the environment
         print(
@@ -289,7 +289,7 @@ def _check_accelerator(value: object) -> None:
 
 
 def _cmd_convert_gcb(args: argparse.Namespace) -> int:
-    from topomodelx_attention.data.benchmark_graphs import convert_gcb, read_gcb
+    from topomodelx_attention.datasets.gcb import convert_gcb, read_gcb
 
     dst = convert_gcb(args.src, args.dst)
     graphs = read_gcb(dst)

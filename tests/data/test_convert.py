@@ -8,7 +8,7 @@ import torch
 
 from tests.helpers import assert_same_complex, random_cell_complex, random_simplicial_complex
 from topomodelx_attention.data import from_toponetx, to_toponetx
-from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
+from topomodelx_attention.data.scipy_sparse import has_explicit_zeros, torch_to_scipy
 
 
 def random_features(complex_, seed: int, widths) -> dict:

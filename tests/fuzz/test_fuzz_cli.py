@@ -13,11 +13,12 @@ import warnings
 import numpy as np
 import torch
 
-import topomodelx_attention.harness.datasets as harness_datasets
+import topomodelx_attention.harness.prepare as harness_prepare
 from tests.fuzz.cases import ACCEPT, EITHER, REJECT, quietly, run_cases
 from tests.test_cli_faults import write_tiny_tu
+from topomodelx_attention.datasets import load_graphs
 from topomodelx_attention.harness.config import PASS_THROUGH, compose_config
-from topomodelx_attention.harness.datasets import load_graphs, prepare_dataset, process_graphs
+from topomodelx_attention.harness.prepare import prepare_dataset, process_graphs
 
 CELL = {"_target_": "topomodelx_attention.transforms.CellCycleLifting"}
 
@@ -103,7 +104,7 @@ def test_fuzz_lifting_bar_counts_every_graph_once(fuzz_seeds, monkeypatch):
     """Any number of graphs, chunk size and PE: the bar's total and count are the number of graphs."""
     from topomodelx_attention.transforms import CellCycleLifting, CellularRandomWalkPE
 
-    monkeypatch.setattr(harness_datasets, "tqdm", _CountingBar)
+    monkeypatch.setattr(harness_prepare, "tqdm", _CountingBar)
     graphs = load_graphs({"name": "MUTAG", "loader": "tu"})
 
     def make(seed, rng):

@@ -19,8 +19,9 @@ import shutil
 import pytest
 
 from tests.fuzz.cases import ACCEPT, REJECT, run_cases
+from topomodelx_attention.datasets.cache import cache_key
 from topomodelx_attention.harness.config import check_targets
-from topomodelx_attention.harness.datasets import cache_key, instantiate_transform
+from topomodelx_attention.harness.prepare import instantiate_transform
 
 ALLOWED = (
     "topomodelx_attention.transforms.CellCycleLifting",
@@ -48,12 +49,12 @@ FORBIDDEN = (
     "builtins.open", "subprocess.run", "shutil.rmtree", "hydra.utils.instantiate", "functools.partial",
     "omegaconf.OmegaConf.load", "importlib.import_module",
     # aliases through allowed modules: the object is compared, not the prefix
-    "torch.optim.torch.load", "topomodelx_attention.harness.datasets.os.system",
-    "topomodelx_attention.harness.datasets.torch.load", "topomodelx_attention.transforms.CellCycleLifting.lift_many",
+    "torch.optim.torch.load", "topomodelx_attention.harness.prepare.os.system",
+    "topomodelx_attention.harness.prepare.torch.load", "topomodelx_attention.transforms.CellCycleLifting.lift_many",
     # functions and classes of the package that are no transforms, models or optimizers
-    "topomodelx_attention.harness.datasets.save_cache", "topomodelx_attention.data.benchmark_graphs.convert_gcb",
+    "topomodelx_attention.harness.prepare.save_cache", "topomodelx_attention.datasets.gcb.convert_gcb",
     "topomodelx_attention.harness.config.register_target", "topomodelx_attention.cli.main",
-    "topomodelx_attention.harness.training.run_experiment", "topomodelx_attention.data.benchmark_graphs.RestrictedUnpickler",
+    "topomodelx_attention.harness.training.run_experiment", "topomodelx_attention.datasets.gcb.RestrictedUnpickler",
     "torch.optim.Optimizer", "torch.optim.swa_utils.AveragedModel",
     # malformed paths
     "", "topomodelx_attention", "torch.optim", "topomodelx_attention..transforms.ZeroPE",
@@ -192,7 +193,7 @@ def test_fuzz_payloads_in_transform_specs_never_run(fuzz_seeds, markers):
             spec["deep"] = [{"again": [payload]}]
             key = "model.x.deep[0].again[0]._target_"
         elif way == "alias":
-            spec = {"_target_": "topomodelx_attention.harness.datasets.os.open",
+            spec = {"_target_": "topomodelx_attention.harness.prepare.os.open",
                     "_args_": [str(marker), os.O_CREAT | os.O_WRONLY]}
             key = "model.x._target_"
         elif way == "kwargs":

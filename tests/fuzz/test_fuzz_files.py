@@ -21,16 +21,16 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from tests.data import gcb_payloads as g
+from tests.datasets import gcb_payloads as g
 from tests.fuzz.cases import ACCEPT, EITHER, REJECT, run_cases
 from topomodelx_attention import files
-from topomodelx_attention.data.benchmark_graphs import (
+from topomodelx_attention.datasets import cache
+from topomodelx_attention.datasets.gcb import (
     MAX_ARRAY_ENTRIES,
     convert_gcb,
     gcb_graph,
     read_gcb,
 )
-from topomodelx_attention.harness import datasets
 
 MEMBERS = [f"{p}_{k}" for p in g.PREFIXES for k in ("adj", "feat", "class")]
 SPLIT = {"tr": "train", "val": "val", "te": "test"}
@@ -304,7 +304,7 @@ def _planted(seed: int, rng: np.random.Generator, folder: Path):
         links = [folder / "processed" / f"key.pt.{host}.{pid}.tmp", folder / "processed" / f"key.pt.{host}.{pid}.{guessed}.tmp"]
 
         def write():
-            datasets.save_cache({"complexes": [], "split": None}, dst)
+            cache.save_cache({"complexes": [], "split": None}, dst)
             return dst
     else:
         dst = None
@@ -332,7 +332,7 @@ def _planted(seed: int, rng: np.random.Generator, folder: Path):
             if writer == "convert":
                 read_gcb(out)
             else:
-                datasets.load_cache(out)
+                cache.load_cache(out)
         leftovers = [p for p in folder.rglob("*.tmp") if p not in links]
         assert not leftovers, f"temporary files left: {leftovers}"
 

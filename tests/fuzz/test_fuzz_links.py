@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.gcb_payloads import write_original
+from tests.datasets.gcb_payloads import write_original
 from tests.test_cli_faults import write_tiny_tu
 from topomodelx_attention import cli
 

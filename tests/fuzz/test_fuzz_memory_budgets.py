@@ -6,7 +6,7 @@
   oversized pair — or to a small in-range one: loading the family must either refuse it with a
   one-line ``ValueError`` that names the option, having traced less than 16 MiB, or generate a
   family whose features are finite and within the models' input range, within the memory
-  :func:`~topomodelx_attention.data.graphuniverse.check_generation_budget` estimated;
+  :func:`~topomodelx_attention.datasets.graphuniverse.check_generation_budget` estimated;
 * GCB files (original and converted), well-formed or with one member, picked at random,
   inflating to a random size, under a random budget: refused naming the member and
   ``GCB_MEMORY_BUDGET`` with under 1 MiB traced exactly when the estimate from the zip
@@ -27,13 +27,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.data import gcb_payloads as g
+from tests.datasets import gcb_payloads as g
 from tests.fuzz.cases import ACCEPT, EITHER, REJECT, quietly, run_cases
-from topomodelx_attention.data import benchmark_graphs
-from topomodelx_attention.data.benchmark_graphs import convert_gcb, read_gcb
-from topomodelx_attention.data.graphuniverse import check_generation_budget
+from topomodelx_attention.datasets import gcb
+from topomodelx_attention.datasets.gcb import convert_gcb, read_gcb
+from topomodelx_attention.datasets.graphuniverse import (
+    check_generation_budget,
+    load_graphuniverse,
+    parameters_from_config,
+)
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.graphuniverse import load_graphuniverse, parameters_from_config
 from topomodelx_attention.nn.common import MAX_ABS_INPUT
 
 pytest.importorskip("graph_universe")
@@ -181,7 +184,7 @@ def _inflate(path, member: str, payload: int):
 
 
 def _estimate(path, converting: bool) -> int:
-    """What the file asks for by the documented rule (:func:`~.benchmark_graphs.gcb_memory`): the
+    """What the file asks for by the documented rule (:func:`~.gcb.gcb_memory`): the
     members read, and the graphs their headers give (the ``*_adj`` items / ``*_num_nodes`` entries)."""
     names = {f"{m}.npy" for m in MEMBERS} if converting else None
     counted = "_adj.npy" if converting else "_num_nodes.npy"
@@ -193,7 +196,7 @@ def _estimate(path, converting: bool) -> int:
                 with archive.open(info) as handle:
                     np.lib.format.read_magic(handle)
                     graphs += np.lib.format.read_array_header_1_0(handle)[0][0]
-    return benchmark_graphs.gcb_memory(members, graphs, converting)
+    return gcb.gcb_memory(members, graphs, converting)
 
 
 def test_fuzz_gcb_files_are_refused_above_the_budget_before_reading(fuzz_seeds, tmp_path):
@@ -233,7 +236,7 @@ def test_fuzz_gcb_files_are_refused_above_the_budget_before_reading(fuzz_seeds, 
             try:
                 try:
                     with pytest.MonkeyPatch.context() as patch:
-                        patch.setattr(benchmark_graphs, "GCB_MEMORY_BUDGET", budget)
+                        patch.setattr(gcb, "GCB_MEMORY_BUDGET", budget)
                         call()
                 finally:
                     peak = tracemalloc.get_traced_memory()[1]

@@ -14,8 +14,8 @@ from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
 from tests.fuzz.cases import ACCEPT, REJECT, assert_finite, finite_float_graph, quietly, run_cases
-from topomodelx_attention.harness.datasets import DatasetInfo
 from topomodelx_attention.harness.models import build_model
+from topomodelx_attention.harness.prepare import DatasetInfo
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.nn.graph import OrderKTokenGT, TokenGT
 from topomodelx_attention.nn.simplicial import NSimplicialTransformer

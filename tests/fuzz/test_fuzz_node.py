@@ -24,9 +24,9 @@ from tests.fuzz.cases import (
     run_cases,
 )
 from topomodelx_attention.data import ComplexDataLoader
-from topomodelx_attention.data import graphuniverse as gu
-from topomodelx_attention.harness.datasets import DatasetInfo, _infer_info
+from topomodelx_attention.datasets import graphuniverse as gu
 from topomodelx_attention.harness.models import build_model
+from topomodelx_attention.harness.prepare import DatasetInfo, _infer_info
 from topomodelx_attention.transforms import (
     CellCycleLifting,
     CellularRandomWalkPE,

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from tests.fuzz.cases import ACCEPT, REJECT, run_cases
-from topomodelx_attention.data.datasets import load_tu_graphs
-from topomodelx_attention.harness.datasets import load_graphs
+from topomodelx_attention.datasets import load_graphs
+from topomodelx_attention.datasets.tu import load_tu_graphs
 
 NAME = "FUZZ"
 

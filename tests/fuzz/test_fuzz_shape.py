@@ -14,7 +14,7 @@ import torch
 from tests.fuzz.cases import ACCEPT, REJECT, run_cases
 from topomodelx_attention.data import from_toponetx
 from topomodelx_attention.harness.baselines import EDGE_GRAPH_CONVS, EdgeGraphBaseline
-from topomodelx_attention.harness.datasets import DatasetInfo
+from topomodelx_attention.harness.prepare import DatasetInfo
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.nn.cell.cellular_transformer import PE_OPTIONS, READOUT_OPTIONS
 

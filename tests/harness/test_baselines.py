@@ -39,7 +39,7 @@ def test_the_registry_holds_the_baselines_when_their_module_is_imported_first():
 def test_edge_graph_baseline_refuses_an_attention_option_its_conv_does_not_take():
     """GINE has no attention: `heads` for it (or `kind` for the graph transformer) raises, naming it."""
     from topomodelx_attention.harness.baselines import EDGE_GRAPH_CONVS, EdgeGraphBaseline
-    from topomodelx_attention.harness.datasets import DatasetInfo
+    from topomodelx_attention.harness.prepare import DatasetInfo
 
     info = DatasetInfo("g", "classification", 2, [3, 2], [None, None], None, "accuracy")
     for conv, (depth, options) in EDGE_GRAPH_CONVS.items():
@@ -60,7 +60,7 @@ def test_edge_graph_baseline_refuses_an_attention_option_its_conv_does_not_take(
 def test_linear_gps_refuses_an_attention_dropout_it_would_ignore():
     """PyG's Performer has no attention-weight dropout: a rate for it raises instead of vanishing."""
     from topomodelx_attention.harness.baselines import EdgeGraphBaseline
-    from topomodelx_attention.harness.datasets import DatasetInfo
+    from topomodelx_attention.harness.prepare import DatasetInfo
 
     info = DatasetInfo("g", "classification", 2, [3, 2], [None, None], None, "accuracy")
     EdgeGraphBaseline(info, 8, conv="gps", kind="linear")  # the dense default rate does not apply

@@ -23,7 +23,7 @@ from topomodelx_attention.harness.config import (
     register_target,
     unused_additions,
 )
-from topomodelx_attention.harness.datasets import instantiate_transform
+from topomodelx_attention.harness.prepare import instantiate_transform
 
 
 def test_configs_ship_inside_the_package():
@@ -212,7 +212,7 @@ def test_hand_made_configs_are_checked_where_they_are_instantiated(tmp_path, pay
     with pytest.raises(ValueError, match=r"model\.pe\._target_='numpy\.load' is not an allowed target"):
         instantiate_transform({"_target_": "numpy.load", "file": str(npy), "allow_pickle": True}, config_key="model.pe")
     # the data set's lifting_kwargs are merged into the lifting: they cannot replace its target
-    from topomodelx_attention.harness.datasets import prepare_dataset
+    from topomodelx_attention.harness.prepare import prepare_dataset
 
     dataset = {"name": "MUTAG", "loader": "tu", "max_graphs": 2,
                "lifting_kwargs": {"_target_": "numpy.load", "file": str(npy), "allow_pickle": True}}
@@ -248,7 +248,7 @@ def _fill(tree, marker):
         ({"_target_": _LIFT, "_args_": [_OPEN]}, r"model.lifting._args_\[0\]._target_"),
         ({"_target_": _LIFT, "x": {"y": [_OPEN]}}, r"model.lifting.x.y\[0\]._target_"),
         # an allowed module's attribute leading elsewhere: os.open(MARKER, O_CREAT | O_WRONLY)
-        ({"_target_": "topomodelx_attention.harness.datasets.os.open",
+        ({"_target_": "topomodelx_attention.harness.prepare.os.open",
           "_args_": ["MARKER", os.O_CREAT | os.O_WRONLY]}, "model.lifting._target_"),
         # a string that becomes a new _target_ when hydra resolves the config again
         ({"_target_": _LIFT, "x": "${oc.create:{_target_: builtins.open, _args_: [MARKER, w]}}"},
@@ -281,7 +281,7 @@ def test_nested_alias_and_interpolation_tricks_run_with_plain_hydra_and_are_refu
         ({"_target_": _LIFT, "_args_": "x"}, "model.lifting._args_='x' must be a list"),
         ({"_target_": 3}, "model.lifting._target_=3 must be a string"),
         ({"_target_": "torch.optim.torch.load"}, "model.lifting._target_='torch.optim.torch.load' is not an allowed"),
-        ({"_target_": "topomodelx_attention.harness.datasets.save_cache"}, "is not an allowed target"),
+        ({"_target_": "topomodelx_attention.harness.prepare.save_cache"}, "is not an allowed target"),
     ],
     ids=["partial-open", "partial", "not-recursive", "recursive-type", "convert", "args-type", "non-string",
          "torch-alias", "package-function"],
@@ -295,7 +295,7 @@ def test_meta_keys_and_other_callables_are_refused_naming_the_key(tmp_path, spec
 
 def test_compose_time_errors_name_the_key():
     for override, key in [
-        ("model.lifting._target_=topomodelx_attention.harness.datasets.os.system", "model.lifting._target_"),
+        ("model.lifting._target_=topomodelx_attention.harness.prepare.os.system", "model.lifting._target_"),
         ("+dataset.lifting_kwargs._target_=numpy.load", "dataset.lifting_kwargs._target_"),
         ("+model.lifting._partial_=true", "model.lifting._partial_"),
         ("+model.lifting._args_=[{_target_:os.system}]", r"model.lifting._args_\[0\]._target_"),

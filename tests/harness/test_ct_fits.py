@@ -23,8 +23,8 @@ import torch
 
 from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import prepare_dataset
 from topomodelx_attention.harness.models import build_model
+from topomodelx_attention.harness.prepare import prepare_dataset
 from topomodelx_attention.harness.training import _data_pe_config
 
 NAME = "RINGFIT"

@@ -7,10 +7,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from topomodelx_attention.data import graphuniverse as gu
+from topomodelx_attention.datasets import graphuniverse as gu
+from topomodelx_attention.datasets.cache import cache_key
+from topomodelx_attention.datasets.graphuniverse import load_graphuniverse, task_protocol
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import cache_key, prepare_dataset
-from topomodelx_attention.harness.graphuniverse import load_graphuniverse, task_protocol
+from topomodelx_attention.harness.prepare import prepare_dataset
 
 TINY = ["dataset.n_graphs=8", "dataset.family.n_nodes_range=[10,30]"]
 
@@ -119,7 +120,7 @@ def test_bad_settings_are_rejected_naming_the_key(cache, overrides, message):
 def test_node_labels_must_cover_every_vertex(cache):
     cfg = _cfg()
     prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, cfg.model.pe, cache)
-    from topomodelx_attention.harness.datasets import _infer_info
+    from topomodelx_attention.harness.prepare import _infer_info
 
     broken = [c.clone() for c in prepared.complexes]
     broken[3].y = broken[3].y[:-1]

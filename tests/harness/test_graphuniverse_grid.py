@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from tests.helpers import run_benchmark
-from topomodelx_attention.data import graphuniverse as gu
+from topomodelx_attention.datasets import graphuniverse as gu
 from topomodelx_attention.harness import compose_config, run_experiment
-from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 from topomodelx_attention.harness.training import best_checkpoint, evaluate_checkpoint
 
 pytest.importorskip("graph_universe")

@@ -6,13 +6,13 @@ from torch_geometric.loader import DataLoader
 
 from tests.helpers import HARNESS_MODELS as ALL_MODELS
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
 from topomodelx_attention.harness.models import (
     MODELS,
     build_model,
     get_spec,
     register_model,
 )
+from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 
 EDGE_GRAPH_MODELS = ("gine", "gps", "graph_transformer")
 
@@ -63,7 +63,7 @@ def test_tokengt_gets_its_node_id_width_not_a_pe_width(prepared_by_model):
 def test_gps_positional_encoding_is_rwse(prepared_by_model):
     from torch_geometric.transforms import AddRandomWalkPE
 
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.datasets.tu import load_tu_dataset
 
     _, prepared = prepared_by_model["gps"]
     graph = load_tu_dataset("MUTAG")[0]

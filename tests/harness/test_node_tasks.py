@@ -16,13 +16,13 @@ from tests.helpers import HARNESS_MODELS as ALL_MODELS
 from topomodelx_attention.cli import main
 from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import (
+from topomodelx_attention.harness.models import MODELS, build_model, get_spec
+from topomodelx_attention.harness.prepare import (
     DatasetInfo,
     instantiate_transform,
     prepare_dataset,
     prune_keys,
 )
-from topomodelx_attention.harness.models import MODELS, build_model, get_spec
 from topomodelx_attention.harness.training import GraphTaskModule, _data_pe_config, run_experiment
 
 RUN = ["seeds=[0]", "trainer.max_epochs=1", "plot=false", "trainer.enable_progress_bar=false"]

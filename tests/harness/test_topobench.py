@@ -31,7 +31,7 @@ from torch_geometric.loader import DataLoader
 
 from tests.test_files_replace_all import os_calls, tree
 from topomodelx_attention.cli import main
-from topomodelx_attention.data.datasets import load_tu_dataset
+from topomodelx_attention.datasets.tu import load_tu_dataset
 from topomodelx_attention.harness.config import CONFIG_DIR
 from topomodelx_attention.harness.topobench import (
     CellularTransformerBackbone,

@@ -11,7 +11,7 @@ from torch_geometric.loader import DataLoader
 
 from topomodelx_attention.cli import main
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import prepare_dataset
+from topomodelx_attention.harness.prepare import prepare_dataset
 from topomodelx_attention.harness.training import (
     ResampleNodeIds,
     _data_pe_config,

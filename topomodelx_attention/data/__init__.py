@@ -14,7 +14,7 @@ from topomodelx_attention.data.neighborhoods import (
     build_neighborhoods,
     shared_face_counts,
 )
-from topomodelx_attention.data.sparse import (
+from topomodelx_attention.data.scipy_sparse import (
     scipy_to_torch,
     sparsity_pattern,
     to_coalesced_coo,

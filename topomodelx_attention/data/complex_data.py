@@ -58,7 +58,7 @@ from topomodelx_attention.data.neighborhoods import (
     row_rank,
     vertex_cells,
 )
-from topomodelx_attention.data.sparse import has_explicit_zeros, torch_to_scipy
+from topomodelx_attention.data.scipy_sparse import has_explicit_zeros, torch_to_scipy
 
 __all__ = ["ComplexData", "check_features"]
 

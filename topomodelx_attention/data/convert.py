@@ -33,7 +33,7 @@ import torch
 
 from topomodelx_attention.data.complex_data import ComplexData
 from topomodelx_attention.data.coo import Coo
-from topomodelx_attention.data.sparse import torch_to_scipy
+from topomodelx_attention.data.scipy_sparse import torch_to_scipy
 
 __all__ = ["from_toponetx", "to_toponetx"]
 

@@ -30,14 +30,14 @@ from topomodelx_attention.harness.config import (
     choice,
     compose_config,
 )
-from topomodelx_attention.harness.datasets import (
+from topomodelx_attention.harness.models import MODELS, build_model, register_model
+from topomodelx_attention.harness.prepare import (
     ComplexDataset,
     DatasetInfo,
     PreparedDataset,
     prepare_dataset,
     random_split,
 )
-from topomodelx_attention.harness.models import MODELS, build_model, register_model
 from topomodelx_attention.harness.results import ExperimentResult, SeedResult
 from topomodelx_attention.harness.training import GraphTaskModule, run_experiment
 

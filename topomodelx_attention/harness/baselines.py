@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from topomodelx_attention._docs import fill_doc
 from topomodelx_attention.harness.config import allow_harness_classes
-from topomodelx_attention.harness.datasets import DatasetInfo
+from topomodelx_attention.harness.prepare import DatasetInfo
 from topomodelx_attention.harness.registry import (
     check_outputs,
     rank_encoders,

@@ -334,8 +334,8 @@ def compose(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
 
 def held_out_test(cfg, model_name: str) -> tuple[Any, list]:
     """Return the prepared data of a configuration and its test complexes, pruned to the model's keys."""
-    from topomodelx_attention.harness.datasets import prepare_dataset, prune_keys
     from topomodelx_attention.harness.models import build_model, get_spec
+    from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
     from topomodelx_attention.harness.training import _data_pe_config
 
     prepared = prepare_dataset(cfg.dataset, cfg.model.lifting, _data_pe_config(cfg.model.get("pe")), cfg.paths.get("cache_dir"))
@@ -554,7 +554,7 @@ def measure(args: argparse.Namespace) -> None:
         task, slug = args.tasks[0], args.settings[0]
         cfg = compose(model, task, slug, args.seeds[0], args)
         t = time.perf_counter()
-        from topomodelx_attention.harness.datasets import prepare_dataset
+        from topomodelx_attention.harness.prepare import prepare_dataset
         from topomodelx_attention.harness.training import _data_pe_config
 
         prepare_dataset(cfg.dataset, cfg.model.lifting, _data_pe_config(cfg.model.get("pe")), cfg.paths.get("cache_dir"))

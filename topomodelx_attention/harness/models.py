@@ -45,7 +45,7 @@ from torch import nn
 # the baselines register themselves on import: importing this module fills the whole registry
 from topomodelx_attention.harness import baselines as _baselines
 from topomodelx_attention.harness.config import CONFIG_DIR, allow_harness_classes
-from topomodelx_attention.harness.datasets import DatasetInfo
+from topomodelx_attention.harness.prepare import DatasetInfo
 from topomodelx_attention.harness.registry import (
     MODELS,
     OUTPUTS,

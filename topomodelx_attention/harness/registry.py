@@ -1,7 +1,7 @@
 """Model registry of the benchmark harness, and the pieces every model builder shares.
 
 A builder registered with :func:`register_model` maps the config's ``model.params`` and the
-data set's :class:`~topomodelx_attention.harness.datasets.DatasetInfo` to a model whose
+data set's :class:`~topomodelx_attention.harness.prepare.DatasetInfo` to a model whose
 ``forward(batch)`` gives one prediction per complex, ``(num_complexes, out_channels)``, or one
 per vertex for node-level tasks (``outputs="node"``); its :class:`ModelSpec` also says which
 data keys the built model reads, so that the harness drops the others before batching.
@@ -20,7 +20,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from topomodelx_attention.harness.datasets import DatasetInfo
+from topomodelx_attention.harness.prepare import DatasetInfo
 from topomodelx_attention.nn.common import FeatureEncoder
 
 __all__ = [

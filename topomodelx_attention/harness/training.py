@@ -34,7 +34,10 @@ from torch.nn import functional as F
 
 from topomodelx_attention.files import make_dirs, write_text
 from topomodelx_attention.harness.config import validate_config
-from topomodelx_attention.harness.datasets import (
+from topomodelx_attention.harness.lightning_logs import lightning_logs
+from topomodelx_attention.harness.memory import keep_freed_memory
+from topomodelx_attention.harness.models import build_model, get_spec
+from topomodelx_attention.harness.prepare import (
     ComplexDataset,
     DatasetInfo,
     PreparedDataset,
@@ -42,9 +45,6 @@ from topomodelx_attention.harness.datasets import (
     prepare_dataset,
     prune_keys,
 )
-from topomodelx_attention.harness.lightning_logs import lightning_logs
-from topomodelx_attention.harness.memory import keep_freed_memory
-from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.results import (
     ExperimentResult,
     SeedResult,

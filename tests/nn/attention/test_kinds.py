@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "topomodelx_attention"
 
 #: Comparisons with a kernel's name that are about something else (path → why).
 NOT_KERNELS = {
-    "harness/datasets.py": "a cached tensor's storage ('dense' / 'sparse' tensor), not a kernel",
+    "datasets/cache.py": "a cached tensor's storage ('dense' / 'sparse' tensor), not a kernel",
 }
 
 

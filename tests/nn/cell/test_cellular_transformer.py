@@ -224,7 +224,7 @@ def test_composes_with_a_topomodelx_layer_and_trains_on_mutag(tmp_path):
     from topomodelx.nn.cell.cwn_layer import CWNLayer
     from torch_geometric.loader import DataLoader
 
-    from topomodelx_attention.data.datasets import load_tu_dataset
+    from topomodelx_attention.datasets.tu import load_tu_dataset
     from topomodelx_attention.nn.attention import scatter_sum
 
     dataset = load_tu_dataset("MUTAG", root=tmp_path)

@@ -1,4 +1,4 @@
-"""Readers of GCB (.npz) and ZINC-12k (CSV) files, on tiny generated files."""
+"""The GCB reader (.npz, plain and original formats), on tiny generated files."""
 
 import re
 
@@ -7,15 +7,14 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from tests.data.gcb_payloads import graphs as payload_graphs
-from tests.data.gcb_payloads import objects
-from tests.harness.files import write_gcb, write_zinc
-from topomodelx_attention.data.benchmark_graphs import (
+from tests.datasets.gcb_payloads import graphs as payload_graphs
+from tests.datasets.gcb_payloads import objects
+from tests.harness.files import write_gcb
+from topomodelx_attention.datasets.gcb import (
     convert_gcb,
     gcb_graph,
     gcb_plain_path,
     read_gcb,
-    read_zinc12k,
 )
 
 
@@ -52,11 +51,6 @@ def _original_gcb(tmp_path, adjacency=None):
     path = tmp_path / "hard_small.npz"
     np.savez(path, **data)
     return path, expected
-
-
-@pytest.fixture
-def zinc_dir(tmp_path):
-    return write_zinc(tmp_path)
 
 
 def test_gcb_graph_symmetrises_and_drops_the_diagonal():
@@ -131,54 +125,6 @@ def test_read_gcb_missing_file_names_it(tmp_path):
         read_gcb(tmp_path / "hard_small.npz")
 
 
-def test_read_zinc_split_and_limits(zinc_dir):
-    pytest.importorskip("rdkit")
-    graphs = read_zinc12k(zinc_dir)
-    assert {k: len(v) for k, v in graphs.items()} == {"train": 6, "val": 3, "test": 3}
-    first = graphs["train"][0]
-    assert first.x.dtype == torch.long and first.edge_attr.dtype == torch.long
-    assert first.y.tolist() == [-1.0]  # score of row 0
-    small = read_zinc12k(zinc_dir, {"train": 2, "test": 1})
-    assert [len(small[k]) for k in ("train", "val", "test")] == [2, 3, 1]
-
-
-def test_read_zinc_missing_files(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"smiles_score\.csv"):
-        read_zinc12k(tmp_path)
-
-
-@pytest.mark.parametrize(
-    ("file", "row", "error"),
-    [
-        ("smiles_score.csv", ["CCO", 2.0, 1.0, "not-a-number"], r"smiles_score\.csv, line 3: column score"),
-        ("smiles_score.csv", ["C1CC", 2.0, 1.0, 0.5], r"smiles_score\.csv, line 3: .*SMILES"),
-        ("smiles_score.csv", ["CCO", 2.0], r"smiles_score\.csv, line 3: expected 4 columns"),
-        ("indexes_train_val_test.csv", ["x", "", ""], r"indexes_train_val_test\.csv, line 2: column train"),
-    ],
-)
-def test_read_zinc_bad_rows_name_the_file_and_line(tmp_path, file, row, error):
-    pytest.importorskip("rdkit")
-    import csv
-
-    folder = write_zinc(tmp_path)
-    path = folder / file
-    lines = path.read_text().splitlines()
-    buffer = __import__("io").StringIO()
-    csv.writer(buffer).writerow(row)
-    position = 2 if file == "smiles_score.csv" else 1  # molecule row 1 / the first split row
-    lines[position] = buffer.getvalue().strip()
-    path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=error):
-        read_zinc12k(folder)
-
-
-def test_read_zinc_binary_file_names_it(tmp_path):
-    folder = write_zinc(tmp_path)
-    (folder / "smiles_score.csv").write_bytes(b"SMILES,SA,logp,score\n\xff\xfe\x00bad\n")
-    with pytest.raises(ValueError, match=r"smiles_score\.csv is not a UTF-8 text file"):
-        read_zinc12k(folder)
-
-
 # ------------------------------------------------------------------ crafted GCB files
 HUNG = -9
 """The status :func:`_naive` gives a run that had to be killed (it hung)."""
@@ -218,7 +164,7 @@ def _refused(src, *needles, dst=None):
 @pytest.mark.parametrize("variant", ["object", "overlap", "nested"])
 @pytest.mark.parametrize("key", ["tr_feat", "val_class"])
 def test_object_pointer_dtype_would_segfault_and_is_refused(tmp_path, variant, key):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     rows = (2, 3) if key.endswith("feat") else (1, 1)  # labels are stacked: one shape
     src = g.write_original(tmp_path / "evil.npz", {key: g.objects([g.pointer_array(r, variant) for r in rows])})
@@ -230,7 +176,7 @@ def test_object_pointer_dtype_would_segfault_and_is_refused(tmp_path, variant, k
 
 
 def test_uninitialised_ndarray_payloads_are_refused(tmp_path):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     src = g.write_original(tmp_path / "leak.npz", {"tr_feat": g.objects([g.uninitialised((2000, 5)), g.uninitialised((3, 5))])})
     # the unprotected path: 40 kB of "features" from a 6 kB file, i.e. whatever the heap held
@@ -247,7 +193,7 @@ def test_uninitialised_ndarray_payloads_are_refused(tmp_path):
      "csr_structured_data", "python_int"],
 )
 def test_non_plain_arrays_are_refused_naming_the_member(tmp_path, payload):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     obj = np.dtype("O")
     items = {
@@ -271,7 +217,7 @@ def test_non_plain_arrays_are_refused_naming_the_member(tmp_path, payload):
 
 
 def test_huge_shape_claims_are_refused_from_the_header(tmp_path, capsys):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
     from topomodelx_attention import cli
 
     # a plain member whose header claims 10^12 x 4 float32 (4 TB) in a 6 kB file
@@ -306,7 +252,7 @@ def test_huge_shape_claims_are_refused_from_the_header(tmp_path, capsys):
 
 
 def test_sizes_the_archive_cannot_hold_are_refused(tmp_path):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     src = g.claim_size(g.write_original(tmp_path / "claim.npz"), "tr_class.npy", 2**31 - 1)
     _refused(src, "member tr_class.npy", "impossible")
@@ -322,7 +268,7 @@ def test_sizes_the_archive_cannot_hold_are_refused(tmp_path):
 
 
 def test_plain_file_with_wrapping_unsigned_pointers_would_segfault_and_is_refused(tmp_path):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     plain = convert_gcb(g.write_original(tmp_path / "ok.npz"))
     with np.load(plain) as archive:
@@ -422,7 +368,7 @@ def _peak_while(fn):
 def _inflating(path, member, pickled, payload):
     """An original GCB file whose ``member`` inflates to ``payload`` bytes of zeros (a pickled
     feature array, or a plain float64 member)."""
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     src = g.write_original(path)
     if pickled:
@@ -439,7 +385,7 @@ def _inflating(path, member, pickled, payload):
 )
 def test_a_small_file_inflating_above_the_memory_budget_is_refused_before_reading(tmp_path, capsys, member, pickled, payload):
     from topomodelx_attention import cli
-    from topomodelx_attention.data import benchmark_graphs
+    from topomodelx_attention.datasets import gcb
 
     src = _inflating(tmp_path / "inflating.npz", member, pickled, payload)  # 10^8 float64: within MAX_ARRAY_ENTRIES
     assert src.stat().st_size < 1_000_000  # a 781 kB file for the 800 MB member
@@ -455,13 +401,13 @@ def test_a_small_file_inflating_above_the_memory_budget_is_refused_before_readin
     # the unprotected path: without the budget the member is read, and refused only afterwards
     small = _inflating(tmp_path / "small.npz", member, pickled, 8 * 10**6)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(benchmark_graphs, "GCB_MEMORY_BUDGET", 2**40)
+        patch.setattr(gcb, "GCB_MEMORY_BUDGET", 2**40)
         error, peak = _peak_while(lambda: convert_gcb(small, tmp_path / "out.npz"))
     assert isinstance(error, ValueError) and peak > 8 * 10**6, (error, peak)
 
 
 def test_a_converted_file_inflating_above_the_memory_budget_is_refused_before_reading(tmp_path):
-    from tests.data import gcb_payloads as g
+    from tests.datasets import gcb_payloads as g
 
     plain = convert_gcb(g.write_original(tmp_path / "ok.npz"))
     rows = 10**8 // 5  # 10^8 float64 feature entries: within MAX_ARRAY_ENTRIES
@@ -473,10 +419,10 @@ def test_a_converted_file_inflating_above_the_memory_budget_is_refused_before_re
 
 
 def test_the_real_sized_file_is_far_below_the_memory_budget(tmp_path):
-    from topomodelx_attention.data import benchmark_graphs
+    from topomodelx_attention.datasets import gcb
 
     src = write_gcb(tmp_path)
     plain = convert_gcb(src)
     result, peak = _peak_while(lambda: read_gcb(plain))
     assert not isinstance(result, ValueError) and sum(len(v) for v in result.values()) == 12
-    assert peak < benchmark_graphs.GCB_MEMORY_BUDGET / 100
+    assert peak < gcb.GCB_MEMORY_BUDGET / 100

@@ -23,6 +23,15 @@ Splits (:func:`challenge_split`) reproduce TopoBench's inductive ``random_splitt
 (``split_utils.py``): NumPy's global generator seeded with ``global_seed=42``, ten permutations
 drawn, fold ``data_seed`` taken, ``int(n · train_prop)`` training and
 ``int(n · (1 - train_prop) / 2)`` validation graphs, the rest for testing.
+
+The family ``dataset.loader=graphuniverse`` (``topomodelx-attention train --dataset
+graphuniverse --model MODEL dataset.task=community_detection dataset.homophily=mid
+dataset.avg_degree=hi dataset.power_law=lo [dataset.n_graphs=N]``) reads the family of that
+setting (:func:`load_graphuniverse`: generated once, then cached), splits it by graph and sets
+the task's protocol (:data:`TASK_PROTOCOL`, :func:`task_protocol`): community detection is
+inductive node classification (cross-entropy, accuracy), triangle counting graph-level
+regression (MSE, monitored MSE, and the challenge's ``mse_per_triangle`` = test MSE / number of
+triangles of the test graphs).
 """
 
 from __future__ import annotations
@@ -43,19 +52,23 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from topomodelx_attention.data.datasets import default_root
+from topomodelx_attention._docs import fill_doc
+from topomodelx_attention.datasets.registry import DatasetFamily, default_root, register_family
 from topomodelx_attention.files import atomic_output, write_text
 
 __all__ = [
     "CACHE_FORMAT",
     "FAMILY_PARAMETERS",
     "GENERATION_MEMORY_BUDGET",
+    "GRAPHUNIVERSE",
     "GRAPH_UNIVERSE_VERSION",
     "LEVELS",
     "MAX_FAILED_GRAPHS",
     "TASKS",
+    "TASK_PROTOCOL",
     "UNIVERSE_PARAMETERS",
     "GraphUniverseCacheError",
+    "cache_fields",
     "challenge_split",
     "check_generation_budget",
     "count_triangles",
@@ -64,9 +77,12 @@ __all__ = [
     "generation_memory",
     "generation_parameters",
     "load_family",
+    "load_graphuniverse",
+    "parameters_from_config",
     "read_family",
     "save_family",
     "task_graphs",
+    "task_protocol",
     "triangle_total",
 ]
 
@@ -355,7 +371,7 @@ def check_generation_budget(parameters: Mapping[str, Any], budget: int | None = 
     named = ", ".join(f"{option}={values[option]}" for option in options)
     raise ValueError(
         f"{named}: generating this GraphUniverse family asks for about {_size(total)}, above the "
-        f"budget of {_size(budget)} (topomodelx_attention.data.graphuniverse.GENERATION_MEMORY_BUDGET); "
+        f"budget of {_size(budget)} (topomodelx_attention.datasets.graphuniverse.GENERATION_MEMORY_BUDGET); "
         f"lower {' or '.join(options)}"
     )
 
@@ -749,3 +765,142 @@ def triangle_total(graphs: Sequence[Data]) -> int:
     """Total number of triangles of graphs (the challenge's normaliser of the test MSE)."""
     return int(sum(count_triangles(g.edge_index, int(g.num_nodes)) for g in graphs))
 
+
+# ----------------------------------------------------------------------------------------------
+# the family: dataset.loader=graphuniverse (the challenge's task protocol)
+# ----------------------------------------------------------------------------------------------
+TASK_PROTOCOL: dict[str, dict[str, Any]] = {
+    "community_detection": {
+        "task": "classification",
+        "task_level": "node",
+        "loss": "cross_entropy",
+        "monitor_metric": "accuracy",
+        "metrics": [],
+    },
+    "triangle_counting": {
+        "task": "regression",
+        "task_level": "graph",
+        "loss": "mse",
+        "monitor_metric": "mse",
+        "num_classes": 1,
+        "metrics": ["mse_per_triangle"],
+    },
+}
+"""Harness task settings of each challenge task (TopoBench's ``graphuniverse_inductive*.yaml``)."""
+
+
+def _task(cfg: Mapping[str, Any]) -> str:
+    task = cfg.get("challenge_task") or cfg.get("task")  # challenge_task: set by task_protocol
+    if task not in TASKS:
+        raise ValueError(f"dataset.task must be one of {TASKS} for GraphUniverse, got {task!r}")
+    return str(task)
+
+
+@fill_doc
+def parameters_from_config(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Return the generation parameters of the ``dataset`` config (levels, ``n_graphs``, ``universe``, ``family``).
+
+    %(dataset_cfg_parameters)s
+
+    Returns
+    -------
+    dict
+        :func:`generation_parameters`.
+    """
+    return generation_parameters(
+        cfg.get("homophily", "lo"),
+        cfg.get("avg_degree", "lo"),
+        cfg.get("power_law", "lo"),
+        n_graphs=cfg.get("n_graphs"),
+        universe=cfg.get("universe"),
+        family=cfg.get("family"),
+    )
+
+
+def _split_options(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    split = dict(cfg.get("split") or {})
+    return {
+        "train_prop": split.get("train_prop", 0.7),
+        "data_seed": split.get("data_seed", 0),
+        "global_seed": split.get("global_seed", 42),
+    }
+
+
+@fill_doc
+def cache_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Return what determines the processed complexes besides the lifting: task, generation, split.
+
+    %(dataset_cfg_parameters)s
+
+    Returns
+    -------
+    dict
+        Hashed into the harness cache key.
+    """
+    return {"task": _task(cfg), "generation": parameters_from_config(cfg), "split": _split_options(cfg)}
+
+
+@fill_doc
+def load_graphuniverse(cfg: Mapping[str, Any], cache_dir: str | os.PathLike) -> dict[str, list[Data]]:
+    """Return the graphs of the configured task, split by graph as TopoBench does.
+
+    %(dataset_cfg_parameters)s
+    cache_dir : path-like
+        Cache root; the family is stored under ``<cache_dir>/graphuniverse/``.
+
+    Returns
+    -------
+    dict of str to list of Data
+        ``{"train", "val", "test"}`` (the data set's own split).
+    """
+    task = _task(cfg)
+    parameters = parameters_from_config(cfg)
+    split = _split_options(cfg)
+    n_graphs = parameters["family_parameters"]["n_graphs"]
+    parts = challenge_split(n_graphs, **split)  # fails before the generation on an empty split
+    graphs = task_graphs(load_family(parameters, cache_dir, progress=bool(cfg.get("progress", False))), task)
+    return {name: [graphs[int(i)] for i in idx] for name, idx in zip(("train", "val", "test"), parts)}
+
+
+@fill_doc
+def task_protocol(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the ``dataset`` config with the harness task settings of its challenge task filled in.
+
+    ``task`` becomes the harness task kind (``classification`` / ``regression``);
+    ``task_level``, ``loss``, ``monitor_metric``, ``num_classes`` (``K`` communities) and
+    ``metrics`` take the protocol's value unless set (not null). A ``task_level`` that
+    contradicts the task raises.
+
+    %(dataset_cfg_parameters)s
+
+    Returns
+    -------
+    dict
+        A new config.
+    """
+    task = _task(cfg)
+    protocol = dict(TASK_PROTOCOL[task])
+    if task == "community_detection":
+        protocol["num_classes"] = int(parameters_from_config(cfg)["universe_parameters"]["K"])
+    level = cfg.get("task_level")
+    if level is not None and level != protocol["task_level"]:
+        raise ValueError(
+            f"dataset.task={task} is a {protocol['task_level']}-level task, but "
+            f"dataset.task_level={level!r}: leave task_level null"
+        )
+    out = dict(cfg)
+    out["challenge_task"] = task
+    for key, value in protocol.items():
+        if key == "task" or out.get(key) is None:
+            out[key] = value
+    return out
+
+
+GRAPHUNIVERSE = register_family(DatasetFamily(
+    "graphuniverse",
+    read=load_graphuniverse,
+    files=lambda cfg, cache_dir: [],  # generated, not read: the generation parameters are in the key
+    key_fields=lambda cfg: {"graphuniverse": cache_fields(cfg)},
+    protocol=task_protocol,
+))
+"""Generated GraphUniverse families (``dataset.loader=graphuniverse``): their challenge split and task protocol."""

@@ -1,14 +1,15 @@
-"""Readers of benchmark graph files that PyG does not ship: GCB (``.npz``) and ZINC-12k (CSV).
+"""The Graph Classification Benchmark (GCB, ``.npz`` files): ``dataset.loader=gcb``.
 
-Both return plain PyG graphs (``x``, ``edge_index``, optional ``edge_attr``, ``y``), split as
-the files say; lifting and positional encodings happen later (the benchmark harness caches
-them). Missing files raise a ``FileNotFoundError`` that names the file and where to get it.
+:func:`read_gcb` returns plain PyG graphs (``x``, ``edge_index``, ``edge_attr``, ``y``), split as
+the file says; lifting and positional encodings happen later (the benchmark harness caches
+them). The benchmark's own files pickle scipy matrices: :func:`convert_gcb` turns one into
+plain arrays once (through :class:`RestrictedUnpickler`, which builds nothing but arrays), and
+only that plain format is read. Missing files raise a ``FileNotFoundError`` that names the
+file and where to get it.
 """
 
 from __future__ import annotations
 
-import csv
-import math
 import os
 import pickle
 import tokenize
@@ -23,51 +24,35 @@ import scipy.sparse as sp
 import torch
 from torch_geometric.data import Data
 
+from topomodelx_attention.datasets.registry import (
+    DatasetFamily,
+    register_family,
+    require_data_dir,
+    require_file,
+)
 from topomodelx_attention.files import atomic_output
 
 __all__ = [
     "CONVERT_COMMAND",
+    "GCB",
     "GCB_MEMORY_BUDGET",
     "GCB_SOURCE",
     "MAX_ARRAY_ENTRIES",
-    "SPLITS",
-    "ZINC_SOURCE",
     "RestrictedUnpickler",
     "convert_gcb",
     "gcb_graph",
     "gcb_memory",
     "gcb_plain_path",
     "read_gcb",
-    "read_zinc12k",
 ]
-
-SPLITS: tuple[str, ...] = ("train", "val", "test")
-"""Split names, in order."""
 
 GCB_SOURCE = (
     "the Graph Classification Benchmark of Bianchi et al. "
     "(https://github.com/FilippoMB/Benchmark_dataset_for_graph_classification, "
     "folder datasets/, e.g. hard_small.npz)"
 )
-ZINC_SOURCE = (
-    "the ZINC-12k benchmark subset as two CSV files: smiles_score.csv (columns SMILES,SA,logp,"
-    "score; 12,000 molecules) and indexes_train_val_test.csv (columns train,val,test: row "
-    "indices of the split) — see benchmarks/README.md"
-)
 
 _GCB_PREFIX = {"train": "tr", "val": "val", "test": "te"}
-
-
-def _require(path: Path, what: str, source: str, example: str | None = None) -> Path:
-    if path.is_dir():
-        hint = f" (e.g. {path / example})" if example else ""
-        raise ValueError(f"{what} {path} is a folder, not a file: pass the file itself{hint}")
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{what} not found: {path} does not exist. Download {source} and pass its folder "
-            "as data_dir (command line: --data-dir DIR, config: dataset.data_dir=DIR)."
-        )
-    return path
 
 
 def gcb_graph(adjacency: sp.spmatrix | np.ndarray, features: np.ndarray, label: np.ndarray) -> Data:
@@ -175,7 +160,7 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
     dict of str to list of torch_geometric.data.Data
         ``{"train": [...], "val": [...], "test": [...]}``, the file's own split.
     """
-    path = _require(Path(path), "GCB file", GCB_SOURCE, example="hard_small.plain.npz")
+    path = require_file(Path(path), "GCB file", GCB_SOURCE, example="hard_small.plain.npz")
     with _open_npz(path) as archive:
         files = set(archive.files)
         if "format" not in files:
@@ -307,7 +292,7 @@ def _check_memory(path: Path, members: Sequence[zipfile.ZipInfo], graphs: int, c
             f"{path}: {what} it needs about {need / 2**20:,.0f} MiB (for {graphs:,} graphs and the {held:,} "
             f"bytes its members hold uncompressed; the largest, member {largest.filename}, {largest.file_size:,} "
             f"bytes), above the budget of {GCB_MEMORY_BUDGET / 2**20:,.0f} MiB "
-            "(topomodelx_attention.data.benchmark_graphs.GCB_MEMORY_BUDGET): the file is damaged or "
+            "(topomodelx_attention.datasets.gcb.GCB_MEMORY_BUDGET): the file is damaged or "
             "crafted, or larger than any GCB file (refused before reading it)"
         )
     return need
@@ -820,7 +805,7 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
     pathlib.Path
         The written file.
     """
-    src = _require(Path(src), "GCB file", GCB_SOURCE, example="hard_small.npz")
+    src = require_file(Path(src), "GCB file", GCB_SOURCE, example="hard_small.npz")
     dst = Path(dst) if dst is not None else gcb_plain_path(src)
     if dst.is_dir():
         raise ValueError(
@@ -908,107 +893,63 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
 
-def read_zinc12k(
-    folder: str | os.PathLike,
-    limits: Mapping[str, int | None] | None = None,
-    target: str = "score",
-) -> dict[str, list[Data]]:
-    """Read ZINC-12k from ``smiles_score.csv`` and ``indexes_train_val_test.csv`` (RDKit).
+# ----------------------------------------------------------------------------------------------
+# the family: dataset.loader=gcb
+# ----------------------------------------------------------------------------------------------
+def _stem(file: str) -> str:
+    """``hard_small.npz`` / ``hard_small.plain.npz`` → ``hard_small`` (the benchmark's file name)."""
+    name = Path(file).name
+    for suffix in (".plain.npz", ".npz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
-    Parameters
-    ----------
-    folder : path-like
-        Folder holding both CSV files.
-    limits : mapping of str to int or None, optional
-        Keep only the first ``limits[split]`` molecules of a split (a quick subset).
-    target : str, default="score"
-        Column used as the regression target ``y``.
 
-    Returns
-    -------
-    dict of str to list of torch_geometric.data.Data
-        ``{"train", "val", "test"}`` graphs of :func:`~.molecules.smiles_to_graph` with
-        ``y`` (1,) float.
+def gcb_file(data_dir: Path, file: str) -> Path:
+    """Return the GCB file to read: ``<stem>.plain.npz`` next to ``file`` when present, else ``file``.
 
-    Raises
-    ------
-    ValueError
-        Naming the file and the line: a target that is not a finite float32 number (NaN,
-        inf, 1e39), a split index that is not an integer, a SMILES RDKit cannot parse, a
-        malformed row.
+    Raises a ``FileNotFoundError`` naming ``dataset.file=`` and the ``.npz`` files of
+    ``data_dir`` when neither exists (GCB ships several files; ``hard_small.npz`` is only the
+    default).
     """
-    from topomodelx_attention.data.molecules import smiles_to_graph
-
-    folder = Path(folder)
-    molecules = _require(folder / "smiles_score.csv", "ZINC-12k molecules", ZINC_SOURCE)
-    index_file = _require(folder / "indexes_train_val_test.csv", "ZINC-12k split", ZINC_SOURCE)
-    rows = _read_csv(molecules, ("SMILES", target), numbered=True)
-    columns: dict[str, list[int]] = {name: [] for name in SPLITS}
-    for line, record in _read_csv(index_file, SPLITS, numbered=True):
-        for name in SPLITS:
-            value = record[name]
-            if value in ("", None):
-                continue
-            try:
-                number = float(value)
-            except ValueError:
-                raise ValueError(
-                    f"{index_file}, line {line}: column {name} holds {value!r}, expected a row index"
-                ) from None
-            if not math.isfinite(number) or number != int(number):
-                raise ValueError(f"{index_file}, line {line}: column {name} holds {value!r}, not an integer")
-            columns[name].append(int(number))
-    limits = dict(limits or {})
-    out = {}
-    for name in SPLITS:
-        indices = columns[name]
-        limit = limits.get(name)
-        if limit is not None:
-            indices = indices[: int(limit)]
-        bad = [i for i in indices if not 0 <= i < len(rows)]
-        if bad:
-            raise ValueError(f"{index_file}: {name} indices {bad[:5]} are outside the {len(rows)} molecules")
-        graphs = []
-        for i in indices:
-            line, record = rows[i]  # the file's own line (the header is line 1)
-            value = record[target]
-            try:
-                y = torch.tensor([float(value)])
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"{molecules}, line {line}: column {target} holds {value!r}, expected a number"
-                ) from None
-            if not bool(torch.isfinite(y).all()):  # NaN, inf, or beyond float32 (1e39)
-                raise ValueError(
-                    f"{molecules}, line {line}: column {target} holds {value!r}, not a finite "
-                    "float32 number; a regression target must be finite (fix or drop that row)"
-                )
-            try:
-                graphs.append(smiles_to_graph(record["SMILES"], y=y))
-            except ValueError as error:
-                raise ValueError(f"{molecules}, line {line}: {error}") from error
-        out[name] = graphs
-    return out
+    path = data_dir / file
+    plain = gcb_plain_path(path)
+    if plain.is_file() and not path.name.endswith(".plain.npz"):
+        return plain
+    if not path.is_file() and data_dir.is_dir():
+        found = sorted({_stem(p.name) + ".npz" for p in data_dir.glob("*.npz")})
+        hint = (
+            f"it holds {', '.join(found)}: choose one with dataset.file=NAME (e.g. dataset.file={found[0]})"
+            if found else "it holds no .npz file"
+        )
+        raise FileNotFoundError(
+            f"GCB file {file} not found in --data-dir {data_dir} (nor {plain.name}); {hint}. "
+            f"The benchmark ships several files (hard_small.npz is only the default of dataset.file); "
+            f"download them from {GCB_SOURCE}"
+        )
+    return path
 
 
-def _read_csv(path: Path, required: Sequence[str], numbered: bool = False) -> list[Any]:
-    """Rows of a CSV file as dicts (with their line numbers when ``numbered``); errors name the file and line."""
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            missing = [name for name in required if name not in (reader.fieldnames or ())]
-            if missing:
-                raise ValueError(f"{path} needs the columns {list(required)}, got {reader.fieldnames}")
-            rows = []
-            for record in reader:
-                if None in record or any(record[name] is None for name in required):
-                    raise ValueError(
-                        f"{path}, line {reader.line_num}: expected {len(reader.fieldnames)} columns "
-                        f"{reader.fieldnames}"
-                    )
-                rows.append((reader.line_num, record) if numbered else record)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not a UTF-8 text file ({error.reason} at byte {error.start})") from None
-    except csv.Error as error:
-        raise ValueError(f"{path}: malformed CSV ({error})") from error
-    return rows
+def _file_option(cfg: Mapping[str, Any]) -> str:
+    return str(cfg.get("file", "hard_small.npz"))
+
+
+def _read(cfg: Mapping[str, Any], cache_dir: Path) -> dict[str, list[Data]]:
+    folder = require_data_dir(cfg, str(cfg.get("file", "hard_small.npz")))
+    return read_gcb(gcb_file(folder, _file_option(cfg)))
+
+
+def _files(cfg: Mapping[str, Any], cache_dir: Path) -> list[Path] | None:
+    if cfg.get("data_dir") is None:
+        return None
+    file = gcb_file(Path(cfg["data_dir"]).expanduser(), _file_option(cfg))
+    return [file] if file.is_file() else None
+
+
+def _display_name(cfg: Mapping[str, Any]) -> str:
+    """GCB ships several files: the name of the one read is part of the data set's (tables, folders)."""
+    return f"{cfg['name']}-{_stem(str(cfg.get('file') or 'hard_small.npz'))}"
+
+
+GCB = register_family(DatasetFamily("gcb", read=_read, files=_files, display_name=_display_name))
+"""GCB files (``dataset.loader=gcb``, ``dataset.file``): the file's own train/val/test split."""

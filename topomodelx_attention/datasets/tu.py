@@ -16,6 +16,7 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
 
+from topomodelx_attention.datasets.registry import DatasetFamily, default_root, register_family
 from topomodelx_attention.files import write_bytes
 
 __all__ = [
     "EMBEDDED_DATASETS",
+    "TU",
     "TU_SOURCE",
     "TUGraphDataset",
-    "default_root",
     "embedded_raw_dir",
     "find_tu_raw",
     "load_tu_dataset",
@@ -47,13 +49,8 @@ _TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets"
 EMBEDDED_DATASETS: tuple[str, ...] = ("MUTAG",)
 """TU data sets whose raw files ship with the package."""
 
-_EMBEDDED = Path(__file__).resolve().parent / "embedded"
-
-
-def default_root() -> Path:
-    """Cache folder for data sets: ``$TOPOMODELX_ATTENTION_DATA`` or ``~/.cache/topomodelx_attention``."""
-    env = os.environ.get("TOPOMODELX_ATTENTION_DATA")
-    return Path(env) if env else Path.home() / ".cache" / "topomodelx_attention"
+_EMBEDDED = Path(__file__).resolve().parents[1] / "data" / "embedded"
+# package data of data/ (its path is part of the cache key of the bundled data sets)
 
 
 def embedded_raw_dir(name: str) -> Path:
@@ -512,3 +509,45 @@ def load_tu_graphs(
             f"{error}); pass --data-dir DIR with {_expected_tu_files(name)} in DIR/{name}/raw"
         ) from error
     return read_tu_graphs(name, raw, use_node_attr=use_node_attr)
+
+
+# ----------------------------------------------------------------------------------------------
+# the family: dataset.loader=tu
+# ----------------------------------------------------------------------------------------------
+def _read(cfg: Mapping[str, Any], cache_dir: Path) -> list[Data]:
+    use_node_attr = cfg.get("use_node_attr", False)
+    if not isinstance(use_node_attr, bool):
+        raise ValueError(f"dataset.use_node_attr must be true or false, got {use_node_attr!r}")
+    return load_tu_graphs(
+        str(cfg["name"]), data_dir=cfg.get("data_dir"), root=cache_dir / "tu",
+        download=bool(cfg.get("download", False)), use_node_attr=use_node_attr,
+    )
+
+
+def _raw_dir(name: str, data_dir: Any, root: Path) -> Path | None:
+    """Folder :func:`load_tu_graphs` reads, or ``None`` (not there yet)."""
+    if name in EMBEDDED_DATASETS and data_dir is None:
+        return embedded_raw_dir(name)
+    if data_dir is not None:
+        try:
+            return find_tu_raw(name, data_dir)
+        except FileNotFoundError:
+            return None  # the reader raises its own error
+    raw = root / name / "raw"
+    return raw if (raw / f"{name}_A.txt").is_file() else None
+
+
+def _files(cfg: Mapping[str, Any], cache_dir: Path) -> list[Path] | None:
+    name = str(cfg.get("name"))
+    raw = _raw_dir(name, cfg.get("data_dir"), cache_dir / "tu")
+    if raw is None:
+        return None
+    return [p for p in raw.iterdir() if p.name.startswith(f"{name}_") and p.name.endswith(".txt") and p.is_file()]
+
+
+def _key_fields(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {"use_node_attr": True} if cfg.get("use_node_attr") else {}  # attributes kept next to the labels
+
+
+TU = register_family(DatasetFamily("tu", read=_read, files=_files, key_fields=_key_fields))
+"""TU data sets by name (``dataset.loader=tu``): bundled, from ``data_dir`` or downloaded; random splits."""

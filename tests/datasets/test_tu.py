@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from topomodelx_attention.data.datasets import embedded_raw_dir, load_tu_dataset, load_tu_graphs
+from topomodelx_attention.datasets.tu import embedded_raw_dir, load_tu_dataset, load_tu_graphs
 
 
 def _read_ints(path) -> list[list[int]]:
@@ -160,7 +160,7 @@ def test_pyg_read_tu_data_drops_the_last_line_of_a_file_without_final_newline(tm
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_tu_files_give_the_same_graphs_whatever_the_line_ends(tmp_path, variant):
-    from topomodelx_attention.harness.datasets import load_graphs
+    from topomodelx_attention.datasets import load_graphs
 
     reference_raw = _tiny(tmp_path / "reference")
     reference = load_tu_graphs("TINY", data_dir=tmp_path / "reference")

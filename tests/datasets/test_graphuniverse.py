@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from topomodelx_attention.data import graphuniverse as gu
+from topomodelx_attention.datasets import graphuniverse as gu
 
 TINY = {"n_nodes_range": [10, 30]}
 

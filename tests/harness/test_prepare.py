@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-import topomodelx_attention.harness.datasets as datasets
+import topomodelx_attention.datasets.tu as tu
+import topomodelx_attention.harness.prepare as prepare
+from topomodelx_attention.datasets.cache import cache_key, load_cache, save_cache
+from topomodelx_attention.datasets.registry import data_files, load_graphs
 from topomodelx_attention.harness.config import compose_config
-from topomodelx_attention.harness.datasets import (
-    cache_key,
-    load_graphs,
+from topomodelx_attention.harness.prepare import (
     prepare_dataset,
     prune_keys,
     random_split,
@@ -58,7 +59,7 @@ def test_mutag_cache_is_reused_and_keyed_by_the_configuration(tmp_path, monkeypa
     def fail(*args, **kwargs):
         raise AssertionError("the second load must read the cache, not process again")
 
-    monkeypatch.setattr(datasets, "_process", fail)
+    monkeypatch.setattr(prepare, "_process", fail)
     second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
     assert second.cache_file == first.cache_file
     assert torch.equal(second.complexes[3].x_0, first.complexes[3].x_0)
@@ -80,7 +81,7 @@ def test_mutag_random_splits_per_seed(tmp_path):
 
 
 def test_gcb_fixed_split_with_concatenated_endpoint_edge_features(tmp_path, gcb_file):
-    from topomodelx_attention.data.benchmark_graphs import convert_gcb
+    from topomodelx_attention.datasets.gcb import convert_gcb
 
     convert_gcb(gcb_file)  # hard_small.plain.npz next to it: read instead of the pickled original
     cfg = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
@@ -135,7 +136,7 @@ def _mutag_cache(tmp_path):
 
 def test_cache_round_trip_keeps_every_key(tmp_path):
     _cfg, first = _mutag_cache(tmp_path)
-    again = datasets.load_cache(first.cache_file)["complexes"]
+    again = load_cache(first.cache_file)["complexes"]
     for a, b in zip(first.complexes, again):
         assert set(a.keys()) == set(b.keys())
         for key in a.keys():
@@ -179,7 +180,7 @@ def test_invalid_cache_file_is_warned_deleted_and_rebuilt(tmp_path, kind):
         second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)
     assert not marker.exists()
     assert len(second.complexes) == 6 and torch.equal(second.complexes[2].x_0, first.complexes[2].x_0)
-    assert len(datasets.load_cache(path)["complexes"]) == 6  # a valid file again
+    assert len(load_cache(path)["complexes"]) == 6  # a valid file again
 
 
 def test_cache_with_out_of_range_sparse_indices_is_rejected(tmp_path):
@@ -188,7 +189,7 @@ def test_cache_with_out_of_range_sparse_indices_is_rejected(tmp_path):
     raw["complexes"]["adjacency_0"]["indices"][0, 0] = 10**6
     torch.save(raw, first.cache_file)
     with pytest.raises(ValueError, match="outside its matrices"):
-        datasets.load_cache(first.cache_file)
+        load_cache(first.cache_file)
 
 
 def test_orphan_temporary_files_of_a_killed_save_are_cleaned(tmp_path):
@@ -270,7 +271,7 @@ def test_same_name_in_another_data_dir_gets_its_own_cache_entry_and_labels(tmp_p
     def fail(*args, **kwargs):
         raise AssertionError("an unchanged data set must be read from the cache")
 
-    monkeypatch.setattr(datasets, "_process", fail)
+    monkeypatch.setattr(prepare, "_process", fail)
     again = prepare_dataset(_tiny_cfg(tmp_path / "A"), CELL, None, cache_dir=cache)
     assert again.cache_file == first.cache_file and [int(c.y) for c in again.complexes] == [1, 0, 1, 0]
 
@@ -299,26 +300,26 @@ def test_a_changed_or_touched_raw_file_gets_a_new_cache_entry(tmp_path):
 
 
 def test_data_files_are_those_each_reader_reads(tmp_path, gcb_file, zinc_dir):
-    from topomodelx_attention.data.benchmark_graphs import convert_gcb, gcb_plain_path
-    from topomodelx_attention.data.datasets import embedded_raw_dir
+    from topomodelx_attention.datasets.gcb import convert_gcb, gcb_plain_path
+    from topomodelx_attention.datasets.tu import embedded_raw_dir
 
-    mutag = datasets.data_files(_dataset_cfg("MUTAG"), tmp_path)
+    mutag = data_files(_dataset_cfg("MUTAG"), tmp_path)
     assert mutag == sorted(p.resolve() for p in embedded_raw_dir("MUTAG").glob("MUTAG_*.txt"))  # bundled
     raw = _tiny_tu(tmp_path / "tu")
-    assert [p.name for p in datasets.data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)] == [
+    assert [p.name for p in data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)] == [
         "TINY_A.txt", "TINY_graph_indicator.txt", "TINY_graph_labels.txt", "TINY_node_labels.txt"
     ]
-    assert datasets.data_files(_tiny_cfg(tmp_path / "nowhere"), tmp_path) is None  # the reader raises
+    assert data_files(_tiny_cfg(tmp_path / "nowhere"), tmp_path) is None  # the reader raises
     gcb = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
-    assert datasets.data_files(gcb, tmp_path) == [gcb_file.resolve()]
+    assert data_files(gcb, tmp_path) == [gcb_file.resolve()]
     convert_gcb(gcb_file)  # the converted file is read instead: the key follows it
-    assert datasets.data_files(gcb, tmp_path) == [gcb_plain_path(gcb_file).resolve()]
-    zinc = datasets.data_files(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
+    assert data_files(gcb, tmp_path) == [gcb_plain_path(gcb_file).resolve()]
+    zinc = data_files(_dataset_cfg("ZINC", data_dir=str(zinc_dir)), tmp_path)
     assert [p.name for p in zinc] == ["indexes_train_val_test.csv", "smiles_score.csv"]
-    assert datasets.data_files(_dataset_cfg("ZINC"), tmp_path) is None
+    assert data_files(_dataset_cfg("ZINC"), tmp_path) is None
     link = tmp_path / "link"
     link.symlink_to(raw.parent.parent, target_is_directory=True)  # the resolved location is hashed
-    assert datasets.data_files(_tiny_cfg(link), tmp_path) == datasets.data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)
+    assert data_files(_tiny_cfg(link), tmp_path) == data_files(_tiny_cfg(tmp_path / "tu"), tmp_path)
     with pytest.raises(FileNotFoundError, match="cache key covers their content"):
         cache_key(_tiny_cfg(tmp_path / "nowhere"), CELL, None)
 
@@ -327,7 +328,7 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
     from tests.test_cli_faults import write_tiny_tu
 
     calls = []
-    real = datasets.load_tu_graphs
+    real = tu.load_tu_graphs
 
     def download(name, data_dir=None, root=None, download=False, **options):  # what the TU download leaves
         calls.append(name)
@@ -336,7 +337,7 @@ def test_downloaded_tu_files_are_fingerprinted_once_they_are_there(tmp_path, mon
             write_tiny_tu(root, name=name)
         return real(name, data_dir=data_dir, root=root, download=download, **options)
 
-    monkeypatch.setattr(datasets, "load_tu_graphs", download)
+    monkeypatch.setattr(tu, "load_tu_graphs", download)
     cfg = {"name": "TINY", "loader": "tu", "download": True}
     first = prepare_dataset(cfg, CELL, None, cache_dir=tmp_path)
     assert first.cache_file.is_file() and len(first.complexes) == 4
@@ -367,10 +368,10 @@ def test_cache_writer_never_follows_planted_symlinks(tmp_path):
         link.symlink_to(victim)
     first.cache_file.unlink()
     second = prepare_dataset(cfg, CELL, PE, cache_dir=tmp_path)  # probes the folder, then saves
-    datasets.save_cache({"complexes": second.complexes, "split": None}, first.cache_file)
+    save_cache({"complexes": second.complexes, "split": None}, first.cache_file)
     assert victim.read_bytes() == b"precious"
     assert all(link.is_symlink() for link in planted)  # this process's names: left alone
-    assert len(datasets.load_cache(first.cache_file)["complexes"]) == 6
+    assert len(load_cache(first.cache_file)["complexes"]) == 6
     assert not [p for p in folder.iterdir() if p.suffix == ".tmp" and p not in planted]
 
 
@@ -395,7 +396,7 @@ def test_cache_file_gets_plain_permissions_and_a_failed_save_leaves_nothing(tmp_
 
     monkeypatch.setattr(torch, "save", fail)
     with pytest.raises(OSError, match="No space left"):
-        datasets.save_cache({"complexes": first.complexes, "split": None}, first.cache_file)
+        save_cache({"complexes": first.complexes, "split": None}, first.cache_file)
     assert set(folder.iterdir()) == before and first.cache_file.read_bytes() == content
 
 
@@ -513,13 +514,13 @@ class _RecordingBar:
 
 @pytest.mark.parametrize("chunk_size", [1, 4, 256])
 def test_lifting_bar_counts_each_graph_once(monkeypatch, chunk_size):
-    from topomodelx_attention.data.datasets import load_tu_graphs
+    from topomodelx_attention.datasets.tu import load_tu_graphs
     from topomodelx_attention.transforms import BarycentricRandomWalkPE, CellCycleLifting
 
-    monkeypatch.setattr(datasets, "tqdm", _RecordingBar)
+    monkeypatch.setattr(prepare, "tqdm", _RecordingBar)
     _RecordingBar.bars = []
     graphs = load_tu_graphs("MUTAG")[:9]
-    out = datasets.process_graphs(graphs, CellCycleLifting(), BarycentricRandomWalkPE(dim=2), chunk_size=chunk_size)
+    out = prepare.process_graphs(graphs, CellCycleLifting(), BarycentricRandomWalkPE(dim=2), chunk_size=chunk_size)
     (bar,) = _RecordingBar.bars
     assert len(out) == 9 and all("pe_0" in c for c in out)  # lifted and encoded
     assert bar.total == 9 and sum(bar.updates) == 9  # one count per graph, lifting + PE together
@@ -528,16 +529,16 @@ def test_lifting_bar_counts_each_graph_once(monkeypatch, chunk_size):
 def test_lifting_bar_only_when_asked_or_on_a_terminal(monkeypatch):
     from topomodelx_attention.transforms import CellCycleLifting
 
-    monkeypatch.setattr(datasets, "tqdm", _RecordingBar)
+    monkeypatch.setattr(prepare, "tqdm", _RecordingBar)
     _RecordingBar.bars = []
     graphs = load_graphs(_dataset_cfg("MUTAG", max_graphs=2))
-    datasets.process_graphs(graphs, CellCycleLifting())  # default: tqdm's disable=None (a TTY only)
-    with datasets.progress_bars(False):
-        datasets.process_graphs(graphs, CellCycleLifting())
-        datasets.process_graphs(graphs, CellCycleLifting(), progress=True)  # explicit wins
-    with datasets.progress_bars(True):
-        datasets.process_graphs(graphs, CellCycleLifting())
-    datasets.process_graphs(graphs, CellCycleLifting())  # the block is over
+    prepare.process_graphs(graphs, CellCycleLifting())  # default: tqdm's disable=None (a TTY only)
+    with prepare.progress_bars(False):
+        prepare.process_graphs(graphs, CellCycleLifting())
+        prepare.process_graphs(graphs, CellCycleLifting(), progress=True)  # explicit wins
+    with prepare.progress_bars(True):
+        prepare.process_graphs(graphs, CellCycleLifting())
+    prepare.process_graphs(graphs, CellCycleLifting())  # the block is over
     assert [bar.disable for bar in _RecordingBar.bars] == [None, True, False, False, None]
 
 
@@ -545,14 +546,14 @@ def test_real_tqdm_draws_nothing_on_a_pipe(capsys):
     from topomodelx_attention.transforms import CellCycleLifting
 
     graphs = load_graphs(_dataset_cfg("MUTAG", max_graphs=2))
-    datasets.process_graphs(graphs, CellCycleLifting())  # pytest's captured stderr is no terminal
+    prepare.process_graphs(graphs, CellCycleLifting())  # pytest's captured stderr is no terminal
     assert capsys.readouterr().err == ""
-    datasets.process_graphs(graphs, CellCycleLifting(), progress=True)
+    prepare.process_graphs(graphs, CellCycleLifting(), progress=True)
     assert "graph" in capsys.readouterr().err  # the bar exists and would be drawn when asked
 
 
 def test_misspelled_data_set_leaves_no_empty_processed_folder(tmp_path):
-    from topomodelx_attention.harness.datasets import _check_writable
+    from topomodelx_attention.datasets.cache import check_cache_writable as _check_writable
 
     # the unprotected path: the fail-fast writability probe creates processed/<name>/
     probe = tmp_path / "probe" / "processed" / "X"
@@ -575,7 +576,7 @@ def test_misspelled_data_set_leaves_no_empty_processed_folder(tmp_path):
 
 
 def test_gcb_without_the_default_file_names_dataset_file_and_the_files_found(tmp_path, gcb_file):
-    from topomodelx_attention.data.benchmark_graphs import convert_gcb
+    from topomodelx_attention.datasets.gcb import convert_gcb
 
     gcb_file.rename(gcb_file.with_name("easy_small.npz"))
     cfg = _dataset_cfg("GCB", data_dir=str(gcb_file.parent))
