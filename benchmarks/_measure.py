@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from torch.profiler import ProfilerActivity, profile
+
+from topomodelx_attention.harness.memory import peak_tensor_bytes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -106,27 +107,8 @@ def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float,
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
-    """Peak live tensor bytes allocated while running ``fn``.
-
-    On CUDA the peak allocated memory above what was allocated before; on CPU the running sum
-    of the profiler's ``[memory]`` events (allocations positive, frees negative), in time order.
-    """
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - before
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    live = peak = 0
-    for event in events:
-        live += event.nbytes()
-        peak = max(peak, live)
-    return peak
+    """Peak live tensor bytes allocated while running ``fn`` (:func:`~topomodelx_attention.harness.memory.peak_tensor_bytes`)."""
+    return peak_tensor_bytes(fn, device)
 
 
 def page_faults() -> int:

@@ -39,25 +39,6 @@ def run_benchmark(name: str, *args: str, cwd: Path | None = None, timeout: float
     )
 
 
-def peak_cpu_bytes(fn) -> int:
-    """Peak live tensor bytes allocated on the CPU while running ``fn``.
-
-    The running sum of the profiler's ``[memory]`` events (allocations positive, frees
-    negative), in time order; memory that exists before the call is not counted.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_ns())
-    live = peak = 0
-    for event in events:
-        live += event.nbytes()
-        peak = max(peak, live)
-    return peak
-
-
 def graph_from_edges(edges, num_nodes=None, feature_dim=2, seed=0, **attrs) -> Data:
     """PyG graph (both directions) with asymmetric random float vertex features."""
     edge_index = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
@@ -97,7 +78,8 @@ def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.Simp
 
 def random_coalesced(rows: int, cols: int, nnz: int, seed: int) -> torch.Tensor:
     """A coalesced float64 ``(rows, cols)`` sparse COO matrix from ``nnz`` random (possibly
-    repeated) entries drawn under ``seed``."""
+    repeated) entries drawn under ``seed``.
+    """
     gen = torch.Generator().manual_seed(seed)
     index = torch.stack(
         [torch.randint(0, rows, (nnz,), generator=gen), torch.randint(0, cols, (nnz,), generator=gen)]
@@ -299,7 +281,8 @@ def assert_compiled_gradients_match(model, inputs) -> None:
 def single_thread():
     """One intra-op thread (restored after every test): on tiny inputs on a loaded machine the
     thread pool's synchronisation costs 10-100x the actual work. Used autouse by the conftests
-    that import it (tests/nn/graph, tests/nn/topomodelx, tests/fuzz)."""
+    that import it (tests/nn/graph, tests/nn/topomodelx, tests/fuzz).
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

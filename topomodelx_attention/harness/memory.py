@@ -25,8 +25,10 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory", "peak_tensor_bytes"]
 
 #: ``mallopt`` parameters of glibc's ``<malloc.h>``.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -67,3 +69,45 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+def peak_tensor_bytes(fn: Callable[[], Any], device: Any = "cpu") -> int:
+    """Peak live tensor bytes allocated while running ``fn`` (memory held before is not counted).
+
+    On CUDA the peak allocated memory above what was allocated before; on the CPU the running
+    sum of the profiler's ``[memory]`` events (allocations positive, frees negative), in time
+    order.
+
+    Parameters
+    ----------
+    fn : callable
+        The work to measure.
+    device : torch.device or str, default="cpu"
+        Where its tensors live.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns()
+    )
+    live = peak = 0
+    for event in events:
+        live += event.nbytes()
+        peak = max(peak, live)
+    return peak

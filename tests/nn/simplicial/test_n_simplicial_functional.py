@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.helpers import peak_cpu_bytes
+from topomodelx_attention.harness.memory import peak_tensor_bytes
 from topomodelx_attention.nn.simplicial import (
     CausalMask,
     KeySelection,
@@ -345,7 +345,7 @@ def test_dense_path_never_materialises_the_cube():
         out.sum().backward()
 
     cube = n**3 * 4
-    assert peak_cpu_bytes(step) < cube / 4
+    assert peak_tensor_bytes(step) < cube / 4
 
 
 def test_window_path_memory_is_linear_in_n():
@@ -356,7 +356,7 @@ def test_window_path_memory_is_linear_in_n():
             out = n_simplicial_attention(x[0], x[1:3], x[3:], mask=WindowMask((4, 4)))
             out.sum().backward()
 
-        return peak_cpu_bytes(step)
+        return peak_tensor_bytes(step)
 
     small, large = peak(64), peak(256)
     assert large < 5 * small  # ~4x for 4x tokens, never n^3 (64x)
