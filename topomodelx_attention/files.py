@@ -29,18 +29,20 @@ import io
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
     "LinkRefusedError",
+    "RestoreError",
     "append_text",
     "atomic_output",
     "check_writable",
     "locked",
     "make_dirs",
+    "replace_all",
     "write_bytes",
     "write_csv",
     "write_text",
@@ -307,12 +309,6 @@ def write_csv(
     return write_text(path, text.getvalue(), root=root)
 
 
-# ----------------------------------------------------------------------------------------------
-# several files at once: all or nothing
-# ----------------------------------------------------------------------------------------------
-from collections.abc import Mapping  # noqa: E402
-
-
 def append_text(
     path: str | os.PathLike,
     text: str,
@@ -377,11 +373,12 @@ def locked(path: str | os.PathLike, *, root: str | os.PathLike | None = None) ->
         os.close(descriptor)
 
 
+# ----------------------------------------------------------------------------------------------
+# several files at once: all or nothing
+# ----------------------------------------------------------------------------------------------
 class RestoreError(OSError):
     """:func:`replace_all` failed and could not put every original back (the message says where)."""
 
-
-__all__ += ["RestoreError", "replace_all"]
 
 
 class _Slot:
