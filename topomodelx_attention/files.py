@@ -1,8 +1,12 @@
 """The one path by which the package writes files: atomic, exclusive and never through a link.
 
 Every file that the package, its command line and its scripts write (caches, results, logs,
-checkpoints, TopoBench contributions) goes through :func:`atomic_output` or one of its thin
-wrappers (:func:`write_bytes`, :func:`write_text`, :func:`make_dirs`):
+checkpoints, TopoBench contributions) goes through this module: :func:`atomic_output` and its
+thin wrappers (:func:`write_bytes`, :func:`write_text`, :func:`write_csv`), :func:`make_dirs`
+and :func:`check_writable` for folders, :func:`append_text` for logs that several processes
+extend, :func:`locked` for lock files, and :func:`replace_all` for several files that change
+together or not at all (``tests/fuzz/test_fuzz_links.py`` finds any other write primitive in the
+package or its scripts):
 
 * the content goes to a new temporary file in the destination folder, created exclusively
   (``O_CREAT | O_EXCL | O_NOFOLLOW``) under an unpredictable name, and replaces the
