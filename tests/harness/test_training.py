@@ -287,3 +287,12 @@ def test_out_of_range_hyperparameters_are_refused_before_any_work(tmp_path, caps
     err = capsys.readouterr().err
     assert f"error: invalid configuration: {key}=" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("override", ["model.params.hidden_channels=100000000", "model.params.n_layers=100000000"])
+def test_a_model_above_the_parameter_budget_is_refused_before_it_is_built(tmp_path, capsys, override):
+    status = main(["train", "--dataset", "MUTAG", "--cache-dir", str(tmp_path), "--output-dir", str(tmp_path / "o"), override])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "above the budget" in err and "MODEL_MEMORY_BUDGET" in err and override.split("=")[0] in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()

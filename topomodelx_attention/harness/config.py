@@ -52,6 +52,16 @@ _NON_NEGATIVE = (
     "optimizer.warmup_epochs", "trainer.gradient_clip_val",
 )
 _POSITIVE_FLOATS = ("optimizer.lr", "optimizer.eps", "optimizer.decay_epochs")
+MODEL_MEMORY_BUDGET = 8 * 2**30
+"""Bytes of parameters a configured model may ask for (8 GiB): above it the configuration is refused.
+
+Estimated before anything is built as ``4 · 64 · n_layers · hidden_channels²`` bytes (float32;
+64 square blocks per layer bounds every packaged model: a CT layer of the packaged tensor
+diagram has about 56, a TokenGT or GPS layer about 12), so ``model.params.hidden_channels``
+or ``model.params.n_layers`` set to millions is refused in one line instead of exhausting the
+machine's memory while the model is built.
+"""
+
 #: Keys whose values lie in [0, 1) (probabilities of dropping) or [0, 1] (ratios).
 _UNIT_INTERVAL = {"optimizer.min_lr_ratio": True, "optimizer.betas": False}
 
@@ -349,6 +359,7 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         value = values.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise ValueError(f"invalid configuration: {key}={value!r} must be a positive number")
+    _check_model_size(values)
     unit = dict(_UNIT_INTERVAL)
     unit.update({key: False for key in values if key.startswith("model.params.") and key.split(".")[-1].endswith("dropout")})
     for key, closed in unit.items():
@@ -371,6 +382,21 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         raise ValueError(
             f"invalid configuration: seeds={seeds!r} repeats {repeated}: each seed trains once into its "
             "own folder (seed_<n>), so give every seed once"
+        )
+
+
+def _check_model_size(values: Mapping[str, Any]) -> None:
+    """Refuse a model whose estimated parameters exceed :data:`MODEL_MEMORY_BUDGET` (names the options)."""
+    width, depth = values.get("model.params.hidden_channels"), values.get("model.params.n_layers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, depth)):
+        return  # missing or ill-typed: the type and range checks name it
+    estimate = 4 * 64 * depth * width**2
+    if estimate > MODEL_MEMORY_BUDGET:
+        raise ValueError(
+            f"invalid configuration: model.params.hidden_channels={width} with model.params.n_layers="
+            f"{depth} asks for about {estimate / 2**30:,.1f} GiB of parameters, above the budget of "
+            f"{MODEL_MEMORY_BUDGET / 2**30:.0f} GiB (harness.config.MODEL_MEMORY_BUDGET); lower "
+            "model.params.hidden_channels or model.params.n_layers"
         )
 
 
