@@ -15,6 +15,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
+from topomodelx_attention.data import ComplexData, from_toponetx
+
 HARNESS_MODELS = (
     "cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial",
     "gine", "gps", "graph_transformer",
@@ -74,6 +76,22 @@ def random_simplicial_complex(seed: int, n: int = 8, p: float = 0.5) -> tnx.Simp
     graph = nx.gnp_random_graph(n, p, seed=seed)
     simplices = [c for c in nx.enumerate_all_cliques(graph) if len(c) <= 4]
     return tnx.SimplicialComplex(simplices)
+
+
+def simplicial_complex_datas(
+    complexes: list[tnx.SimplicialComplex], channels: int, max_rank: int
+) -> list[ComplexData]:
+    """``ComplexData`` (float64) of every complex, with ``randn`` vertex features of width
+    ``channels`` drawn from torch's global generator, complex after complex."""
+    return [
+        from_toponetx(
+            c,
+            features={0: torch.randn(len(list(c.skeleton(0))), channels, dtype=torch.float64)},
+            max_rank=max_rank,
+            dtype=torch.float64,
+        )
+        for c in complexes
+    ]
 
 
 def random_coalesced(rows: int, cols: int, nnz: int, seed: int) -> torch.Tensor:

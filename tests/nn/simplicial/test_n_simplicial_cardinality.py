@@ -8,8 +8,8 @@ import toponetx as tnx
 import torch
 from torch_geometric.loader import DataLoader
 
-from tests.helpers import random_simplicial_complex
-from topomodelx_attention.data import ComplexData, from_toponetx
+from tests.helpers import random_simplicial_complex, simplicial_complex_datas
+from topomodelx_attention.data import ComplexData
 from topomodelx_attention.nn.simplicial import (
     NSimplicialAttention,
     NSimplicialTransformer,
@@ -119,15 +119,7 @@ def test_model_on_complex_data_batched_and_empty_complex():
     for layer in model.layers:
         torch.nn.init.constant_(layer.attention.cardinality_weight, 0.2)
     complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
-    datas = [
-        from_toponetx(
-            c,
-            features={0: torch.randn(len(list(c.skeleton(0))), 4, dtype=torch.float64)},
-            max_rank=2,
-            dtype=torch.float64,
-        )
-        for c in complexes
-    ]
+    datas = simplicial_complex_datas(complexes, 4, max_rank=2)
     zero = sp.csr_matrix((0, 0))
     datas.append(  # an empty complex keeps its row
         ComplexData.from_boundaries(

@@ -7,8 +7,7 @@ import toponetx as tnx
 import torch
 from torch_geometric.loader import DataLoader
 
-from tests.helpers import random_simplicial_complex
-from topomodelx_attention.data import from_toponetx
+from tests.helpers import random_simplicial_complex, simplicial_complex_datas
 from topomodelx_attention.nn.simplicial import (
     NSimplicialAttention,
     NSimplicialTransformer,
@@ -203,15 +202,7 @@ def test_model_complex_data_batched_equals_unbatched():
         4, 12, 2, n_layers=2, heads=2, order=2, simplicial_options={"kv_bias": True, "self_loops": True}
     ).double()
     complexes = [random_simplicial_complex(s, n=5 + s, p=0.6) for s in range(3)]
-    datas = [
-        from_toponetx(
-            c,
-            features={0: torch.randn(len(list(c.skeleton(0))), 4, dtype=torch.float64)},
-            max_rank=3,
-            dtype=torch.float64,
-        )
-        for c in complexes
-    ]
+    datas = simplicial_complex_datas(complexes, 4, max_rank=3)
     batch = next(iter(DataLoader(datas, batch_size=3)))
     out = model(batch)
     assert out.shape == (3, 2) and torch.isfinite(out).all()
