@@ -19,7 +19,7 @@ from topomodelx_attention.data import ComplexData, from_toponetx
 
 HARNESS_MODELS = (
     "cellular_transformer", "gin", "cwn", "sccnn", "tokengt", "tokengt_cell", "n_simplicial",
-    "gine", "gps", "graph_transformer",
+    "gine", "gps", "graph_transformer", "mlp",
 )
 """Every model of the harness registry (the harness tests check that none is missing)."""
 

@@ -472,7 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--dataset",
         default="MUTAG",
-        help="MUTAG (bundled), PROTEINS, GCB, ZINC, or any TU data set name with --data-dir",
+        help=(
+            "MUTAG (bundled), PROTEINS, GCB, ZINC, any TU data set name with --data-dir, or a "
+            "heterophilous node set with --data-dir (minesweeper, tolokers, questions, roman_empire, "
+            "amazon_ratings, chameleon_filtered, squirrel_filtered, actor; seeds are split indices)"
+        ),
     )
     packaged = sorted(
         f.stem for f in (Path(__file__).parent / "configs" / "model").glob("*/*.yaml")

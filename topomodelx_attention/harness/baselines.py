@@ -1,10 +1,11 @@
-"""Baselines of the benchmark harness: GIN, GINE, GPS, a graph transformer, CWN and SCCNN.
+"""Baselines of the benchmark harness: an MLP, GIN, GINE, GPS, a graph transformer, CWN and SCCNN.
 
 Every baseline maps a (batched) :class:`~topomodelx_attention.data.ComplexData` to one prediction
 per complex, ``(num_complexes, out_channels)``, or one per vertex with ``outputs="node"``
 (node-level tasks: the readout MLP on every vertex, no pooling), and registers itself in
-:data:`~topomodelx_attention.harness.registry.MODELS` under its config name (``gin``, ``gine``,
-``gps``, ``graph_transformer``, ``cwn``, ``sccnn``).
+:data:`~topomodelx_attention.harness.registry.MODELS` under its config name (``mlp``, ``gin``,
+``gine``, ``gps``, ``graph_transformer``, ``cwn``, ``sccnn``). The MLP reads the vertex
+features only (no edge): the reference every graph model must beat.
 
 The graph baselines with edge features (``gine``, ``gps``, ``graph_transformer``) read the
 rank-0/1 part of a lifted complex: ``x_0`` (nodes), ``x_1`` (edges, as edge features) and the
@@ -52,6 +53,7 @@ __all__ = [
     "CWNBaseline",
     "EdgeGraphBaseline",
     "GINBaseline",
+    "MLPBaseline",
     "SCCNNBaseline",
     "edge_graph",
     "init_last_layer",
@@ -237,6 +239,65 @@ def init_last_layer(readout: nn.Module, init: str) -> None:
         last.weight.mul_(gain)
         if last.bias is not None:
             last.bias.zero_()
+
+
+# ----------------------------------------------------------------------------------------------
+# MLP (vertex features only)
+# ----------------------------------------------------------------------------------------------
+@_baseline("mlp", "graph", lambda model, info: {"x_0", "batch_0"})
+@fill_doc
+class MLPBaseline(Baseline):
+    """MLP on the vertex features alone (``x_0``): encoder, ``n_layers`` of Linear–ReLU–dropout, readout.
+
+    No edge, no neighbour: on node tasks it measures what the features say by themselves (the
+    heterophilous benchmark's MLP row); on graph tasks it pools the vertex states per complex.
+
+    Parameters
+    ----------
+    info : DatasetInfo
+        Data set shapes (``x_0`` width and categories, output width).
+    hidden_channels : int, default=32
+        Width.
+    n_layers : int, default=2
+        Hidden layers after the encoder.
+    dropout : float, default=0.0
+        Dropout after every hidden layer and inside the readout.
+    %(readout_layers)s
+    pooling : {"sum", "mean"}, default="sum"
+        Global pooling (``outputs="complex"``).
+    %(check_inputs)s
+    outputs : {"complex", "node"}, default="complex"
+        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
+    %(readout_init)s
+    """
+
+    def __init__(
+        self,
+        info: DatasetInfo,
+        hidden_channels: int = 32,
+        n_layers: int = 2,
+        dropout: float = 0.0,
+        readout_layers: int = 1,
+        pooling: str = "sum",
+        check_inputs: bool = True,
+        outputs: str = "complex",
+        readout_init: str = "small",
+    ) -> None:
+        super().__init__(
+            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
+        )
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 0:
+            raise ValueError(f"n_layers must be an integer >= 0, got {n_layers!r}")
+        self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
+        self.layers = nn.Sequential(*(
+            nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.ReLU(), nn.Dropout(dropout))
+            for _ in range(n_layers)
+        ))
+        self.add_readout(info, readout_layers, dropout, dropout_before=False)
+
+    def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
+        self.check({"x_0": (batch.x_0, batch.batch_0.numel())})
+        return [self.layers(torch.relu(self.encoder(batch.x_0)))]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def run_equal_budget(
                 candidates.append(BudgetTrial(model, index, dict(values), result, mean_val))
             finite = [c for c in candidates if math.isfinite(c.mean_val)]
             if finite:
-                pick = max if candidates[0].result.metric == "accuracy" else min
+                pick = max if candidates[0].result.metric in ("accuracy", "roc_auc") else min
                 pick(finite, key=lambda c: c.mean_val).selected = True
             rows.extend(candidates)
         out[dataset] = rows

@@ -11,6 +11,7 @@ name                         domain       model
 ``tokengt``                  graph        :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` (1-skeleton)
 ``tokengt_cell``             cell         :class:`~topomodelx_attention.nn.graph.OrderKTokenGT` (all cells)
 ``n_simplicial``             simplicial   :class:`~topomodelx_attention.nn.simplicial.NSimplicialTransformer`
+``mlp``                      graph        :class:`~.baselines.MLPBaseline` (vertex features only)
 ``gin``                      graph        :class:`~.baselines.GINBaseline` (``torch_geometric.nn.GIN``)
 ``gine``                     graph        :class:`~.baselines.EdgeGraphBaseline` (``torch_geometric.nn.GINEConv``)
 ``gps``                      graph        :class:`~.baselines.EdgeGraphBaseline` (``torch_geometric.nn.GPSConv``, RWSE)
@@ -19,8 +20,8 @@ name                         domain       model
 ``sccnn``                    simplicial   :class:`~.baselines.SCCNNBaseline` (TopoModelX ``SCCNN``)
 ===========================  ===========  ======================================================
 
-Node-level tasks (``DatasetInfo.task_level == "node"``, e.g. GraphUniverse community
-detection) get node-level outputs of every model, ``(n_0, out_channels)``: option
+Node-level tasks (``DatasetInfo.task_level`` ``"node"``, e.g. GraphUniverse community
+detection, or ``"transductive"``, e.g. the heterophilous benchmark's one large graph) get node-level outputs of every model, ``(n_0, out_channels)``: option
 ``outputs="node"`` (``model.params.outputs``; its default follows the data set's task level).
 The baselines skip the pooling and apply the readout MLP to every vertex (CWN first sums the
 final states of the edges and 2-cells into their vertices: TopoModelX's CWN updates only the

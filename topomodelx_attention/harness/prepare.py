@@ -11,12 +11,16 @@ then infers the task (:class:`DatasetInfo`) from the complexes and the family's 
 
 Protocol (as TopoBench): TU data sets use random 50/25/25 splits drawn per seed
 (:func:`random_split`); GCB, ZINC-12k and GraphUniverse keep the split of their files.
+Transductive node tasks (``dataset.task_level=transductive``: one large graph, every vertex
+labelled, e.g. the heterophilous benchmark) lift the one graph once and keep its fixed split
+masks (``PreparedDataset.masks``); seed ``s`` runs split ``s``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import json
 import os
 import warnings
@@ -109,13 +113,15 @@ class DatasetInfo:
     pe_channels : int or None
         Width of ``pe_r`` (``None`` without a positional encoding writing ``pe_r``).
     metric : str
-        Monitored metric (``"accuracy"`` or ``"mae"``).
+        Monitored metric (``"accuracy"``, ``"roc_auc"`` (two classes: the area under the ROC
+        curve of the positive class's probability), ``"mae"`` or ``"mse"``).
     node_id_channels : int or None, default=None
         Width of ``node_id`` (TokenGT node identifiers; ``None`` when the PE wrote none).
-    task_level : {"graph", "node"}, default="graph"
+    task_level : {"graph", "node", "transductive"}, default="graph"
         One label per complex (``y`` of shape ``(1,)`` or ``(1, d)``) or one class per vertex
-        (``y`` of shape ``(n_0,)``: inductive node classification, every vertex of a complex
-        belongs to the complex's split).
+        (``y`` of shape ``(n_0,)``): ``"node"``, inductive node classification, every vertex of
+        a complex belongs to the complex's split; ``"transductive"``, one complex whose vertices
+        are split by masks (the loss and metrics read the vertices of ``node_mask``).
     loss : {"cross_entropy", "mae", "mse"} or None, default=None
         Training loss (``None``: cross-entropy for classification, MAE for regression).
     metrics : tuple of str, default=()
@@ -162,6 +168,9 @@ class PreparedDataset:
         ``(train, val)`` proportions of random splits.
     cache_file : pathlib.Path or None
         Where the processed complexes are cached.
+    masks : dict of str to numpy.ndarray or None
+        Transductive tasks: the split masks of the one complex, ``{"train", "val", "test"}``,
+        each bool of shape ``(num_splits, n_0)``; ``None`` otherwise.
     """
 
     info: DatasetInfo
@@ -169,20 +178,48 @@ class PreparedDataset:
     fixed_split: dict[str, np.ndarray] | None = None
     split_props: tuple[float, float] = (0.5, 0.25)
     cache_file: Path | None = None
+    masks: dict[str, np.ndarray] | None = None
+
+    @property
+    def num_splits(self) -> int | None:
+        """Fixed splits of a transductive task (its seeds are ``0..num_splits - 1``), else ``None``."""
+        return None if self.masks is None else int(self.masks["train"].shape[0])
 
     def split(self, seed: int) -> tuple[ComplexDataset, ComplexDataset, ComplexDataset]:
         """Return the train, validation and test sets of one seed.
 
+        Transductive tasks: the seed is the split index; each part is the one complex (a
+        shallow copy) with ``node_mask``, bool of shape ``(n_0,)``, its vertices of that part.
+
         Parameters
         ----------
         seed : int
-            Data seed of random splits (ignored by fixed splits).
+            Data seed of random splits (ignored by fixed splits; the split index of a
+            transductive task).
 
         Returns
         -------
         tuple of ComplexDataset
             ``(train, val, test)``.
+
+        Raises
+        ------
+        ValueError
+            A transductive task's seed outside ``0..num_splits - 1``.
         """
+        if self.masks is not None:
+            splits = self.num_splits
+            if isinstance(seed, bool) or not 0 <= int(seed) < splits:
+                raise ValueError(
+                    f"data set {self.info.name} has {splits} fixed splits and each seed runs one: "
+                    f"seeds must be split indices 0..{splits - 1}, got {seed!r} (e.g. seeds=[0,1,2])"
+                )
+            parts = []
+            for name in SPLITS:
+                complex_ = copy.copy(self.complexes[0])
+                complex_.node_mask = torch.from_numpy(np.ascontiguousarray(self.masks[name][int(seed)]))
+                parts.append(ComplexDataset([complex_]))
+            return tuple(parts)
         if self.fixed_split is not None:
             parts = [self.fixed_split[name] for name in SPLITS]
         else:
@@ -356,7 +393,9 @@ def process_graphs(
 
 
 _LOSSES = {"classification": ("cross_entropy",), "regression": ("mae", "mse")}
-_METRICS = {"classification": ("accuracy",), "regression": ("mae", "mse")}
+_METRICS = {"classification": ("accuracy", "roc_auc"), "regression": ("mae", "mse")}
+_LEVELS = ("graph", "node", "transductive")
+_MASK_KEYS = {"train": "train_masks", "val": "val_masks", "test": "test_masks"}
 _EXTRA_METRICS = {"mse_per_triangle": "regression"}
 
 
@@ -366,7 +405,7 @@ def _node_labels(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], label
         n_0 = complex_.num_cells(0)
         if (label.dim() > 1 and label.shape[1:].numel() != 1) or label.reshape(-1).numel() != n_0:
             raise ValueError(
-                f"data set {cfg['name']} is a node-level task (dataset.task_level=node) but graph "
+                f"data set {cfg['name']} is a node-level task (dataset.task_level={cfg.get('task_level')}) but graph "
                 f"{i} has y of shape {tuple(label.shape)} for {n_0} vertices: give one label per vertex"
             )
     return torch.cat([label.reshape(-1, 1) for label in labels])
@@ -400,17 +439,22 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
     if len(labels) != len(complexes):
         raise ValueError(f"data set {cfg['name']}: {len(complexes) - len(labels)} graphs have no label y")
     level = cfg.get("task_level") or "graph"
-    if level not in ("graph", "node"):
-        raise ValueError(f"dataset.task_level must be 'graph' or 'node', got {level!r}")
-    if level == "node":
+    if level not in _LEVELS:
+        raise ValueError(f"dataset.task_level must be one of {_LEVELS}, got {level!r}")
+    if level == "transductive" and len(complexes) != 1:
+        raise ValueError(
+            f"data set {cfg['name']} is a transductive task (dataset.task_level=transductive): its "
+            f"family must give one graph, got {len(complexes)}"
+        )
+    if level != "graph":
         y = _node_labels(cfg, complexes, labels)
     else:
         y = torch.cat([label.reshape(len(label), -1) if label.dim() else label.view(1, 1) for label in labels])
     task = cfg.get("task") or ("regression" if y.is_floating_point() else "classification")
     if task not in ("classification", "regression"):
         raise ValueError(f"dataset.task must be 'classification' or 'regression', got {task!r}")
-    if level == "node" and task != "classification":
-        raise ValueError("dataset.task_level=node supports dataset.task=classification only")
+    if level != "graph" and task != "classification":
+        raise ValueError(f"dataset.task_level={level} supports dataset.task=classification only")
     metric = cfg.get("monitor_metric") or ("accuracy" if task == "classification" else "mae")
     if metric not in _METRICS[task]:
         raise ValueError(f"dataset.monitor_metric of a {task} task must be one of {_METRICS[task]}, got {metric!r}")
@@ -448,6 +492,13 @@ def _infer_info(cfg: Mapping[str, Any], complexes: Sequence[ComplexData], pe: An
             )
     elif num_classes is None:
         num_classes = y.size(1)
+    if level == "transductive" and not cfg.get("monitor_metric") and int(num_classes) == 2:
+        metric = "roc_auc"  # the heterophilous benchmark's metric for two classes
+    if metric == "roc_auc" and int(num_classes) != 2:
+        raise ValueError(
+            f"dataset.monitor_metric=roc_auc needs two classes, data set {cfg['name']} has "
+            f"{num_classes}: use accuracy"
+        )
     return DatasetInfo(
         name=family.display_name(cfg),
         task=task,
@@ -555,13 +606,47 @@ def prepare_dataset(
     if fixed is not None and split_cfg.get("type", "fixed") == "random":
         fixed = None  # a random split over the union of the file's splits
     info = _infer_info(dataset_cfg, complexes, pe)
+    masks = None
+    if info.task_level == "transductive":
+        if split_cfg.get("type", "fixed_masks") != "fixed_masks":
+            raise ValueError(
+                f"data set {dataset_cfg['name']} is a transductive task: dataset.split.type must be "
+                f"fixed_masks (a run per split mask of its file), got {split_cfg.get('type')!r}"
+            )
+        masks = _take_masks(info, complexes)
     return PreparedDataset(
         info=info,
         complexes=complexes,
         fixed_split=None if fixed is None else {k: np.asarray(v) for k, v in fixed.items()},
         split_props=(float(split_cfg.get("train_prop", 0.5)), float(split_cfg.get("val_prop", 0.25))),
         cache_file=cache_file,
+        masks=masks,
     )
+
+
+def _take_masks(info: DatasetInfo, complexes: Sequence[ComplexData]) -> dict[str, np.ndarray]:
+    """Remove the split masks from the one complex of a transductive task and return them.
+
+    The family's graph carries ``train_masks``, ``val_masks``, ``test_masks``, bool of shape
+    ``(num_splits, n_0)`` (the lifting keeps them on the complex, the cache stores them).
+    """
+    complex_ = complexes[0]
+    n_0 = complex_.num_cells(0)
+    masks = {}
+    for part, key in _MASK_KEYS.items():
+        mask = complex_.get(key, None)
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool or mask.dim() != 2 or mask.shape[1] != n_0:
+            got = "none" if mask is None else f"{getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}"
+            raise ValueError(
+                f"data set {info.name} is a transductive task: its graph needs {key}, bool of shape "
+                f"(num_splits, {n_0}) (the family gives the split masks), got {got}"
+            )
+        masks[part] = mask.numpy()
+    if len({m.shape[0] for m in masks.values()}) != 1:
+        raise ValueError(f"data set {info.name}: the train, val and test masks hold different numbers of splits")
+    for key in _MASK_KEYS.values():
+        del complex_[key]
+    return masks
 
 
 def _process(dataset_cfg: Mapping[str, Any], lifting: Any, pe: Any, cache: Path) -> dict[str, Any]:

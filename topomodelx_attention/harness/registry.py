@@ -150,13 +150,13 @@ def check_outputs(outputs: str) -> str:
 
 def task_outputs(params: dict[str, Any], info: DatasetInfo) -> str:
     """Pop ``outputs`` from ``params``: the data set's task level by default, never another."""
-    expected = "node" if info.task_level == "node" else "complex"
+    expected = "complex" if info.task_level == "graph" else "node"  # inductive or transductive node tasks
     outputs = params.pop("outputs", expected)
     if outputs not in OUTPUTS:
         raise ValueError(f"model.params.outputs must be one of {OUTPUTS}, got {outputs!r}")
     if outputs != expected:
         raise ValueError(
-            f"data set {info.name} is a {info.task_level}-level task: model.params.outputs must be "
+            f"data set {info.name} is a {info.task_level}{'' if info.task_level == 'transductive' else '-level'} task: model.params.outputs must be "
             f"{expected!r} (or left out), got {outputs!r}"
         )
     return outputs

@@ -120,7 +120,9 @@ class ExperimentResult:
         return [s for s in self.seeds if s.failure is not None]
 
 
-_SCALE = {"accuracy": 100.0, "mae": 1.0}
+_SCALE = {"accuracy": 100.0, "roc_auc": 100.0, "mae": 1.0}
+_UNIT = {"accuracy": " (%)", "roc_auc": " (x100)"}
+"""Metrics shown scaled (accuracy in %, ROC-AUC times 100 as the heterophilous benchmark reports it)."""
 
 
 def format_mean_std(values: Sequence[float], scale: float = 1.0, digits: int = 2) -> str:
@@ -182,7 +184,7 @@ def summary_row(result: ExperimentResult) -> dict[str, Any]:
         ``failed``: the number of seeds that did not finish, whose metrics count nowhere).
     """
     scale = _SCALE.get(result.metric, 1.0)
-    digits = 2 if result.metric == "accuracy" else 3
+    digits = 2 if result.metric in _UNIT else 3
     finished = result.finished
     epochs = [s.epochs for s in finished]
     per_epoch = [seconds_per_epoch(s) for s in finished]
@@ -190,7 +192,7 @@ def summary_row(result: ExperimentResult) -> dict[str, Any]:
     return {
         "dataset": result.dataset,
         "model": result.model,
-        "metric": result.metric + (" (%)" if result.metric == "accuracy" else ""),
+        "metric": result.metric + _UNIT.get(result.metric, ""),
         "seeds": len(finished),
         "epochs": f"{np.mean(epochs):.0f}" if epochs else "0",
         "val": format_mean_std([s.val for s in finished], scale, digits),
@@ -217,8 +219,8 @@ def markdown_table(result: ExperimentResult) -> str:
         The table (with a title line).
     """
     scale = _SCALE.get(result.metric, 1.0)
-    digits = 2 if result.metric == "accuracy" else 3
-    unit = " (%)" if result.metric == "accuracy" else ""
+    digits = 2 if result.metric in _UNIT else 3
+    unit = _UNIT.get(result.metric, "")
     lines = [
         f"**{result.dataset} / {result.model}** — {result.num_parameters:,} parameters, "
         f"test {result.metric} at the best validation epoch",
@@ -373,7 +375,7 @@ def plot_time_to_accuracy(
     budgets = {r.max_time for r in results if r.max_time is not None}
     for budget in budgets:
         ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
-    unit = " (%)" if metric == "accuracy" else ""
+    unit = _UNIT.get(metric, "")
     ax.set_xlabel("wall time (s, training + validation)")
     ax.set_ylabel(f"validation {metric}{unit}")
     ax.set_title(title or f"{results[0].dataset}: time to {metric}")

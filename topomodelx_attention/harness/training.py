@@ -54,6 +54,7 @@ from topomodelx_attention.harness.results import (
 __all__ = [
     "EpochHistory",
     "ExperimentResult",
+    "FullBatch",
     "GraphTaskModule",
     "ResampleNodeIds",
     "SeedResult",
@@ -271,7 +272,11 @@ class GraphTaskModule(L.LightningModule):
     Graph-level tasks (``info.task_level == "graph"``): one prediction per complex. Node-level
     tasks (``"node"``, inductive): one prediction per vertex, every vertex of a batch is
     labelled (the split is by complex), and the loss and accuracy are means over the vertices
-    (the epoch metrics weight every batch by its number of vertices).
+    (the epoch metrics weight every batch by its number of vertices). Transductive node tasks
+    (``"transductive"``): one complex per step, the whole of it through the model, and the loss
+    and metric read only the vertices of the batch's ``node_mask`` (the part's mask of the
+    split, :meth:`~.prepare.PreparedDataset.split`); ``roc_auc`` (two classes) scores the
+    softmax probability of class 1 (torchmetrics ``BinaryAUROC``).
 
     Parameters
     ----------
@@ -314,6 +319,8 @@ class GraphTaskModule(L.LightningModule):
             make = lambda: torchmetrics.classification.MulticlassAccuracy(  # noqa: E731
                 num_classes=info.out_channels, average="micro"
             )
+        elif info.metric == "roc_auc":
+            make = torchmetrics.classification.BinaryAUROC
         elif info.metric == "mse":
             make = torchmetrics.MeanSquaredError
         else:
@@ -337,6 +344,21 @@ class GraphTaskModule(L.LightningModule):
         out = self.model(batch)
         y = batch.y
         loss = self.info.loss or ("cross_entropy" if self.info.task == "classification" else "mae")
+        if self.info.task_level == "transductive":
+            y = y.reshape(-1).long()
+            mask = batch.get("node_mask") if hasattr(batch, "get") else None
+            if mask is None or mask.shape != y.shape or mask.dtype != torch.bool:
+                raise ValueError(
+                    "a transductive task needs node_mask, bool of shape (n_0,), in every batch "
+                    "(PreparedDataset.split adds it)"
+                )
+            if out.dim() != 2 or out.shape[0] != y.shape[0]:
+                raise ValueError(
+                    f"a transductive node task needs one prediction row per vertex: the model returned "
+                    f"{tuple(out.shape)} for {y.shape[0]} vertices (build it with model.params.outputs=node)"
+                )
+            out, y = out[mask], y[mask]
+            return F.cross_entropy(out, y), out, y
         if self.info.task_level == "node":
             y = y.reshape(-1).long()
             if out.dim() != 2 or out.shape[0] != y.shape[0]:
@@ -359,10 +381,13 @@ class GraphTaskModule(L.LightningModule):
     def _step(self, batch: Any, stage: str) -> Tensor:
         loss, prediction, target = self._loss_and_prediction(batch)
         metric = self.metrics[f"{stage}_metric"]
-        size = target.shape[0] if self.info.task_level == "node" else batch.num_complexes
+        size = batch.num_complexes if self.info.task_level == "graph" else target.shape[0]
         if not size:  # a batch of empty complexes of a node task: no vertex to count
             return loss
-        metric.update(prediction.detach(), target)
+        scores = prediction.detach()
+        if self.info.metric == "roc_auc":  # the probability of the positive class
+            scores = scores.float().softmax(dim=-1)[:, 1]
+        metric.update(scores, target)
         for name in self.info.metrics:
             key = f"{stage}_{name}"
             if key in self.extra_metrics:
@@ -530,6 +555,39 @@ class ResampleNodeIds:
         return out
 
 
+class FullBatch:
+    """A loader of one batch: every complex of a data set collated once, yielded every epoch.
+
+    Transductive tasks train on one complex: collating it again each epoch (as a
+    ``ComplexDataLoader`` would) repeats the same work; this loader does it once, at the first
+    iteration, so that the batch's tensors are made in the mode of the loop that reads them
+    (evaluation loops run under ``torch.inference_mode``, and some sparse operations refuse to
+    mix inference tensors with normal ones).
+
+    Parameters
+    ----------
+    dataset : sequence of ComplexData
+        The complexes (one, for a transductive task).
+    """
+
+    def __init__(self, dataset: Sequence[Any]) -> None:
+        self.complexes = list(dataset)
+        if not self.complexes:
+            raise ValueError("FullBatch needs at least one complex")
+        self.batch: Any = None
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Any:
+        if self.batch is None:
+            from topomodelx_attention.data import ComplexDataLoader
+
+            loader = ComplexDataLoader(self.complexes, batch_size=len(self.complexes), shuffle=False)
+            self.batch = next(iter(loader))
+        yield self.batch
+
+
 class _Chain:
     """Apply batch transforms in order."""
 
@@ -693,18 +751,21 @@ def run_seed(
     loader_cfg = dict(cfg.dataset.get("dataloader") or {})
     batch_size = int(loader_cfg.pop("batch_size", 32))
     num_workers = int(loader_cfg.pop("num_workers", 0))
-    loaders = [
-        # index-offset collation of the neighbourhoods (data/collate.py), 2.5-2.9x PyG's generic one
-        ComplexDataLoader(
-            part,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            num_workers=num_workers,
-            persistent_workers=num_workers > 0,
-            **loader_cfg,
-        )  # e.g. pin_memory
-        for part, shuffle in ((train, True), (val, False), (test, False))
-    ]
+    if info.task_level == "transductive":  # full batch: the one complex, collated once
+        loaders = [FullBatch(part) for part in (train, val, test)]
+    else:
+        loaders = [
+            # index-offset collation of the neighbourhoods (data/collate.py), 2.5-2.9x PyG's generic one
+            ComplexDataLoader(
+                part,
+                batch_size=batch_size,
+                shuffle=shuffle,
+                num_workers=num_workers,
+                persistent_workers=num_workers > 0,
+                **loader_cfg,
+            )  # e.g. pin_memory
+            for part, shuffle in ((train, True), (val, False), (test, False))
+        ]
     model = build_model(cfg.model.name, cfg.model.get("params"), info)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -826,7 +887,10 @@ def run_experiment(
         process, :func:`~.memory.keep_freed_memory`; process-wide, for very large complexes).
         A node-identifier PE with ``resample: true`` (``OrthogonalRandomNodeId``) gives fixed
         identifiers to the data set (validation, test) and fresh ones to every training batch
-        (:class:`ResampleNodeIds`).
+        (:class:`ResampleNodeIds`). Transductive node tasks (``dataset.task_level=transductive``,
+        e.g. ``configs/dataset/node/``) run one seed per fixed split: seed ``s`` trains on split
+        ``s`` of the file's masks (seeds must be ``0..num_splits - 1``; the seed also initialises
+        the model), full batch (:class:`FullBatch`), and report mean ± std over those splits.
     output_dir : path-like, optional
         Output folder (default ``cfg.paths.output_dir`` or
         ``outputs/<dataset>/<model>/<timestamp>``).
@@ -868,6 +932,14 @@ def run_experiment(
             _data_pe_config(cfg.model.get("pe")),
             cfg.paths.get("cache_dir"),
         )
+        if prepared.num_splits is not None:  # transductive: a seed is a split index
+            outside = [s for s in seeds if isinstance(s, bool) or not 0 <= int(s) < prepared.num_splits]
+            if outside:
+                raise ValueError(
+                    f"data set {prepared.info.name} has {prepared.num_splits} fixed splits and each seed "
+                    f"runs one: seeds must be split indices 0..{prepared.num_splits - 1}, got {outside} "
+                    f"(e.g. seeds=[{','.join(str(i) for i in range(min(prepared.num_splits, 10)))}])"
+                )
         probe = build_model(name, cfg.model.get("params"), prepared.info)
         prune_keys(prepared.complexes, spec.keys(probe, prepared.info))
         out = output_dir or cfg.paths.get("output_dir")
