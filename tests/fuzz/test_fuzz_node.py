@@ -110,7 +110,7 @@ def test_fuzz_node_outputs_of_every_model(fuzz_seeds):
 
 
 def test_fuzz_node_labels_must_cover_the_vertices(fuzz_seeds):
-    cfg = {"name": "fuzz", "task": "classification", "task_level": "node", "num_classes": 4}
+    cfg = {"name": "fuzz", "loader": "tu", "task": "classification", "task_level": "node", "num_classes": 4}
 
     def make(seed, rng):
         lifting = SimplicialCliqueLifting(complex_dim=1)
