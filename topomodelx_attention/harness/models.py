@@ -45,35 +45,18 @@ from torch import nn
 
 # the baselines register themselves on import: importing this module fills the whole registry
 from topomodelx_attention.harness import baselines as _baselines
+from topomodelx_attention.harness import registry
 from topomodelx_attention.harness.config import CONFIG_DIR, allow_harness_classes
 from topomodelx_attention.harness.prepare import DatasetInfo
+from topomodelx_attention.harness.registry import *  # noqa: F403  (the registry's names, re-exported)
 from topomodelx_attention.harness.registry import (
-    MODELS,
-    OUTPUTS,
-    ModelSpec,
     NodeOutputs,
-    build_model,
-    check_outputs,
-    get_spec,
-    rank_encoders,
     rank_keys,
     register_model,
     task_outputs,
 )
 
-__all__ = [
-    "MODELS",
-    "OUTPUTS",
-    "ModelSpec",
-    "NodeOutputs",
-    "build_model",
-    "check_outputs",
-    "get_spec",
-    "rank_encoders",
-    "rank_keys",
-    "register_model",
-    "task_outputs",
-]
+__all__ = list(registry.__all__)
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
