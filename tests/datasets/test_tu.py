@@ -185,22 +185,27 @@ def _one_line_error(excinfo, *needles):
         assert needle in message, (needle, message)
 
 
+def _same_error(part, needles, *contents):
+    """Rows of :data:`BAD_FILES`: every ``content`` of ``part`` raises naming ``needles``."""
+    return [(part, content, needles) for content in contents]
+
+
 BAD_FILES = [
     # (file, content, needles)
-    ("A", "", ["TINY_A.txt is empty"]),
-    ("A", "   \n\n", ["TINY_A.txt is empty"]),
-    ("A", "1, 2\n\n2, 1\n", ["TINY_A.txt, line 2", "blank line"]),
-    ("A", "1, 2\n \t \n2, 1\n", ["TINY_A.txt, line 2", "blank line"]),
+    *_same_error("A", ["TINY_A.txt is empty"], "", "   \n\n"),
+    *_same_error("A", ["TINY_A.txt, line 2", "blank line"], "1, 2\n\n2, 1\n", "1, 2\n \t \n2, 1\n"),
     ("A", "\n1, 2\n2, 1\n", ["TINY_A.txt, line 1", "blank line"]),
-    ("A", "1, 2\n2; 1\n", ["TINY_A.txt, line 2", "integers"]),
-    ("A", "1, 2\n2, 1.0\n", ["TINY_A.txt, line 2", "integers"]),
-    ("A", "1, 2\n2, 1e0\n", ["TINY_A.txt, line 2", "integers"]),
-    ("A", "1, 2\n2, 1_0\n", ["TINY_A.txt, line 2", "integers"]),
-    ("A", "1, 2\n2, \n", ["TINY_A.txt, line 2", "integers"]),
-    ("A", "1, 99999999999999999999\n", ["TINY_A.txt, line 1", "64-bit"]),
+    *_same_error(
+        "A",
+        ["TINY_A.txt, line 2", "integers"],
+        *("1, 2\n2; 1\n", "1, 2\n2, 1.0\n", "1, 2\n2, 1e0\n", "1, 2\n2, 1_0\n", "1, 2\n2, \n"),
+    ),
+    *_same_error(
+        "A",
+        ["TINY_A.txt, line 1", "64-bit"],
+        *("1, 99999999999999999999\n", "1, 9223372036854775808\n", "1, -9223372036854775809\n"),
+    ),
     ("A", "2, 1\n1, 99999999999999999999999\n", ["TINY_A.txt, line 2", "64-bit"]),
-    ("A", "1, 9223372036854775808\n", ["TINY_A.txt, line 1", "64-bit"]),
-    ("A", "1, -9223372036854775809\n", ["TINY_A.txt, line 1", "64-bit"]),
     ("A", "1, 2\n1, -9223372036854775808\n", ["TINY_A.txt", "vertex ids", "line 2 holds 1, -9223372036854775808"]),
     ("A", "1, 2, 3\n", ["TINY_A.txt, line 1", "3 columns", "expected 2"]),
     ("A", "1, 2\n3\n", ["TINY_A.txt, line 2", "1 column,"]),
@@ -245,11 +250,16 @@ def test_an_id_beyond_64_bits_overflows_in_torch_without_naming_the_file(tmp_pat
 @pytest.mark.parametrize(
     ("part", "value", "needle"),
     [
-        ("graph_attributes", "nan", "not a finite number"),
-        ("graph_attributes", "-inf", "not a finite number"),
+        *(
+            (part, value, "not a finite number")
+            for part, value in [
+                ("graph_attributes", "nan"),
+                ("graph_attributes", "-inf"),
+                ("node_attributes", "inf"),
+                ("edge_attributes", "NaN"),
+            ]
+        ),
         ("graph_attributes", "1e39", "overflows float32"),
-        ("node_attributes", "inf", "not a finite number"),
-        ("edge_attributes", "NaN", "not a finite number"),
     ],
 )
 def test_non_finite_floats_in_tu_files_are_refused_with_file_and_line(tmp_path, part, value, needle):
