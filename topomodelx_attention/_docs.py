@@ -138,7 +138,42 @@ check_inputs : bool, default=True
     Reject NaN / Inf / huge float inputs once per forward
     (:func:`~topomodelx_attention.nn.common.check_inputs`); feature rows that do not match
     the cells are rejected either way.""",
+    "pooling": """\
+pooling : {"sum", "mean"}, default="sum"
+    Pooling of the cells of a complex (``outputs="complex"``).""",
+    "outputs": """\
+outputs : {"complex", "node"}, default="complex"
+    One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).""",
+    "norms": """\
+embedding_norm : bool, default=True
+    A LayerNorm per rank on the encoded inputs: the states no longer scale with the inputs.
+final_norm : bool, default=True
+    A LayerNorm per rank on the final states, before the pooling (and the vertex readout).""",
 }
+
+# the options every baseline takes: the keywords of harness.baselines.Baseline, which the
+# baselines pass on to it (CWN and SCCNN take no pooling, but their per-rank LayerNorms)
+_BASELINE_OPTIONS = ("n_layers", "dropout_rate", "readout_layers", "pooling", "check_inputs", "outputs", "readout_init")
+_MODELS["n_layers"] = """\
+n_layers : int or None, default=None
+    Depth: layers or blocks of the baseline (``None``: its default, given in its
+    description)."""
+_MODELS["dropout_rate"] = """\
+dropout : float, default=0.0
+    Dropout probability (where it acts: the baseline's description), always inside the
+    readout MLP."""
+_MODELS["baseline_options"] = """\
+**options
+    The options every baseline takes (``PooledBaselineOptions``: the keywords of
+    :class:`~topomodelx_attention.harness.baselines.Baseline`, the same defaults; another
+    keyword raises ``TypeError``):
+""" + "\n".join(_MODELS[name] for name in _BASELINE_OPTIONS)
+_MODELS["rank_baseline_options"] = """\
+**options
+    The options of CWN and SCCNN (``RankBaselineOptions``): the keywords of
+    :class:`~topomodelx_attention.harness.baselines.Baseline` but ``pooling`` (they sum), the
+    same defaults, and their per-rank LayerNorms (another keyword raises ``TypeError``):
+""" + "\n".join(_MODELS[name] for name in _BASELINE_OPTIONS if name != "pooling") + "\n" + _MODELS["norms"]
 
 # the options TokenGT and OrderKTokenGT share (nn.graph.token_model.TOKEN_MODEL_OPTIONS)
 _TOKEN_MODELS = {

@@ -21,7 +21,7 @@ complex or one row per vertex, dropout, :class:`~topomodelx_attention.nn.common.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import torch
 from torch import Tensor, nn
@@ -47,17 +47,47 @@ from topomodelx_attention.nn.common import (
     segment_pool,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "EDGE_GRAPH_CONVS",
     "Baseline",
+    "BaselineOptions",
     "CWNBaseline",
     "EdgeGraphBaseline",
     "GINBaseline",
     "MLPBaseline",
+    "PooledBaselineOptions",
+    "RankBaselineOptions",
     "SCCNNBaseline",
     "edge_graph",
     "init_last_layer",
 ]
+
+
+class BaselineOptions(TypedDict, total=False):
+    """The keyword options every baseline takes: :class:`Baseline`'s (and its defaults)."""
+
+    n_layers: int | None
+    dropout: float
+    readout_layers: int
+    check_inputs: bool
+    outputs: str
+    readout_init: str
+
+
+class PooledBaselineOptions(BaselineOptions, total=False):
+    """:class:`BaselineOptions` and ``pooling``: the options of the baselines that choose their pooling."""
+
+    pooling: str
+
+
+class RankBaselineOptions(BaselineOptions, total=False):
+    """:class:`BaselineOptions` and the per-rank LayerNorms of CWN and SCCNN (which always sum)."""
+
+    embedding_norm: bool
+    final_norm: bool
 
 
 @fill_doc
@@ -74,18 +104,24 @@ class Baseline(nn.Module):
     ----------
     hidden_channels : int
         Width of the cell states.
-    pooling : {"sum", "mean"}, default="sum"
-        Pooling of the cells of a complex.
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
-    %(readout_init)s
+    %(baseline_options)s
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``pooling``, ``outputs`` or ``readout_init``.
     """
+
+    #: ``n_layers`` of the baseline when given ``None`` (``None``: the baseline decides, e.g. by its ``conv``).
+    depth: ClassVar[int | None] = None
 
     def __init__(
         self,
         hidden_channels: int,
         *,
+        n_layers: int | None = None,
+        dropout: float = 0.0,
+        readout_layers: int = 1,
         pooling: str = "sum",
         check_inputs: bool = True,
         outputs: str = "complex",
@@ -98,11 +134,14 @@ class Baseline(nn.Module):
         if readout_init not in READOUT_INITS:
             raise ValueError(f"readout_init must be one of {READOUT_INITS}, got {readout_init!r}")
         self.readout_init = readout_init
+        self.readout_layers = readout_layers
+        self.n_layers = self.depth if n_layers is None else n_layers
+        self.dropout_rate = dropout
         self.pooling = pooling
         self.check_inputs = bool(check_inputs)
         self.hidden_channels = int(hidden_channels)
 
-    def add_readout(self, info: DatasetInfo, readout_layers: int, dropout: float, dropout_before: bool = True) -> None:
+    def add_readout(self, info: DatasetInfo, dropout_before: bool = True) -> None:
         """Build the readout: dropout (with ``dropout_before``) and the :class:`ReadoutMLP`.
 
         Each baseline calls it where its original construction order puts it (the parameters
@@ -112,15 +151,11 @@ class Baseline(nn.Module):
         ----------
         info : DatasetInfo
             Data set shapes (output width).
-        readout_layers : int
-            Hidden layers of the readout MLP.
-        dropout : float
-            Dropout inside the readout MLP (and on its input, with ``dropout_before``).
         dropout_before : bool, default=True
             Dropout on the pooled (or vertex) states before the readout MLP.
         """
-        self.dropout = nn.Dropout(dropout) if dropout_before else nn.Identity()
-        self.readout = ReadoutMLP(self.hidden_channels, info.out_channels, readout_layers, dropout)
+        self.dropout = nn.Dropout(self.dropout_rate) if dropout_before else nn.Identity()
+        self.readout = ReadoutMLP(self.hidden_channels, info.out_channels, self.readout_layers, self.dropout_rate)
         init_last_layer(self.readout, self.readout_init)
 
     def check(self, rows: Mapping[str, tuple[Tensor | None, int]]) -> None:
@@ -251,6 +286,8 @@ class MLPBaseline(Baseline):
 
     No edge, no neighbour: on node tasks it measures what the features say by themselves (the
     heterophilous benchmark's MLP row); on graph tasks it pools the vertex states per complex.
+    ``n_layers`` (default 2) hidden layers follow the encoder; ``dropout`` acts after every
+    hidden layer and inside the readout.
 
     Parameters
     ----------
@@ -258,42 +295,27 @@ class MLPBaseline(Baseline):
         Data set shapes (``x_0`` width and categories, output width).
     hidden_channels : int, default=32
         Width.
-    n_layers : int, default=2
-        Hidden layers after the encoder.
-    dropout : float, default=0.0
-        Dropout after every hidden layer and inside the readout.
-    %(readout_layers)s
-    pooling : {"sum", "mean"}, default="sum"
-        Global pooling (``outputs="complex"``).
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
-    %(readout_init)s
+    %(baseline_options)s
     """
+
+    depth = 2
 
     def __init__(
         self,
         info: DatasetInfo,
         hidden_channels: int = 32,
-        n_layers: int = 2,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        pooling: str = "sum",
-        check_inputs: bool = True,
-        outputs: str = "complex",
-        readout_init: str = "small",
+        **options: Unpack[PooledBaselineOptions],
     ) -> None:
-        super().__init__(
-            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
-        )
+        super().__init__(hidden_channels, **options)
+        n_layers = self.n_layers
         if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 0:
             raise ValueError(f"n_layers must be an integer >= 0, got {n_layers!r}")
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
         self.layers = nn.Sequential(*(
-            nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.ReLU(), nn.Dropout(dropout))
+            nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.ReLU(), nn.Dropout(self.dropout_rate))
             for _ in range(n_layers)
         ))
-        self.add_readout(info, readout_layers, dropout, dropout_before=False)
+        self.add_readout(info, dropout_before=False)
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
         self.check({"x_0": (batch.x_0, batch.batch_0.numel())})
@@ -308,8 +330,9 @@ class MLPBaseline(Baseline):
 class GINBaseline(Baseline):
     """GIN on the graph (``edge_index``, ``x_0``): encoder, ``torch_geometric.nn.GIN``, pool, MLP.
 
-    Needs ``x_0``, ``edge_index``, ``batch_0``. PyG's GIN ends without dropout, and so does this
-    baseline before its readout.
+    Needs ``x_0``, ``edge_index``, ``batch_0``. ``n_layers`` (default 3): GIN layers. ``dropout``
+    acts inside GIN and the readout; PyG's GIN ends without dropout, and so does this baseline
+    before its readout.
 
     Parameters
     ----------
@@ -317,39 +340,23 @@ class GINBaseline(Baseline):
         Data set shapes (``x_0`` width and categories, output width).
     hidden_channels : int, default=32
         Width.
-    n_layers : int, default=3
-        GIN layers.
-    dropout : float, default=0.0
-        Dropout inside GIN and the readout.
-    %(readout_layers)s
-    pooling : {"sum", "mean"}, default="sum"
-        Global pooling.
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex (the readout MLP on every vertex, no pooling).
-    %(readout_init)s
+    %(baseline_options)s
     """
+
+    depth = 3
 
     def __init__(
         self,
         info: DatasetInfo,
         hidden_channels: int = 32,
-        n_layers: int = 3,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        pooling: str = "sum",
-        check_inputs: bool = True,
-        outputs: str = "complex",
-        readout_init: str = "small",
+        **options: Unpack[PooledBaselineOptions],
     ) -> None:
-        super().__init__(
-            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
-        )
+        super().__init__(hidden_channels, **options)
         from torch_geometric.nn import GIN
 
         self.encoder = FeatureEncoder(info.in_channels[0], hidden_channels, info.categorical[0])
-        self.gin = GIN(hidden_channels, hidden_channels, int(n_layers), dropout=dropout)
-        self.add_readout(info, readout_layers, dropout, dropout_before=False)
+        self.gin = GIN(hidden_channels, hidden_channels, int(self.n_layers), dropout=self.dropout_rate)
+        self.add_readout(info, dropout_before=False)
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
         self.check({"x_0": (batch.x_0, batch.batch_0.numel())})
@@ -479,7 +486,9 @@ class EdgeGraphBaseline(Baseline):
     ``h_0 = [enc_0(x_0) ‖ Linear(BatchNorm(pe_0))]`` (the PE branch only when the data set has
     ``pe_0``, as GraphGPS's RWSE/LapPE node encoders), ``e = enc_1(x_1)`` copied to both
     orientations of every edge (:func:`edge_graph`), ``n_layers`` blocks of ``conv``, then
-    ``segment_pool`` per complex, dropout and the :class:`ReadoutMLP`. The blocks:
+    ``segment_pool`` per complex, dropout and the :class:`ReadoutMLP` (``dropout`` acts on the block
+    outputs, before the readout and inside the readout MLP; ``n_layers``, the number of blocks, is
+    3 for ``"gine"`` and 2 for the others by default). The blocks:
 
     - ``"gine"``: GIN with edge features (Hu et al., 2020; ``torch_geometric.nn.GINEConv``),
       ZINC's standard MPNN: ``h ← MLP((1 + ε) h_v + Σ_u ReLU(h_u + e_uv))``, then BatchNorm,
@@ -504,8 +513,6 @@ class EdgeGraphBaseline(Baseline):
         Width.
     conv : {"gine", "gps", "graph_transformer"}, default="gine"
         The block (:data:`EDGE_GRAPH_CONVS`: default depth and attention options of each).
-    n_layers : int or None, default=None
-        Blocks (``None``: 3 for ``"gine"``, 2 for the others).
     heads : int or None, default=None
         Attention heads of ``"gps"`` / ``"graph_transformer"`` (``None``: 4; must divide
         ``hidden_channels``); ``"gine"`` takes none.
@@ -516,17 +523,9 @@ class EdgeGraphBaseline(Baseline):
         Global attention of ``"gps"`` only (``None``: ``"dense"``): softmax multi-head attention
         (``attn_type="multihead"``) or the Performer (``attn_type="performer"``), the package's
         attention-kind names.
-    dropout : float, default=0.0
-        Dropout on the block outputs, before the readout and inside the readout MLP.
-    %(readout_layers)s
-    pooling : {"sum", "mean"}, default="sum"
-        Global pooling.
     pe_hidden_channels : int, default=8
         Columns of ``h_0`` given to the encoded PE (only with ``pe_0``).
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex.
-    %(readout_init)s
+    %(baseline_options)s
 
     Raises
     ------
@@ -541,21 +540,13 @@ class EdgeGraphBaseline(Baseline):
         hidden_channels: int = 32,
         *,
         conv: str = "gine",
-        n_layers: int | None = None,
         heads: int | None = None,
         attention_dropout: float | None = None,
         kind: str | None = None,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        pooling: str = "sum",
         pe_hidden_channels: int = 8,
-        check_inputs: bool = True,
-        outputs: str = "complex",
-        readout_init: str = "small",
+        **options: Unpack[PooledBaselineOptions],
     ) -> None:
-        super().__init__(
-            hidden_channels, pooling=pooling, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init
-        )
+        super().__init__(hidden_channels, **options)
         if conv not in EDGE_GRAPH_CONVS:
             raise ValueError(f"conv must be one of {sorted(EDGE_GRAPH_CONVS)}, got {conv!r}")
         depth, defaults = EDGE_GRAPH_CONVS[conv]
@@ -563,25 +554,25 @@ class EdgeGraphBaseline(Baseline):
         for key, value in given.items():
             if value is not None and key not in defaults:
                 raise ValueError(f"{key} is not an option of the {conv!r} baseline (it takes {sorted(defaults)})")
-        options = {key: default if given[key] is None else given[key] for key, default in defaults.items()}
+        conv_options = {key: default if given[key] is None else given[key] for key, default in defaults.items()}
         h = self.hidden_channels
-        n_layers = depth if n_layers is None else int(n_layers)
+        n_layers = depth if self.n_layers is None else int(self.n_layers)
         if n_layers < 1:
             raise ValueError(f"n_layers must be at least 1, got {n_layers}")
-        if "heads" in options:
-            options["heads"] = int(options["heads"])
-            if options["heads"] < 1 or h % options["heads"]:
-                raise ValueError(f"heads must divide hidden_channels={h}, got {options['heads']}")
-            options["attention_dropout"] = float(options["attention_dropout"])
-        if options.get("kind") in KERNELS and not KERNELS[options["kind"]].has_weights:
+        if "heads" in conv_options:
+            conv_options["heads"] = int(conv_options["heads"])
+            if conv_options["heads"] < 1 or h % conv_options["heads"]:
+                raise ValueError(f"heads must divide hidden_channels={h}, got {conv_options['heads']}")
+            conv_options["attention_dropout"] = float(conv_options["attention_dropout"])
+        if conv_options.get("kind") in KERNELS and not KERNELS[conv_options["kind"]].has_weights:
             # PyG's Performer attention has no dropout on attention weights: refuse a rate that
             # would be ignored; the dense default rate does not apply to it
             if given["attention_dropout"] not in (None, 0.0):
                 raise ValueError(
-                    f"attention_dropout={given['attention_dropout']} has no effect with kind={options['kind']!r} "
+                    f"attention_dropout={given['attention_dropout']} has no effect with kind={conv_options['kind']!r} "
                     "(Performer attention has no attention weights to drop): set it to 0"
                 )
-            options["attention_dropout"] = 0.0
+            conv_options["attention_dropout"] = 0.0
         pe = info.pe_channels
         pe_width = int(pe_hidden_channels) if pe is not None else 0
         if pe is not None and not 0 < pe_width < h:
@@ -591,13 +582,14 @@ class EdgeGraphBaseline(Baseline):
         self.pe_encoder = (
             nn.Sequential(nn.BatchNorm1d(pe), nn.Linear(pe, pe_width)) if pe is not None else None
         )
-        self.add_readout(info, readout_layers, dropout)
+        self.add_readout(info)
+        dropout = self.dropout_rate
         if conv == "gine":
             blocks = (_GINEBlock(h, i == n_layers - 1, dropout) for i in range(n_layers))
         elif conv == "gps":
-            blocks = (_GPSBlock(h, dropout=float(dropout), **options) for _ in range(n_layers))
+            blocks = (_GPSBlock(h, dropout=float(dropout), **conv_options) for _ in range(n_layers))
         else:
-            blocks = (_TransformerConvBlock(h, dropout=float(dropout), **options) for _ in range(n_layers))
+            blocks = (_TransformerConvBlock(h, dropout=float(dropout), **conv_options) for _ in range(n_layers))
         self.blocks = nn.ModuleList(blocks)
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
@@ -617,6 +609,7 @@ class EdgeGraphBaseline(Baseline):
         return [x]
 
 
+@fill_doc
 class _RankBaseline(Baseline):
     """Baseline on 2-dimensional complexes: one encoder per rank 0..2 (TopoModelX's CWN, SCCNN).
 
@@ -635,12 +628,7 @@ class _RankBaseline(Baseline):
         Width (all ranks).
     model : str
         The TopoModelX model's name, for the error message.
-    embedding_norm : bool
-        A LayerNorm per rank on the encoded inputs (input-scale invariance).
-    final_norm : bool
-        A LayerNorm per rank on the final states, before the pooling (and the vertex readout).
-    check_inputs, outputs, readout_init
-        As :class:`Baseline`.
+    %(rank_baseline_options)s
     """
 
     def __init__(
@@ -649,13 +637,13 @@ class _RankBaseline(Baseline):
         hidden_channels: int,
         model: str,
         *,
-        embedding_norm: bool,
-        final_norm: bool,
-        check_inputs: bool,
-        outputs: str,
-        readout_init: str,
+        embedding_norm: bool = True,
+        final_norm: bool = True,
+        **options: Unpack[BaselineOptions],
     ) -> None:
-        super().__init__(hidden_channels, check_inputs=check_inputs, outputs=outputs, readout_init=readout_init)
+        if "pooling" in options:  # the ranks are summed per complex
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument 'pooling' ({model} sums)")
+        super().__init__(hidden_channels, **options)
         if info.max_rank != 2:
             raise ValueError(f"{model} needs 2-dimensional complexes, got max_rank={info.max_rank}")
         self.encoders = rank_encoders(info, self.hidden_channels, range(3))
@@ -692,56 +680,40 @@ class CWNBaseline(_RankBaseline):
     ``adjacency_1``) and 2-cells (``incidence_2``) and from their vertices
     (``incidence_1_t`` = ``incidence_1ᵀ``), as TopoBench's CWN wrapper calls it.
 
+    CWN sums the messages of all upper-adjacent edges, 2-cells and vertices without
+    normalisation, so its edge states grow with the neighbourhood sizes and the inputs' scale
+    (e.g. TU node attributes in the tens) at every layer: hence ``embedding_norm`` and
+    ``final_norm`` (``False`` for both: TopoModelX's CWN on the encoded inputs). ``dropout`` acts
+    before the readout and inside it; ``n_layers`` (default 2): CWN layers.
+
+    With ``outputs="node"``: TopoModelX's CWN updates only the edges (its vertex states are the
+    projected inputs), so a vertex reads the final states propagated down the incidences:
+    ``h_0 + B_1 (h_1 + B_2 h_2)`` with the unsigned ``B_1 = incidence_1``, ``B_2 = incidence_2``
+    (as TopoBench's signal-down readout, summed), then the readout MLP.
+
     Parameters
     ----------
     info : DatasetInfo
         Data set shapes (ranks 0..2).
     hidden_channels : int, default=32
         Width.
-    n_layers : int, default=2
-        CWN layers.
-    dropout : float, default=0.0
-        Dropout before the readout.
-    %(readout_layers)s
-    embedding_norm : bool, default=True
-        A LayerNorm per rank on the encoded inputs: the states no longer scale with the inputs
-        (e.g. TU node attributes in the tens). ``False``: TopoModelX's CWN on the encoded inputs.
-    final_norm : bool, default=True
-        A LayerNorm per rank on CWN's final states, before the pooling: CWN sums the messages of
-        all upper-adjacent edges, 2-cells and vertices without normalisation, so its edge states
-        grow with the neighbourhood sizes and the inputs' scale at every layer.
-    %(readout_init)s
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex. TopoModelX's CWN updates only the edges
-        (its vertex states are the projected inputs), so a vertex reads the final states
-        propagated down the incidences: ``h_0 + B_1 (h_1 + B_2 h_2)`` with the unsigned
-        ``B_1 = incidence_1``, ``B_2 = incidence_2`` (as TopoBench's signal-down readout,
-        summed), then the readout MLP.
+    %(rank_baseline_options)s
     """
+
+    depth = 2
 
     def __init__(
         self,
         info: DatasetInfo,
         hidden_channels: int = 32,
-        n_layers: int = 2,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        embedding_norm: bool = True,
-        final_norm: bool = True,
-        readout_init: str = "small",
-        check_inputs: bool = True,
-        outputs: str = "complex",
+        **options: Unpack[RankBaselineOptions],
     ) -> None:
-        super().__init__(
-            info, hidden_channels, "CWN", embedding_norm=embedding_norm, final_norm=final_norm,
-            check_inputs=check_inputs, outputs=outputs, readout_init=readout_init,
-        )
+        super().__init__(info, hidden_channels, "CWN", **options)
         from topomodelx.nn.cell.cwn import CWN
 
         h = self.hidden_channels
-        self.cwn = CWN(h, h, h, h, int(n_layers))
-        self.add_readout(info, readout_layers, dropout)
+        self.cwn = CWN(h, h, h, h, int(self.n_layers))
+        self.add_readout(info)
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
         x = self.encode(batch)
@@ -777,63 +749,47 @@ class SCCNNBaseline(_RankBaseline):
     ``up_laplacian_1``, ``hodge_laplacian_2``) and ``incidence_all = (B_1, B_2)`` (signed).
     TopoModelX's layer builds dense identity matrices and CPU buffers: a CPU baseline.
 
+    SCCNN multiplies the states by the (unnormalised) Laplacians and incidences at every layer,
+    so their scale grows with the cell degrees: hence ``embedding_norm`` and ``final_norm``.
+    ``dropout`` acts before the readout and inside it; ``n_layers`` (default 2): SCCNN layers.
+    With ``outputs="node"``, the readout MLP reads the final vertex states, which SCCNN updates
+    from the edges and triangles.
+
     Parameters
     ----------
     info : DatasetInfo
         Data set shapes (ranks 0..2).
     hidden_channels : int, default=32
         Width (all ranks).
-    n_layers : int, default=2
-        SCCNN layers.
     conv_order : int, default=1
         Order of the simplicial filters.
     update_func : {"relu", "sigmoid"} or None, default="relu"
         Activation of the layers.
     aggr_norm : bool, default=False
         Normalise aggregations by the neighbourhood size.
-    dropout : float, default=0.0
-        Dropout before the readout.
-    %(readout_layers)s
-    embedding_norm : bool, default=True
-        A LayerNorm per rank on the encoded inputs (the states no longer scale with the inputs).
-    final_norm : bool, default=True
-        A LayerNorm per rank on SCCNN's final states, before the pooling: SCCNN multiplies the
-        states by the (unnormalised) Laplacians and incidences at every layer, so their scale
-        grows with the cell degrees.
-    %(readout_init)s
-    %(check_inputs)s
-    outputs : {"complex", "node"}, default="complex"
-        One prediction per complex, or per vertex (the readout MLP on the final vertex states,
-        which SCCNN updates from the edges and triangles).
+    %(rank_baseline_options)s
     """
+
+    depth = 2
 
     def __init__(
         self,
         info: DatasetInfo,
         hidden_channels: int = 32,
-        n_layers: int = 2,
+        *,
         conv_order: int = 1,
         update_func: str | None = "relu",
         aggr_norm: bool = False,
-        dropout: float = 0.0,
-        readout_layers: int = 1,
-        embedding_norm: bool = True,
-        final_norm: bool = True,
-        readout_init: str = "small",
-        check_inputs: bool = True,
-        outputs: str = "complex",
+        **options: Unpack[RankBaselineOptions],
     ) -> None:
         if int(conv_order) < 1:
             raise ValueError(f"conv_order must be at least 1, got {conv_order}")
-        super().__init__(
-            info, hidden_channels, "SCCNN", embedding_norm=embedding_norm, final_norm=final_norm,
-            check_inputs=check_inputs, outputs=outputs, readout_init=readout_init,
-        )
+        super().__init__(info, hidden_channels, "SCCNN", **options)
         from topomodelx.nn.simplicial.sccnn import SCCNN
 
         h = self.hidden_channels
-        self.sccnn = SCCNN((h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(n_layers))
-        self.add_readout(info, readout_layers, dropout)
+        self.sccnn = SCCNN((h, h, h), (h, h, h), int(conv_order), 2, aggr_norm, update_func, int(self.n_layers))
+        self.add_readout(info)
 
     def cell_states(self, batch: Any) -> list[Tensor]:  # noqa: D102
         x = tuple(self.encode(batch))
