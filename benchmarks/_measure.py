@@ -20,7 +20,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from topomodelx_attention.harness.memory import peak_tensor_bytes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -107,7 +106,13 @@ def measure_once(fn: Callable[[], Tensor], device: torch.device) -> tuple[float,
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device) -> int:
-    """Peak live tensor bytes allocated while running ``fn`` (:func:`~topomodelx_attention.harness.memory.peak_tensor_bytes`)."""
+    """Peak live tensor bytes allocated while running ``fn`` (:func:`~topomodelx_attention.harness.memory.peak_tensor_bytes`).
+
+    Imported here, not at the top: importing the harness imports ``nn``, which ``import_before``
+    must import from another copy first.
+    """
+    from topomodelx_attention.harness.memory import peak_tensor_bytes
+
     return peak_tensor_bytes(fn, device)
 
 
