@@ -279,6 +279,7 @@ def test_only_the_finished_seeds_make_the_mean(tmp_path, capsys, monkeypatch):
         ("model.params.dropout=1.0", "model.params.dropout"),
         ("model.params.attention_dropout=-0.5", "model.params.attention_dropout"),
         ("seeds=[3,1,3]", "seeds"),
+        ("dataset.dataloader.num_workers=100000", "dataset.dataloader.num_workers"),
     ],
 )
 def test_out_of_range_hyperparameters_are_refused_before_any_work(tmp_path, capsys, override, key):

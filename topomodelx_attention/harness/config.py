@@ -17,6 +17,7 @@ import difflib
 import functools
 import inspect
 import math
+import os
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -52,6 +53,9 @@ _NON_NEGATIVE = (
     "optimizer.warmup_epochs", "trainer.gradient_clip_val",
 )
 _POSITIVE_FLOATS = ("optimizer.lr", "optimizer.eps", "optimizer.decay_epochs")
+MAX_LOADER_WORKERS = 4 * (os.cpu_count() or 1)
+"""Most data-loader worker processes a configuration may ask for (4 per CPU core)."""
+
 MODEL_MEMORY_BUDGET = 8 * 2**30
 """Bytes of parameters a configured model may ask for (8 GiB): above it the configuration is refused.
 
@@ -360,6 +364,13 @@ def validate_config(cfg: DictConfig, defaults: DictConfig | None = None) -> None
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise ValueError(f"invalid configuration: {key}={value!r} must be a positive number")
     _check_model_size(values)
+    workers = values.get("dataset.dataloader.num_workers")
+    if isinstance(workers, int) and workers > MAX_LOADER_WORKERS:
+        raise ValueError(
+            f"invalid configuration: dataset.dataloader.num_workers={workers} exceeds "
+            f"{MAX_LOADER_WORKERS} (harness.config.MAX_LOADER_WORKERS: 4 per CPU core of this machine); "
+            "each worker is a process holding a copy of the data set"
+        )
     unit = dict(_UNIT_INTERVAL)
     unit.update({key: False for key in values if key.startswith("model.params.") and key.split(".")[-1].endswith("dropout")})
     for key, closed in unit.items():
