@@ -52,7 +52,7 @@ from topomodelx_attention.data import ComplexData, ComplexDataBatch
 from topomodelx_attention.data.collate import pyg_from_data_list
 from topomodelx_attention.datasets.tu import load_tu_dataset
 from topomodelx_attention.harness.prepare import prune_keys
-from topomodelx_attention.harness.training import adam_update_mode
+from topomodelx_attention.harness.task_module import adam_update_mode
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 

@@ -53,7 +53,7 @@ from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
-from topomodelx_attention.harness.training import adam_update_mode
+from topomodelx_attention.harness.task_module import adam_update_mode
 
 BASELINE = "gps"
 MODELS = ("cellular_transformer", "tokengt", "gps", "graph_transformer", "gine", "gin")

@@ -23,7 +23,8 @@ from topomodelx_attention.harness.prepare import (
     prepare_dataset,
     prune_keys,
 )
-from topomodelx_attention.harness.training import GraphTaskModule, _data_pe_config, run_experiment
+from topomodelx_attention.harness.task_module import GraphTaskModule
+from topomodelx_attention.harness.training import _data_pe_config, run_experiment
 
 RUN = ["seeds=[0]", "trainer.max_epochs=1", "plot=false", "trainer.enable_progress_bar=false"]
 TINY = [

@@ -12,14 +12,16 @@ from torch_geometric.loader import DataLoader
 from topomodelx_attention.cli import main
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.prepare import prepare_dataset
+from topomodelx_attention.harness.task_module import (
+    cosine_warmup_lambda,
+    decay_epochs,
+    max_time_seconds,
+)
 from topomodelx_attention.harness.training import (
     ResampleNodeIds,
     _data_pe_config,
     _ddp_strategy,
     _training_augment,
-    cosine_warmup_lambda,
-    decay_epochs,
-    max_time_seconds,
     run_experiment,
     unused_parameters,
 )

@@ -12,7 +12,8 @@ from topomodelx_attention.cli import main
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
-from topomodelx_attention.harness.training import FullBatch, GraphTaskModule, _data_pe_config
+from topomodelx_attention.harness.task_module import GraphTaskModule
+from topomodelx_attention.harness.training import FullBatch, _data_pe_config
 
 SMALL = ["model.params.hidden_channels=8", "model.params.n_layers=1"]
 

@@ -39,7 +39,8 @@ from topomodelx_attention.harness.prepare import (
     random_split,
 )
 from topomodelx_attention.harness.results import ExperimentResult, SeedResult
-from topomodelx_attention.harness.training import GraphTaskModule, run_experiment
+from topomodelx_attention.harness.task_module import GraphTaskModule
+from topomodelx_attention.harness.training import run_experiment
 
 __all__ = [
     "CONFIG_DIR",
