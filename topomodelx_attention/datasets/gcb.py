@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
@@ -24,6 +23,17 @@ import scipy.sparse as sp
 import torch
 from torch_geometric.data import Data
 
+from topomodelx_attention.datasets.npz import (
+    MAX_ARRAY_ENTRIES,
+    PLAIN_DTYPES,
+    check_member_sizes,
+    check_plain_layout,
+    count_entries,
+    describe,
+    npy_header,
+    open_npz,
+    plain_dtype,
+)
 from topomodelx_attention.datasets.registry import (
     DatasetFamily,
     register_family,
@@ -100,21 +110,6 @@ def gcb_plain_path(path: str | os.PathLike) -> Path:
     return path.with_name(f"{path.stem}.plain.npz")
 
 
-def _open_npz(path: Path) -> Any:
-    """``np.load(path, allow_pickle=False)`` with one ``ValueError`` naming the file when unreadable."""
-    if path.is_file() and not zipfile.is_zipfile(path):
-        raise ValueError(f"{path} is not a .npz (zip) archive: it is empty, truncated or another kind of file")
-    try:
-        return np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
-        if isinstance(error, FileNotFoundError):
-            raise
-        raise ValueError(
-            f"{path} is not a readable .npz archive ({type(error).__name__}: {error}); "
-            "download the file again"
-        ) from error
-
-
 def _original_format_error(path: Path) -> ValueError:
     return ValueError(
         f"{path} stores its graphs as pickled Python objects (object arrays of scipy matrices), "
@@ -161,7 +156,7 @@ def read_gcb(path: str | os.PathLike) -> dict[str, list[Data]]:
         ``{"train": [...], "val": [...], "test": [...]}``, the file's own split.
     """
     path = require_file(Path(path), "GCB file", GCB_SOURCE, example="hard_small.plain.npz")
-    with _open_npz(path) as archive:
+    with open_npz(path) as archive:
         files = set(archive.files)
         if "format" not in files:
             if {"tr_adj", "tr_feat", "tr_class"} <= files:
@@ -192,7 +187,7 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
         if get[name].dtype.kind not in "iu" or get[name].ndim != 1:
             raise ValueError(f"{path}: {prefix}_{name} must be a 1-d integer array, got {get[name].dtype} {get[name].shape}")
     for name in ("adj_data", "feat", "class"):
-        if not _plain_dtype(get[name].dtype):
+        if not plain_dtype(get[name].dtype):
             raise ValueError(f"{path}: {prefix}_{name} must hold plain numbers, got {get[name].dtype}")
     if get["class"].ndim not in (1, 2) or get["adj_data"].ndim != 1:
         raise ValueError(f"{path}: {prefix}_class must be (graphs,) or (graphs, classes) and {prefix}_adj_data 1-d")
@@ -233,13 +228,6 @@ def _plain_split(path: Path, arrays: Mapping[str, np.ndarray], prefix: str) -> l
 # ----------------------------------------------------------------------------------------------
 # checked .npy members: sizes and dtypes from the headers, before anything is allocated
 # ----------------------------------------------------------------------------------------------
-MAX_ARRAY_ENTRIES = 10**8
-"""The most entries one array of a GCB file may hold (100 million: 800 MB of float64).
-
-Both readers refuse a larger claim (in a ``.npy`` header, a pickled shape, or in all the
-arrays of one pickled member together) with a ``ValueError`` naming the file and member,
-before anything is allocated; the 1,800-graph GCB file needs about 10**6."""
-
 GCB_MEMORY_BUDGET = 2**30
 """The most memory, in bytes, that reading or converting one GCB file may ask for: 1 GiB.
 
@@ -298,104 +286,8 @@ def _check_memory(path: Path, members: Sequence[zipfile.ZipInfo], graphs: int, c
     return need
 
 
-_PLAIN_DTYPES = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8"})
-"""``kind + itemsize`` of the plain numeric dtypes (also numpy's pickle codes of them)."""
-
 _OBJECT_CODES = frozenset({"O8", "O4"})
 """numpy's pickle codes of the object dtype (allowed only for the top-level container array)."""
-
-_DEFLATE_MAX_RATIO = 1032
-"""Deflate never expands data by more than 1032:1 (a bound on a member's uncompressed size)."""
-
-
-def _short(value: Any) -> str:
-    """Describe a value from a file for an error message: ints and short strings as such, others by type."""
-    if type(value) in (int, bool) or value is None:
-        return repr(value)
-    if type(value) is str:
-        return repr(value[:40] + ("..." if len(value) > 40 else ""))
-    if type(value) is tuple and len(value) <= 8 and all(type(v) is int for v in value):
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
-def _plain_dtype(dtype: Any) -> bool:
-    """Whether ``dtype`` is a plain bool / int / uint / float dtype (no fields, objects or sub-arrays)."""
-    return (
-        isinstance(dtype, np.dtype) and dtype.fields is None and dtype.subdtype is None
-        and not dtype.hasobject and f"{dtype.kind}{dtype.itemsize}" in _PLAIN_DTYPES
-    )
-
-
-def _entries(shape: Any) -> int:
-    """Count the entries of a claimed shape; ``ValueError`` for an invalid or too large shape."""
-    if type(shape) is not tuple or len(shape) > 32 or any(type(s) is not int or s < 0 for s in shape):
-        raise ValueError(f"invalid shape {_short(shape)} (expected a tuple of non-negative ints)")
-    count = int(np.prod(shape, dtype=object)) if all(s <= MAX_ARRAY_ENTRIES for s in shape) else None
-    if count is None or count > MAX_ARRAY_ENTRIES:
-        raise ValueError(
-            f"shape {shape} claims more than {MAX_ARRAY_ENTRIES:,} entries (the limit per array, "
-            "MAX_ARRAY_ENTRIES)"
-        )
-    return count
-
-
-def _check_member_sizes(path: Path, archive_size: int, info: zipfile.ZipInfo) -> None:
-    """Refuse a zip member whose stored sizes are impossible for an ``.npz`` of this size."""
-    member = info.filename
-    if info.flag_bits & 0x1:
-        raise ValueError(f"{path}: member {member} is encrypted; a .npz member never is")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise ValueError(
-            f"{path}: member {member} uses zip compression method {info.compress_type}; "
-            ".npz files are stored or deflated"
-        )
-    possible = info.compress_size if info.compress_type == zipfile.ZIP_STORED else (
-        _DEFLATE_MAX_RATIO * info.compress_size + 64
-    )
-    if info.compress_size > archive_size or info.file_size > possible:
-        raise ValueError(
-            f"{path}: member {member} claims {info.file_size:,} bytes from {info.compress_size:,} "
-            f"compressed bytes in a {archive_size:,}-byte archive, which is impossible: the file is "
-            "damaged or crafted (refused before reading it)"
-        )
-
-
-def _npy_header(path: Path, member: str, handle: Any) -> tuple[tuple[int, ...], bool, np.dtype, int]:
-    """``(shape, fortran_order, dtype, data_offset)`` of an open ``.npy`` member."""
-    try:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
-        else:
-            raise ValueError(f"unsupported .npy format version {version}")
-    except (ValueError, TypeError, EOFError, SyntaxError, tokenize.TokenError, RecursionError, OverflowError) as error:
-        detail = " ".join(str(error).split())[:160]
-        raise ValueError(f"{path}: member {member} has no valid .npy header ({type(error).__name__}: {detail})") from error
-    return tuple(shape), bool(fortran), dtype, handle.tell()
-
-
-def _check_plain_layout(
-    path: Path, info: zipfile.ZipInfo, shape: tuple[int, ...], dtype: np.dtype, offset: int
-) -> int:
-    """Check that a numeric member's header matches its size; return the number of entries."""
-    try:
-        count = _entries(shape)
-    except ValueError as error:
-        raise ValueError(
-            f"{path}: member {info.filename} ({dtype}) {error}: the file is damaged or crafted "
-            "(refused before reading it)"
-        ) from None
-    if offset + count * dtype.itemsize != info.file_size:
-        raise ValueError(
-            f"{path}: member {info.filename} claims shape {shape} of {dtype} "
-            f"({count * dtype.itemsize:,} bytes) but holds {max(info.file_size - offset, 0):,} bytes "
-            "of data: the file is damaged or crafted (refused before reading it)"
-        )
-    return count
-
 
 def _check_plain_members(path: Path) -> None:
     """Check every member header of a converted file before ``np.load`` reads (allocates) any array."""
@@ -407,20 +299,20 @@ def _check_plain_members(path: Path) -> None:
                 member = info.filename
                 if not member.endswith(".npy"):
                     raise ValueError(f"{path}: member {member} is not a .npy array (a converted GCB file holds only arrays)")
-                _check_member_sizes(path, size, info)
+                check_member_sizes(path, size, info)
                 with archive.open(info) as handle:
-                    shape, _fortran, dtype, offset = _npy_header(path, member, handle)
+                    shape, _fortran, dtype, offset = npy_header(path, member, handle)
                 if dtype.hasobject:
                     raise ValueError(
                         f"{path}: member {member} holds pickled Python objects, which are never loaded"
                     )
                 text = member == "format.npy" and dtype.kind == "U" and shape == ()
-                if not (_plain_dtype(dtype) or text):
+                if not (plain_dtype(dtype) or text):
                     raise ValueError(
                         f"{path}: member {member} has dtype {dtype}; a converted GCB file holds plain "
                         "numbers only (bool, int, uint, float)"
                     )
-                _check_plain_layout(path, info, shape, dtype, offset)
+                check_plain_layout(path, info, shape, dtype, offset)
                 if member.endswith("_num_nodes.npy") and len(shape) == 1:
                     graphs += shape[0]
             if infos:
@@ -437,7 +329,7 @@ def _check_plain_members(path: Path) -> None:
 def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
     """``_codecs.encode`` as numpy's protocol-2 pickles use it (bytes of a latin-1 string)."""
     if not isinstance(text, str) or not isinstance(encoding, str) or encoding.replace("-", "").lower() != "latin1":
-        raise pickle.UnpicklingError(f"_codecs.encode is only allowed for latin-1 strings, got {_short(encoding)}")
+        raise pickle.UnpicklingError(f"_codecs.encode is only allowed for latin-1 strings, got {describe(encoding)}")
     return text.encode("latin-1")
 
 
@@ -463,7 +355,7 @@ _NDARRAY = _NdarrayGlobal()
 class _DtypeStub:
     """Stand-in for ``numpy.dtype(code, align, copy)`` and its ``__setstate__``.
 
-    It records a plain numeric code (:data:`_PLAIN_DTYPES`, or the object code of the container)
+    It records a plain numeric code (:data:`PLAIN_DTYPES`, or the object code of the container)
     and a byte order, and refuses any state with fields, names, sub-arrays, sizes or metadata:
     no dtype is ever built from a pickle's state.
     """
@@ -471,10 +363,10 @@ class _DtypeStub:
     __slots__ = ("code", "has_state", "order")
 
     def __init__(self, code: Any, align: Any = False, copy: Any = True) -> None:
-        if type(code) is not str or code not in _PLAIN_DTYPES | _OBJECT_CODES:
+        if type(code) is not str or code not in PLAIN_DTYPES | _OBJECT_CODES:
             raise pickle.UnpicklingError(
-                f"numpy.dtype({_short(code)}) is not a plain numeric dtype (allowed: "
-                f"{', '.join(sorted(_PLAIN_DTYPES))}, and O8 for the container array)"
+                f"numpy.dtype({describe(code)}) is not a plain numeric dtype (allowed: "
+                f"{', '.join(sorted(PLAIN_DTYPES))}, and O8 for the container array)"
             )
         if type(align) not in (bool, int) or type(copy) not in (bool, int) or align:
             raise pickle.UnpicklingError(f"numpy.dtype({code!r}, ...) with unexpected arguments")
@@ -534,29 +426,29 @@ class _ArrayStub:
         if self.shape is not None:
             raise pickle.UnpicklingError("an array's state is set twice")
         if type(state) is not tuple or len(state) not in (4, 5):
-            raise pickle.UnpicklingError(f"an array state must be a 4- or 5-tuple, got {_short(state)}")
+            raise pickle.UnpicklingError(f"an array state must be a 4- or 5-tuple, got {describe(state)}")
         if len(state) == 5:
             if type(state[0]) is not int or state[0] != 1:
-                raise pickle.UnpicklingError(f"unknown array state version {_short(state[0])}")
+                raise pickle.UnpicklingError(f"unknown array state version {describe(state[0])}")
             state = state[1:]
         shape, dtype, fortran, payload = state
         if not isinstance(dtype, _DtypeStub):
-            raise pickle.UnpicklingError(f"an array's dtype is {_short(dtype)}, expected a numpy dtype")
+            raise pickle.UnpicklingError(f"an array's dtype is {describe(dtype)}, expected a numpy dtype")
         if type(fortran) is not bool:
-            raise pickle.UnpicklingError(f"an array's order flag is {_short(fortran)}, expected a bool")
+            raise pickle.UnpicklingError(f"an array's order flag is {describe(fortran)}, expected a bool")
         try:
-            count = _entries(shape)
+            count = count_entries(shape)
         except ValueError as error:
             raise pickle.UnpicklingError(f"an array of dtype {dtype.code}: {error}") from None
         if dtype.is_object:
             if type(payload) is not list or len(payload) != count:
                 raise pickle.UnpicklingError(
-                    f"an object array of shape {shape} holds {_short(payload)} instead of a list of {count} items"
+                    f"an object array of shape {shape} holds {describe(payload)} instead of a list of {count} items"
                 )
         else:
             needed = count * dtype.build().itemsize
             if type(payload) is not bytes or len(payload) != needed:
-                got = f"{len(payload):,} bytes" if type(payload) is bytes else _short(payload)
+                got = f"{len(payload):,} bytes" if type(payload) is bytes else describe(payload)
                 raise pickle.UnpicklingError(
                     f"an array of shape {shape} and dtype {dtype.code} holds {got} (it needs exactly "
                     f"{needed:,} bytes)"
@@ -567,7 +459,7 @@ class _ArrayStub:
 def _reconstruct_global(subtype: Any, shape: Any, typecode: Any) -> _ArrayStub:
     """Stand-in for ``numpy.core.multiarray._reconstruct``: an empty :class:`_ArrayStub`."""
     if subtype is not _NDARRAY:
-        raise pickle.UnpicklingError(f"_reconstruct of {_short(subtype)}: only numpy.ndarray is accepted")
+        raise pickle.UnpicklingError(f"_reconstruct of {describe(subtype)}: only numpy.ndarray is accepted")
     return _ArrayStub()
 
 
@@ -598,13 +490,13 @@ class _CsrStub:
         if self.parts is not None:
             raise pickle.UnpicklingError("a CSR matrix's state is set twice")
         if type(state) is not dict:
-            raise pickle.UnpicklingError(f"a CSR matrix's state is {_short(state)}, expected a dict")
+            raise pickle.UnpicklingError(f"a CSR matrix's state is {describe(state)}, expected a dict")
         unknown = [key for key in state if type(key) is not str or key not in _CSR_KEYS]
         if unknown:
-            raise pickle.UnpicklingError(f"a CSR matrix's state has unexpected keys {[_short(k) for k in unknown[:5]]}")
+            raise pickle.UnpicklingError(f"a CSR matrix's state has unexpected keys {[describe(k) for k in unknown[:5]]}")
         shape = state.get("_shape", state.get("shape"))
         if type(shape) is not tuple or len(shape) != 2 or any(type(s) is not int for s in shape):
-            raise pickle.UnpicklingError(f"a CSR matrix's shape is {_short(shape)}, expected two ints")
+            raise pickle.UnpicklingError(f"a CSR matrix's shape is {describe(shape)}, expected two ints")
         if any(not isinstance(state.get(key), _ArrayStub) for key in ("data", "indices", "indptr")):
             raise pickle.UnpicklingError("a CSR matrix needs data, indices and indptr arrays")
         if any(type(value) not in (bool, int, str, type(None)) for key, value in state.items()
@@ -681,13 +573,13 @@ def _read_member(path: Path, archive_size: int, archive: zipfile.ZipFile, info: 
     inert stand-ins (checked and built by :func:`_numeric` / :func:`_adjacency`).
     """
     member = info.filename
-    _check_member_sizes(path, archive_size, info)
+    check_member_sizes(path, archive_size, info)
     with archive.open(info) as handle:
-        shape, fortran, dtype, offset = _npy_header(path, member, handle)
+        shape, fortran, dtype, offset = npy_header(path, member, handle)
         if not dtype.hasobject:
-            if not _plain_dtype(dtype):
+            if not plain_dtype(dtype):
                 raise ValueError(f"{path}: member {member} has dtype {dtype}, expected plain numbers (bool, int, uint, float)")
-            count = _check_plain_layout(path, info, shape, dtype, offset)
+            count = check_plain_layout(path, info, shape, dtype, offset)
             if not shape:
                 raise ValueError(f"{path}: member {member} is a scalar, expected one entry per graph")
             raw = handle.read(count * dtype.itemsize)
@@ -700,7 +592,7 @@ def _read_member(path: Path, archive_size: int, archive: zipfile.ZipFile, info: 
                 "1-d object arrays (one item per graph)"
             )
         try:
-            _entries(shape)
+            count_entries(shape)
             stub = RestrictedUnpickler(handle).load()
             trailing = handle.read(1)
         except _UNPICKLE_ERRORS as error:
@@ -726,8 +618,8 @@ def _numeric(path: Path, where: str, value: Any, budget: _Budget, ndim: int | No
     elif isinstance(value, _ArrayStub):
         raise ValueError(f"{path}: {where} is an object array (nested pickled objects), expected numbers")
     else:
-        raise ValueError(f"{path}: {where} is {_short(value)}, expected a numeric array")
-    if not _plain_dtype(array.dtype):
+        raise ValueError(f"{path}: {where} is {describe(value)}, expected a numeric array")
+    if not plain_dtype(array.dtype):
         raise ValueError(f"{path}: {where} has dtype {array.dtype}, expected plain numbers")
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{path}: {where} has {array.ndim} dimensions, expected {ndim}")
@@ -755,7 +647,7 @@ def _adjacency(path: Path, where: str, value: Any, budget: _Budget) -> sp.csr_ma
     if isinstance(value, _CsrStub) and value.parts is not None:
         shape, data, indices, indptr = value.parts
         if not 0 <= shape[0] <= MAX_ARRAY_ENTRIES or shape[0] != shape[1]:
-            raise ValueError(f"{path}: {where} has shape {_short(shape)}, expected a square matrix")
+            raise ValueError(f"{path}: {where} has shape {describe(shape)}, expected a square matrix")
         data = _numeric(path, f"{where} (data)", data, budget, ndim=1)
         indices = _numeric(path, f"{where} (indices)", indices, budget, ndim=1)
         indptr = _numeric(path, f"{where} (indptr)", indptr, budget, ndim=1)
@@ -769,7 +661,7 @@ def _adjacency(path: Path, where: str, value: Any, budget: _Budget) -> sp.csr_ma
         matrix = sp.csr_matrix(dense)
         data, indices, indptr, n = matrix.data, matrix.indices, matrix.indptr, dense.shape[0]
     else:
-        raise ValueError(f"{path}: {where} is {_short(value)}, expected a sparse matrix")
+        raise ValueError(f"{path}: {where} is {describe(value)}, expected a sparse matrix")
     indptr, indices = _csr_structure(path, where, n, indptr, indices, data)
     rebuilt = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     rebuilt.check_format(full_check=True)
@@ -831,7 +723,7 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
                 raise ValueError(f"{src} is not an original GCB file: keys {missing} are missing")
             read = [members[f"{p}_{k}"] for p in _GCB_PREFIX.values() for k in ("adj", "feat", "class")]
             for info in read:  # sizes the archive can hold, then what they ask for against the budget
-                _check_member_sizes(src, size, info)
+                check_member_sizes(src, size, info)
             graphs = sum(_graph_count(src, archive, members[f"{p}_adj"]) for p in _GCB_PREFIX.values())
             _check_memory(src, read, graphs, converting=True)
             for prefix in _GCB_PREFIX.values():
@@ -846,7 +738,7 @@ def convert_gcb(src: str | os.PathLike, dst: str | os.PathLike | None = None) ->
 def _graph_count(src: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
     """Items of a 1-d member, from its ``.npy`` header alone (0 for another shape, refused when read)."""
     with archive.open(info) as handle:
-        shape, _fortran, _dtype, _offset = _npy_header(src, info.filename, handle)
+        shape, _fortran, _dtype, _offset = npy_header(src, info.filename, handle)
     return max(shape[0], 0) if len(shape) == 1 and type(shape[0]) is int else 0
 
 

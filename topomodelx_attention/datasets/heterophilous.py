@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from topomodelx_attention.datasets import gcb
+from topomodelx_attention.datasets import gcb, npz
 from topomodelx_attention.datasets.registry import (
     DatasetFamily,
     register_family,
@@ -111,22 +111,22 @@ def _check_members(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
             for info in infos:
-                gcb._check_member_sizes(path, size, info)
+                npz.check_member_sizes(path, size, info)
                 if not info.filename.endswith(".npy"):
                     continue  # not an array: np.load never reads it
                 with archive.open(info) as handle:
-                    shape, _fortran, dtype, offset = gcb._npy_header(path, info.filename, handle)
+                    shape, _fortran, dtype, offset = npz.npy_header(path, info.filename, handle)
                 if dtype.hasobject:
                     raise ValueError(
                         f"{path}: member {info.filename} holds pickled Python objects, which are never "
                         "loaded; the benchmark's files hold plain numbers only"
                     )
-                if not gcb._plain_dtype(dtype):
+                if not npz.plain_dtype(dtype):
                     raise ValueError(
                         f"{path}: member {info.filename} has dtype {dtype}; expected plain numbers "
                         "(bool, int, uint, float)"
                     )
-                gcb._check_plain_layout(path, info, shape, dtype, offset)
+                npz.check_plain_layout(path, info, shape, dtype, offset)
                 headers[info.filename[: -len(".npy")]] = (shape, dtype)
     except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as error:
         if isinstance(error, FileNotFoundError):
@@ -208,7 +208,7 @@ def read_heterophilous(path: str | os.PathLike) -> Data:
     from torch_geometric.utils import coalesce, remove_self_loops
 
     path = require_file(Path(path), "heterophilous-benchmark file", HETEROPHILOUS_SOURCE, example="minesweeper.npz")
-    with gcb._open_npz(path) as archive:
+    with npz.open_npz(path) as archive:
         headers = _check_members(path)
         _check_shapes(path, headers)
         try:
