@@ -14,6 +14,9 @@ bench
 convert-gcb
     Convert an original GCB ``.npz`` (pickled scipy matrices) once to the plain numeric format
     the harness reads (a restricted unpickler: numpy arrays and scipy CSR matrices only).
+topobench contribute, topobench check
+    Write the files of a TopoBench pull request adding one of the models into a TopoBench
+    checkout; check it there (TopoBench's tests and lint in an environment the command makes).
 
 User errors (bad paths, unknown names, damaged data files, unwritable folders) print one line
 ``topomodelx-attention <command>: error: ...`` on stderr and exit with status 2; other
@@ -38,6 +41,7 @@ import csv
 import itertools
 import os
 import pickle
+import shlex
 import signal
 import subprocess
 import sys
@@ -570,7 +574,7 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
     """``topobench contribute``: write a model's TopoBench pull-request files into a checkout."""
     topobench = sub.add_parser(
         "topobench",
-        help="TopoBench contributions (topobench contribute --topobench PATH --model NAME)",
+        help="TopoBench contributions (topobench contribute | check --topobench PATH --model NAME)",
         description="Contribute this package's models to TopoBench.",
     )
     actions = topobench.add_subparsers(dest="topobench_command", required=True)
@@ -583,11 +587,12 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
             "Write into a TopoBench checkout exactly the files of a pull request that adds the "
             "model, in TopoBench's layout and naming: the backbone "
             "topobench/nn/backbones/{domain}/{model}.py and its wrapper "
-            "topobench/nn/wrappers/{domain}/{model}_wrapper.py (thin modules importing this "
-            "package), the configs configs/model/{domain}/*.yaml, the unit tests "
+            "topobench/nn/wrappers/{domain}/{model}_wrapper.py (thin modules), the model code "
+            "they import (this package's modules, vendored in topobench/nn/topomodelx_attention/: "
+            "the pull request installs with TopoBench's own steps), the configs "
+            "configs/model/{domain}/*.yaml, the unit tests "
             "test/nn/{backbones,wrappers}/{domain}/test_{model}*.py, the entry of "
-            "test/pipeline/test_pipeline.py, the dependency line of pyproject.toml and the row of "
-            "the README's model table. All or nothing: everything is checked and every new "
+            "test/pipeline/test_pipeline.py and the row of the README's model table. All or nothing: everything is checked and every new "
             "content is written to a temporary file beside its destination before the first "
             "file is replaced; on any failure (a check, a full disk, a file-size limit, Ctrl+C) "
             "every file is put back byte for byte and the error says nothing was changed. "
@@ -607,12 +612,42 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
         "--requirement",
         default=None,
         help=(
-            "dependency for TopoBench's pyproject.toml: one PEP 508 requirement on one line, "
-            "e.g. 'topomodelx-attention @ git+https://...' (default topomodelx-attention>=VERSION)"
+            "a dependency line to add to TopoBench's pyproject.toml: one PEP 508 requirement on "
+            "one line (default: none; the pull request carries the model code)"
         ),
     )
     contribute.add_argument("--force", action="store_true", help="overwrite files with other content")
     contribute.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    check = _add_command(
+        actions,
+        "check",
+        _cmd_topobench_check,
+        help="check a contribution inside a TopoBench checkout: its tests, TopoBench's suite and lint",
+        description=(
+            "Make (or reuse) TopoBench's test environment at --venv (python -m venv "
+            "--system-site-packages, then pip install of what TopoBench's suite imports, ruff "
+            "included), check that every module is there, then in temporary git worktrees of the "
+            "checkout's HEAD: run TopoBench's suite untouched (the baseline), write the pull "
+            "request with `topobench contribute`, run its tests, the suite again with the "
+            "coverage of the added backbones and wrappers, and TopoBench's ruff settings on the "
+            "added modules with the venv's ruff. Pure-torch stand-ins for torch-scatter, "
+            "torch-sparse and torch-cluster (no wheels for current torch) exist only in the "
+            "check's processes. Exit status 1, with the failed steps named, when any step fails "
+            "or cannot run; the checkout itself is not modified."
+        ),
+    )
+    check.add_argument("--topobench", required=True, help="folder of a git checkout of TopoBench")
+    check.add_argument(
+        "--model", action="append", required=True,
+        help="cellular_transformer, tokengt, n_simplicial, or all; repeatable",
+    )
+    check.add_argument(
+        "--venv", default="tbvenv",
+        help="TopoBench's test environment: made when it has no interpreter, reused otherwise (default ./tbvenv)",
+    )
+    check.add_argument("--timeout", type=float, default=None, help="seconds per pytest run")
+    check.add_argument("--logs", default=None, help="folder for the logs and worktrees (default: a new temporary folder)")
+    check.add_argument("--keep", action="store_true", help="keep the worktrees (git worktree list)")
 
 
 def _cmd_topobench_contribute(args: argparse.Namespace) -> int:
@@ -628,11 +663,29 @@ def _cmd_topobench_contribute(args: argparse.Namespace) -> int:
     for change in changes:
         note = f"  <- {change.note}" if change.note else ""
         print(f"  {change.action:<9} {change.path}{note}")
-    print(
-        "next: run TopoBench's tests with the added files (benchmarks/topobench_check.py "
-        "--topobench PATH --tests, or pytest test/nn test/pipeline test/utils in the checkout)"
-    )
+    if not args.dry_run:
+        print(f"next: {check_command(Path(args.topobench).resolve(), models)}")
     return 0
+
+
+def check_command(topobench: Path, models: Sequence[str]) -> str:
+    """Return the ``topobench check`` command line for ``models`` in the checkout ``topobench``."""
+    flags = " ".join(f"--model {model}" for model in models)
+    return (
+        f"topomodelx-attention topobench check --topobench {shlex.quote(str(topobench))} {flags} --venv tbvenv "
+        "(TopoBench's tests and lint on the contribution in a venv it makes; it commits nothing)"
+    )
+
+
+def _cmd_topobench_check(args: argparse.Namespace) -> int:
+    from topomodelx_attention.harness.topobench.check import run_check
+    from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS
+
+    models = list(CONTRIBUTIONS) if "all" in args.model else args.model
+    return run_check(
+        Path(args.topobench), Path(args.venv), models, logs=None if args.logs is None else Path(args.logs),
+        timeout=args.timeout, keep=args.keep,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

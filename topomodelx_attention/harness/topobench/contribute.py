@@ -4,18 +4,23 @@ TopoBench takes a model as a pull request with, in its own tree and naming,
 
 * the backbone ``topobench/nn/backbones/{domain}/{model}.py`` (auto-discovered),
 * its wrapper ``topobench/nn/wrappers/{domain}/{model}_wrapper.py`` (auto-discovered),
+* the model code they import,
 * the config(s) ``configs/model/{domain}/{config}.yaml`` (feature_encoder, backbone,
   backbone_wrapper, readout), one per significant variant,
 * unit tests ``test/nn/backbones/{domain}/test_{model}.py`` (its ``NNModuleAutoTest`` harness)
   and ``test/nn/wrappers/{domain}/test_{model}_wrapper.py``,
-* a line in ``test/pipeline/test_pipeline.py`` (``MODELS``), the dependency in its
-  ``pyproject.toml`` and a row in its README's model table.
+* a line in ``test/pipeline/test_pipeline.py`` (``MODELS``) and a row in its README's model
+  table.
 
-The backbone and wrapper modules are thin: they import this package (the single source of the
-math) and follow TopoBench's backbone contract (tensors in, a tuple of tensors out). The files
-are package data: ``harness/topobench/templates/<path in TopoBench>.tmpl`` and
+The backbone and wrapper modules are thin: they subclass the backbones of
+``topobench.nn.topomodelx_attention``, the copy of this package's modules they need
+(:mod:`~topomodelx_attention.harness.topobench.vendor`), and follow TopoBench's backbone
+contract (tensors in, a tuple of tensors out). The pull request therefore installs with
+TopoBench's own steps and depends on no package beyond TopoBench's (``--requirement`` adds a
+dependency line to its ``pyproject.toml`` when one is wanted all the same). The other files are
+package data: ``harness/topobench/templates/<path in TopoBench>.tmpl`` and
 ``configs/topobench/model/<domain>/<config>.yaml``; :func:`contribute` copies them and makes the
-three edits, refusing to overwrite a different file unless ``force``. The writing is all or
+edits, refusing to overwrite a different file unless ``force``. The writing is all or
 nothing (:func:`topomodelx_attention.files.replace_all`): everything is checked and every new
 content is written to a temporary file beside its destination before the first file is replaced,
 nothing is written through a link planted in the checkout, and on any failure every file is put
@@ -34,6 +39,7 @@ from packaging.utils import canonicalize_name
 
 import topomodelx_attention
 from topomodelx_attention.files import RestoreError, replace_all
+from topomodelx_attention.harness.topobench.vendor import vendored_files
 
 __all__ = ["CONTRIBUTIONS", "Change", "Contribution", "check_requirement", "contribute", "plan"]
 
@@ -304,6 +310,19 @@ def _read(path: Path) -> str | None:
     return path.read_text()
 
 
+def _file_change(topobench: Path, relative: str, content: str, force: bool) -> Change:
+    """Return what writing ``content`` at ``relative`` does: create, unchanged, overwrite (or raise)."""
+    target = topobench / relative
+    old = _read(target)
+    if old is None:
+        return Change(relative, "create", content)
+    if old == content:
+        return Change(relative, "unchanged")
+    if force:
+        return Change(relative, "overwrite", content)
+    raise ValueError(f"{target} exists with other content; move it away or pass --force to overwrite it")
+
+
 def _edit(path: str, old: str | None, new: str | None) -> Change:
     if new is None:
         return Change(path, "unchanged")
@@ -326,8 +345,9 @@ def plan(
     models : list of str
         Keys of :data:`CONTRIBUTIONS`.
     requirement : str, optional
-        Dependency line for TopoBench's ``pyproject.toml``: one PEP 508 requirement on one
-        line (:func:`check_requirement`; default ``topomodelx-attention>=<this version>``).
+        A dependency line to add to TopoBench's ``pyproject.toml``: one PEP 508 requirement on
+        one line (:func:`check_requirement`). Default: none (the pull request carries the
+        model code, :func:`~topomodelx_attention.harness.topobench.vendor.vendored_files`).
     force : bool, default=False
         Overwrite files that exist with other content (else ``ValueError``).
 
@@ -352,40 +372,30 @@ def plan(
         raise ValueError(
             f"unknown --model {unknown or models}: choose from {sorted(CONTRIBUTIONS)} (or 'all')"
         )
-    if requirement is None:
-        requirement = f"topomodelx-attention>={topomodelx_attention.__version__}"
-    requirement = check_requirement(requirement)
+    if requirement is not None:
+        requirement = check_requirement(requirement)
     topobench = check_checkout(topobench)
-    changes: list[Change] = []
     chosen = [CONTRIBUTIONS[m] for m in dict.fromkeys(models)]
+    contents: dict[str, str] = {}
     for contribution in chosen:
         for relative, source in contribution.files().items():
             if not source.is_file():
                 raise ValueError(f"the package lacks its template {source} (reinstall topomodelx-attention)")
-            content = source.read_text()
-            target = topobench / relative
-            old = _read(target)
-            if old is None:
-                changes.append(Change(relative, "create", content))
-            elif old == content:
-                changes.append(Change(relative, "unchanged"))
-            elif force:
-                changes.append(Change(relative, "overwrite", content))
-            else:
-                raise ValueError(
-                    f"{target} exists with other content; move it away or pass --force to overwrite it"
-                )
+            contents[relative] = source.read_text()
+    contents.update(vendored_files())
+    changes = [_file_change(topobench, relative, content, force) for relative, content in contents.items()]
     pipeline = topobench / PIPELINE_TEST
     old = _read(pipeline)
     if old is None:
         raise ValueError(f"{pipeline} is missing; TopoBench's pipeline test must be there to add the models to")
     changes.append(_edit(PIPELINE_TEST, old, _pipeline_text(old, [c.pipeline_model for c in chosen], pipeline)))
-    pyproject = topobench / "pyproject.toml"
-    old = _read(pyproject)
-    if old is not None:
-        changes.append(_edit("pyproject.toml", old, _pyproject_text(old, requirement, pyproject)))
-    else:
-        changes.append(Change("pyproject.toml", "manual", note=f"add the dependency {requirement!r}"))
+    if requirement is not None:
+        pyproject = topobench / "pyproject.toml"
+        old = _read(pyproject)
+        if old is None:
+            changes.append(Change("pyproject.toml", "manual", note=f"add the dependency {requirement!r}"))
+        else:
+            changes.append(_edit("pyproject.toml", old, _pyproject_text(old, requirement, pyproject)))
     original = _read(topobench / "README.md")
     text = original
     for contribution in chosen:
