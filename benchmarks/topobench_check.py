@@ -1,41 +1,31 @@
-"""Verify this package's TopoBench contributions inside a real TopoBench checkout.
+"""Train this package's TopoBench contributions inside a real TopoBench checkout (and check them).
 
-TopoBench is not on PyPI: clone it (``git clone https://github.com/geometric-intelligence/TopoBench``)
-and give its path. The checkout itself is never modified: the script makes temporary
-``git worktree``s of its ``HEAD`` (TopoBench main) and
+TopoBench is not on PyPI: clone it into a folder named ``TopoBench``
+(``git clone https://github.com/geometric-intelligence/TopoBench``; its root is a Python package
+and its tests are imported under that folder's name) and give its path. The checkout itself is
+never modified: the script makes temporary ``git worktree``s of its ``HEAD`` (TopoBench main) and
 
-1. **tests** (default): runs TopoBench's own test suite (``test/nn test/pipeline test/utils``)
-   on an untouched worktree (the baseline: failures there are TopoBench's own on this torch),
-   then on a worktree where ``topomodelx-attention topobench contribute`` wrote the files of the
-   pull requests (``--models``, default all three), with coverage of the added files (TopoBench's
-   codecov gate for a contribution: at least 93 %) and TopoBench's ruff settings on the added
-   modules; prints both pass/fail counts, the coverage per added file and the files a pull
-   request holds;
+1. **tests** (default): what ``topomodelx-attention topobench check`` runs
+   (:func:`topomodelx_attention.harness.topobench.check.check_contribution`: TopoBench's suite on
+   the untouched tree, then the contributed tests, the suite with coverage of the added backbones
+   and wrappers, and TopoBench's ruff settings on the added modules), in the interpreter
+   ``--python`` — that command also makes the environment;
 2. **train** (``--train``): in the contributed worktree, runs ``python -m topobench
    model=<config> dataset=graph/MUTAG ...`` per model and data seed (through a small launcher)
    and prints a table of TopoBench's own test metric (``test_best_rerun/<metric>``: the checkpoint
    of the best validation epoch, as TopoBench reports). The bundled MUTAG raw files are put where
    TopoBench's ``TUDatasetLoader`` reads them, so nothing is downloaded.
 
-**Stand-ins (this script only, never the package).** TopoBench pins torch 2.3 and imports the
-compiled packages torch-scatter, torch-sparse and torch-cluster, which have no wheels for current
-torch versions. The script writes a module ``tma_topobench_standins.py`` into its temporary
-folder with *pure-torch stand-ins* for the functions TopoBench calls
-(``torch_scatter.scatter`` / ``scatter_add``, ``torch_sparse.coalesce`` / ``spmm``;
-``torch_cluster`` functions and ``torch_sparse.SparseTensor`` raise if used — only point-cloud
-liftings and ``to_data_list`` need them) and loads it as a pytest plugin (``-p``) or from the
-launcher, after ``torch_geometric`` and this package's scatter backend are imported, so neither
-mistakes them for the compiled packages. TopoBench's pipeline test reloads the Lightning checkpoint
-it has just written; torch >= 2.6 loads with ``weights_only=True`` by default and refuses its
-pickled hyper-parameters (TopoBench's pinned torch 2.3 did not), so the test runs get
-``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (only for the checkpoints that run writes itself). Every
-stand-in used is printed. TopoBench's other dependencies are pure Python, from PyPI, in a virtual
-environment that has this package installed too (``benchmarks/README.md``)::
+The stand-ins for torch-scatter / torch-sparse / torch-cluster (no wheels for current torch) are
+the check's (:data:`topomodelx_attention.harness.topobench.check.STANDINS`), loaded as a pytest
+plugin or from the launcher, in the script's processes only. The launcher of ``--train`` and
+``--challenge`` also registers this package's positional encodings as TopoBench transforms, so
+their environment has this package installed: the one ``topobench check`` makes plus this
+package (``benchmarks/README.md``)::
 
-    python -m venv --system-site-packages tbvenv          # sees torch (and whatever else) installed system-wide
+    topomodelx-attention topobench check --topobench TopoBench --model all --venv tbvenv
     tbvenv/bin/pip install -e . --no-deps                   # this package, into the venv itself
-    tbvenv/bin/pip install rootutils hydra-colorlog rich tabulate einops wandb ogb pytest-mock pytest-cov
-    tbvenv/bin/python benchmarks/topobench_check.py --topobench ../TopoBench
+    tbvenv/bin/python benchmarks/topobench_check.py --topobench TopoBench --no-tests --train
 
 3. **challenge** (``--challenge``): in the contributed worktree, runs the TDL Challenge 2026's own
    sanity check, ``check_challenge_grid`` of TopoBench's ``2026_tdl_challenge/utils.py`` (1 epoch,
@@ -56,8 +46,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import os
 import re
 import shutil
 import statistics
@@ -67,10 +55,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import topomodelx_attention
-from topomodelx_attention.files import atomic_output, write_bytes, write_text
-
-PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
+from topomodelx_attention.files import atomic_output, write_text
+from topomodelx_attention.harness.topobench.check import (
+    TEST_PATHS,
+    check_contribution,
+    make_worktree,
+    remove_worktree,
+    run_environment,
+    write_standins,
+)
 
 
 def _contribute():
@@ -81,76 +74,6 @@ def _contribute():
     from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute
 
     return CONTRIBUTIONS, contribute
-
-STANDINS = r'''"""Pure-torch stand-ins for torch_scatter / torch_sparse / torch_cluster (benchmarks/topobench_check.py).
-
-Imported first (pytest -p, or the launcher): torch_geometric and topomodelx_attention's scatter
-backend are imported before the stand-ins exist, so neither mistakes them for the compiled packages.
-"""
-import sys
-import types
-
-import torch
-import torch_geometric  # noqa: F401
-
-import topomodelx_attention.nn.attention.scatter  # noqa: F401
-
-
-def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
-    dim = dim % src.dim()
-    size = (int(index.max()) + 1 if index.numel() else 0) if dim_size is None else int(dim_size)
-    if index.dim() == 1:
-        index = index.view([-1 if d == dim else 1 for d in range(src.dim())]).expand_as(src)
-    shape = list(src.shape)
-    shape[dim] = size
-    how = {"sum": "sum", "add": "sum", "mean": "mean", "max": "amax", "min": "amin", "mul": "prod"}[reduce]
-    return torch.zeros(shape, dtype=src.dtype, device=src.device).scatter_reduce(
-        dim, index, src, reduce=how, include_self=False)
-
-
-def scatter_add(src, index, dim=-1, out=None, dim_size=None):
-    return scatter(src, index, dim, dim_size=dim_size, reduce="sum")
-
-
-def coalesce(index, value, m, n, op="add"):
-    matrix = torch.sparse_coo_tensor(index, value, (m, n, *value.shape[1:])).coalesce()
-    return matrix.indices(), matrix.values()
-
-
-def spmm(index, value, m, n, matrix):
-    return torch.sparse.mm(torch.sparse_coo_tensor(index, value, (m, n)), matrix)
-
-
-class SparseTensor:
-    """Named by TopoBench's to_data_list helper; using it needs the real torch_sparse."""
-
-    @classmethod
-    def from_torch_sparse_coo_tensor(cls, *args, **kwargs):
-        raise NotImplementedError("torch_sparse.SparseTensor has no stand-in in topobench_check")
-
-
-def _absent(name):
-    def fail(*args, **kwargs):
-        raise NotImplementedError(f"torch_cluster.{name} has no stand-in in topobench_check")
-    return fail
-
-
-MEMBERS = {
-    "torch_scatter": {"scatter": scatter, "scatter_add": scatter_add},
-    "torch_sparse": {"coalesce": coalesce, "spmm": spmm, "SparseTensor": SparseTensor},
-    # names TopoBench imports at module level (main of 2026-06 imports knn_graph / radius_graph
-    # in its data manipulations and liftings); calling one raises
-    "torch_cluster": {name: _absent(name) for name in ("fps", "knn", "knn_graph", "radius", "radius_graph")},
-}
-for _name, _members in MEMBERS.items():
-    try:  # a real compiled package wins
-        __import__(_name)
-    except ImportError:
-        _module = types.ModuleType(_name)
-        _module.__dict__.update(_members)
-        _module.__tma_standin__ = True
-        sys.modules[_name] = _module
-'''
 
 LAUNCHER = r'''
 import os, runpy, sys
@@ -181,11 +104,6 @@ utils.check_challenge_grid(project_root=root, model_config=model, extra_override
 #: Validation metric of each challenge task in TopoBench's CSV log.
 CHALLENGE_METRICS = {"community_detection": "val/accuracy", "triangle_counting": "val/mse"}
 
-#: Coverage TopoBench's codecov asks of a contribution's added code.
-COVERAGE_GATE = 93.0
-#: TopoBench's test folders the check runs.
-TEST_PATHS = ["test/nn", "test/pipeline", "test/utils"]
-
 #: TopoBench's MUTAG settings for cell models (its scripts/reproduce.sh, CWN line).
 TOPOBENCH_PROTOCOL = [
     "optimizer.parameters.lr=0.001",
@@ -205,105 +123,11 @@ DOMAIN_PROTOCOL = {"cell": ["transforms.graph2cell_lifting.max_cell_length=10"]}
 LAYERS = {"cell/cwn": 2}
 
 
-def install_mutag(topobench: Path) -> None:
-    """Place the bundled MUTAG raw files where TopoBench's TU loader reads them."""
-    raw = topobench / "datasets" / "graph" / "TUDataset" / "MUTAG" / "raw"
-    for path in (PACKAGE / "data" / "embedded" / "MUTAG" / "raw").glob("MUTAG_*.txt"):
-        if not (raw / path.name).exists():
-            write_bytes(raw / path.name, path.read_bytes(), root=topobench)
-
-
-def make_worktree(topobench: Path, folder: Path) -> Path:
-    """A detached ``git worktree`` of the checkout's ``HEAD`` at ``folder`` (MUTAG installed)."""
-    subprocess.run(
-        ["git", "-C", str(topobench), "worktree", "add", "--detach", "--quiet", str(folder), "HEAD"],
-        check=True,
-    )
-    install_mutag(folder)
-    return folder
-
-
-def remove_worktree(topobench: Path, folder: Path) -> None:
-    """Remove a worktree made by :func:`make_worktree`."""
-    subprocess.run(
-        ["git", "-C", str(topobench), "worktree", "remove", "--force", str(folder)], check=False,
-    )
-
-
-def _env(root: Path, helpers: Path) -> dict[str, str]:
-    env = dict(os.environ, PROJECT_ROOT=str(root), HYDRA_FULL_ERROR="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(helpers), str(root), env.get("PYTHONPATH", "")]))
-    return env
-
-
-def run_tests(
-    python: str, root: Path, helpers: Path, paths: list[str], log: Path,
-    coverage_files: list[Path] | None = None, timeout: float | None = None,
-) -> dict:
-    """Run TopoBench's pytest in ``root``; return counts (and coverage per file)."""
-    command = [
-        python, "-m", "pytest", "-p", "tma_topobench_standins", "-q", "-o", "addopts=",
-        "-p", "no:cacheprovider", *paths,
-    ]
-    report = None
-    if coverage_files:
-        config = helpers / f"coveragerc_{root.name}"
-        write_text(
-            config,
-            "[run]\ninclude =\n" + "".join(f"    {p}\n" for p in coverage_files)
-            + f"data_file = {helpers / ('.coverage_' + root.name)}\n",
-        )
-        report = helpers / f"coverage_{root.name}.json"
-        # include patterns, never --cov=<module>: that would import TopoBench before the stand-ins
-        command += ["--cov", f"--cov-config={config}", f"--cov-report=json:{report}"]
-    env = _env(root, helpers)
-    env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # see the module docstring
-    start = time.perf_counter()
-    with atomic_output(log) as handle:
-        try:
-            code = subprocess.run(
-                command, cwd=root, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                check=False, timeout=timeout,
-            ).returncode
-        except subprocess.TimeoutExpired:
-            code = None
-    text = log.read_text(errors="replace")
-    counts = {
-        word: int(number)
-        for number, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)", text.splitlines()[-1] if text else "")
-    }
-    failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, flags=re.M)
-    result = {"returncode": code, "counts": counts, "failures": failures, "seconds": time.perf_counter() - start}
-    if report is not None and report.is_file():
-        files = json.loads(report.read_text())["files"]
-        result["coverage"] = {
-            name: (data["summary"]["percent_covered"], data["summary"]["num_statements"], data["missing_lines"])
-            for name, data in files.items()
-        }
-    return result
-
-
-def lint(root: Path, files: list[Path]) -> list[str]:
-    """TopoBench's ruff settings (its pyproject) on ``files``: the problems found."""
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        return ["ruff is not installed: lint not checked"]
-    problems = []
-    for args in (["check"], ["format", "--check"]):
-        done = subprocess.run(
-            [ruff, *args, "--config", str(root / "pyproject.toml"), *map(str, files)],
-            cwd=root, capture_output=True, text=True, check=False,
-        )
-        if done.returncode:
-            problems.append(f"ruff {' '.join(args)}: {(done.stdout + done.stderr).strip()}")
-    return problems
-
-
 def run_one(python: str, launcher: Path, root: Path, helpers: Path, overrides: list[str], log: Path) -> dict[str, float]:
     """Run TopoBench's training once; return its ``test_best_rerun`` metrics (empty on failure)."""
     with atomic_output(log) as handle:
         code = subprocess.run(
-            [python, str(launcher), *overrides], cwd=root, env=_env(root, helpers), stdout=handle,
+            [python, str(launcher), *overrides], cwd=root, env=run_environment(root, helpers), stdout=handle,
             stderr=subprocess.STDOUT, check=False,
         ).returncode
     text = log.read_text(errors="replace")
@@ -315,62 +139,16 @@ def run_one(python: str, launcher: Path, root: Path, helpers: Path, overrides: l
     return metrics
 
 
-def _counts(result: dict) -> str:
-    counts = result["counts"]
-    if result["returncode"] is None:
-        return "timed out"
-    text = ", ".join(f"{n} {word}" for word, n in counts.items()) or "no summary line"
-    return f"{text} ({result['seconds']:.0f} s)"
-
-
 def check_tests(args: argparse.Namespace, topobench: Path, work: Path) -> bool:
-    """Baseline and contributed test runs; return whether the contribution passes."""
-    ok = True
-    if not args.no_baseline:
-        base = make_worktree(topobench, work / "baseline")
-        print(f"$ (TopoBench {args.head}, untouched) pytest {' '.join(args.test_paths)}", flush=True)
-        baseline = run_tests(args.python, base, work, args.test_paths, work / "tests_baseline.log", timeout=args.timeout)
-        print(f"  baseline: {_counts(baseline)}; failures: {baseline['failures'] or 'none'}", flush=True)
-        if not args.keep:
-            remove_worktree(topobench, base)
-    tree = make_worktree(topobench, work / "contributed")
-    changes = _contribute()[1](tree, args.models)
-    added = [c.path for c in changes if c.action in ("create", "overwrite")]
-    edited = [c.path for c in changes if c.action == "update"]
-    print(f"contribute --model {' --model '.join(args.models)} wrote {len(added)} files, edited {edited}:")
-    for path in added:
-        print(f"  + {path}")
-    modules = [tree / p for p in added if p.startswith("topobench/")]
-    ours = [PACKAGE / "harness" / "topobench" / name for name in ("backbones.py", "wrapper.py")]
-    print(f"$ (TopoBench {args.head} + contribution) pytest {' '.join(args.test_paths)} --cov (added files)", flush=True)
-    result = run_tests(
-        args.python, tree, work, args.test_paths, work / "tests_contributed.log",
-        coverage_files=[*modules, *ours], timeout=args.timeout,
+    """``topobench check``'s steps in ``--python``'s environment; return whether all passed."""
+    report = check_contribution(
+        topobench, args.models, args.python, work, test_paths=args.test_paths, baseline=not args.no_baseline,
+        timeout=args.timeout, keep=args.keep, say=lambda line: print(line, flush=True),
     )
-    print(f"  with the contribution: {_counts(result)}; failures: {result['failures'] or 'none'}")
-    baseline_failures = set(baseline["failures"]) if not args.no_baseline else set()
-    new = [f for f in result["failures"] if f not in baseline_failures]
-    if new or result["returncode"] is None or not result["counts"].get("passed"):
-        ok = False
-        print(f"  FAILURES NOT IN THE BASELINE: {new or '(run did not finish)'}")
-    coverage = result.get("coverage", {})
-    print(f"coverage of the added files (gate {COVERAGE_GATE:.0f} %):")
-    for path in modules:
-        name = str(path.relative_to(tree))
-        percent, statements, missing = coverage.get(name, coverage.get(str(path), (0.0, 0, ["not measured"])))
-        ok &= percent >= COVERAGE_GATE
-        print(f"  {percent:6.1f} %  {name} ({statements} statements, missing {missing or 'none'})")
-    print("coverage of this package's code they call (information):")
-    for path in ours:
-        entry = next((v for k, v in coverage.items() if Path(k).name == path.name and "topobench" in k), None)
-        if entry:
-            print(f"  {entry[0]:6.1f} %  {path.relative_to(PACKAGE.parent)} (missing lines {entry[2]})")
-    problems = lint(tree, modules)
-    print("TopoBench's ruff settings on the added modules: " + ("clean" if not problems else "; ".join(problems)))
-    ok &= not [p for p in problems if not p.startswith("ruff is not installed")]
-    print(f"logs: {work}")
-    args.tree = tree
-    return ok
+    args.tree = report.tree
+    for failure in report.failures:
+        print(f"  failed: {failure}")
+    return not report.failures
 
 
 def contributed_tree(args: argparse.Namespace, topobench: Path, work: Path) -> Path:
@@ -454,7 +232,7 @@ def check_challenge(args: argparse.Namespace, topobench: Path, work: Path) -> bo
     contributions = _contribute()[0]
     models = [*(contributions[m].pipeline_model for m in args.models), "cell/cwn"]
     extra = ["trainer=cpu", f"dataset.loader.parameters.generation_parameters.family_parameters.n_graphs={args.challenge_graphs}"]
-    env = dict(_env(tree, work), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # its runs reload their own checkpoints
+    env = dict(run_environment(tree, work), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")  # its runs reload their own checkpoints
     ok, table = True, []
     for model in models:
         shutil.rmtree(tree / "logs" / "check", ignore_errors=True)
@@ -534,13 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=True,
     ).stdout.strip()
     work = (args.logs or Path(tempfile.mkdtemp(prefix="topobench_check_"))).resolve()
-    write_text(work / "tma_topobench_standins.py", STANDINS, root=work)
-    print(
-        "stand-ins of this check (TopoBench pins torch 2.3): torch_scatter.scatter/scatter_add, "
-        "torch_sparse.coalesce/spmm in pure torch (torch_cluster, torch_sparse.SparseTensor raise), "
-        "unless the compiled packages are installed; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the test runs "
-        "(the pipeline test reloads its own Lightning checkpoint)", flush=True,
-    )
+    write_standins(work, lambda line: print(line, flush=True))
     ok = True
     try:
         if not args.no_tests:
@@ -550,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.challenge:
             ok &= check_challenge(args, topobench, work)
     finally:
-        tree = getattr(args, "tree", None) or (work / "contributed")
+        tree = getattr(args, "tree", None) or (work / "contributed" / "TopoBench")
         if not args.keep and tree.exists():
             remove_worktree(topobench, tree)
     print("OK" if ok else "FAILED")

@@ -63,6 +63,7 @@ __all__ = [
     "lint",
     "run_check",
     "run_tests",
+    "write_standins",
 ]
 
 PACKAGE = Path(topomodelx_attention.__file__).resolve().parent
@@ -172,6 +173,12 @@ _MISSING_MODULES = (
     "    except Exception as error:\n"
     "        print(f'{name}: {type(error).__name__}: {error}')\n"
 )
+
+
+def write_standins(work: Path, say: Callable[[str], None] = print) -> None:
+    """Write the stand-in module :data:`STANDINS` into ``work`` and say which stand-ins it holds."""
+    write_text(work / f"{STANDINS_MODULE}.py", STANDINS, root=work)
+    say(STANDINS_NOTE)
 
 
 def venv_python(venv: Path) -> Path:
@@ -419,7 +426,7 @@ def check_contribution(
     python : str
         Interpreter of TopoBench's test environment.
     work : pathlib.Path
-        Folder for the worktrees, the logs and the stand-in module (written there).
+        Folder for the worktrees and the logs, holding the stand-in module (:func:`write_standins`).
     test_paths : sequence of str
         TopoBench's test folders.
     baseline : bool, default=True
@@ -438,8 +445,6 @@ def check_contribution(
     """
     from topomodelx_attention.harness.topobench.contribute import contribute
 
-    write_text(work / f"{STANDINS_MODULE}.py", STANDINS, root=work)
-    say(STANDINS_NOTE)
     head = subprocess.run(
         ["git", "-C", str(topobench), "log", "-1", "--format=%h %cs"], capture_output=True, text=True, check=False,
     ).stdout.strip()
@@ -563,6 +568,7 @@ def run_check(
         failures = check_environment(python, run)
     if not failures:
         work = Path(logs).expanduser().resolve() if logs else Path(tempfile.mkdtemp(prefix="topobench_check_"))
+        write_standins(work, say)
         report = check_contribution(topobench, models, str(python), work, timeout=timeout, keep=keep, say=say)
         if report.tree is not None and not keep:
             remove_worktree(topobench, report.tree)
