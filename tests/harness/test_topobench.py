@@ -42,6 +42,7 @@ from topomodelx_attention.harness.topobench import (
     complex_from_tensors,
 )
 from topomodelx_attention.harness.topobench.contribute import CONTRIBUTIONS, contribute, plan
+from topomodelx_attention.harness.topobench.vendor import vendored_files
 from topomodelx_attention.transforms import CellCycleLifting
 
 HIDDEN = 8
@@ -224,19 +225,27 @@ class AbstractWrapper(ABC, torch.nn.Module):
 
 
 @pytest.fixture
-def topobench_stub(tmp_path, monkeypatch):
-    """``topobench.nn.wrappers.base`` importable (a stand-in), removed after the test."""
-    stub = tmp_path / "stub"
-    (stub / "topobench" / "nn" / "wrappers").mkdir(parents=True)
-    for folder in ("topobench", "topobench/nn", "topobench/nn/wrappers"):
-        (stub / folder / "__init__.py").write_text("")
-    (stub / "topobench" / "nn" / "wrappers" / "base.py").write_text(ABSTRACT_WRAPPER)
-    monkeypatch.syspath_prepend(str(stub))
+def topobench_on_path(checkout, monkeypatch):
+    """The checkout's ``topobench`` importable, with a stand-in ``topobench.nn.wrappers.base``; removed after."""
+    (checkout / "topobench" / "nn" / "wrappers" / "base.py").write_text(ABSTRACT_WRAPPER)
+    monkeypatch.syspath_prepend(str(checkout))
     for name in [m for m in sys.modules if m == "topobench" or m.startswith("topobench.")]:
         monkeypatch.delitem(sys.modules, name)
-    yield
+    yield checkout
     for name in [m for m in sys.modules if m == "topobench" or m.startswith("topobench.")]:
         del sys.modules[name]
+
+
+@pytest.fixture
+def few_vendored_files(monkeypatch):
+    """``contribute`` writes 2 of the vendored files: the tests that attack every write stay fast.
+
+    What is attacked is the writing (one code path for every file); the vendored files
+    themselves are checked by the tests of the written files.
+    """
+    files = dict(list(vendored_files().items())[:2])
+    monkeypatch.setattr("topomodelx_attention.harness.topobench.contribute.vendored_files", lambda: files)
+    return files
 
 
 # ----------------------------------------------------------------------------------------------
@@ -434,6 +443,7 @@ def expected_files(contribution):
         f"test/nn/backbones/{domain}/test_{model}.py",
         f"test/nn/wrappers/{domain}/test_{model}_wrapper.py",
         *(f"configs/model/{domain}/{name}.yaml" for name in contribution.configs),
+        *vendored_files(),  # the model code the backbone and wrapper import
     }
 
 
@@ -445,20 +455,15 @@ def test_contribute_writes_exactly_the_pull_request_files(checkout, model):
     after = {p.relative_to(checkout).as_posix() for p in checkout.rglob("*") if p.is_file()}
     assert after - before == expected_files(contribution)
     assert {c.path for c in changes if c.action == "create"} == expected_files(contribution)
-    assert {c.path for c in changes if c.action == "update"} == {
-        "test/pipeline/test_pipeline.py", "pyproject.toml", "README.md",
-    }
+    assert {c.path for c in changes if c.action == "update"} == {"test/pipeline/test_pipeline.py", "README.md"}
     for path, source in contribution.files().items():
         assert (checkout / path).read_text() == source.read_text()
-    # the pipeline-test entry, the dependency, the README row
+    # the pipeline-test entry and the README row; no dependency (the pull request carries the code)
     pipeline = (checkout / "test/pipeline/test_pipeline.py").read_text()
     models = ast.literal_eval(re.search(r"^MODELS\s*=\s*(\[.*?\])", pipeline, flags=re.M).group(1))
     assert models == ["graph/gcn", "cell/topotune", "simplicial/topotune", contribution.pipeline_model]
     assert "# ADD ONE OR SEVERAL MODELS" in pipeline  # the rest of the line is kept
-    pyproject = (checkout / "pyproject.toml").read_text()
-    assert re.search(r'^    "topomodelx-attention>=\d', pyproject, flags=re.M)
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
-    assert any(d.startswith("topomodelx-attention") for d in tomllib.loads(pyproject)["project"]["dependencies"])
+    assert (checkout / "pyproject.toml").read_text() == TOPOBENCH_PYPROJECT
     readme = (checkout / "README.md").read_text()
     section = readme.split(contribution.readme_section, 1)[1].split("###", 1)[0]
     assert contribution.readme_row in section
@@ -472,7 +477,7 @@ def test_contribute_all_models_at_once(checkout):
     for contribution in CONTRIBUTIONS.values():
         assert f'"{contribution.pipeline_model}"' in pipeline
         assert all((checkout / p).is_file() for p in expected_files(contribution))
-    assert (checkout / "pyproject.toml").read_text().count("topomodelx-attention") == 1
+    assert "topomodelx-attention" not in (checkout / "pyproject.toml").read_text()
 
 
 def test_contribute_refuses_before_writing_anything(checkout, tmp_path):
@@ -601,9 +606,9 @@ def check_attack(root, outside, status, err, planted, written):
 
 
 @pytest.mark.parametrize("how", ["link", "dangling", "folder"])
-def test_contribute_never_writes_through_a_link_planted_at_any_file_it_writes(tmp_path, how):
+def test_contribute_never_writes_through_a_link_planted_at_any_file_it_writes(tmp_path, how, few_vendored_files):
     files, _, _ = contribution_writes(tmp_path / "discover")
-    assert len(files) >= 19 and {"README.md", "pyproject.toml", PIPELINE} <= set(files)
+    assert len(files) >= 19 + len(few_vendored_files) and {"README.md", PIPELINE} <= set(files)
     for index, relative in enumerate(files):
         root, outside = fake_checkout(tmp_path / f"c{index}"), tmp_path / f"outside{index}"
         outside.mkdir()
@@ -617,7 +622,7 @@ def test_contribute_never_writes_through_a_link_planted_at_any_file_it_writes(tm
 
 
 @pytest.mark.parametrize("how", ["link", "dangling", "file"])
-def test_contribute_refuses_a_link_or_file_at_any_folder_it_writes_in_before_writing(tmp_path, how):
+def test_contribute_refuses_a_link_or_file_at_any_folder_it_writes_in_before_writing(tmp_path, how, few_vendored_files):
     missing = ("test/nn/wrappers/cell", "configs/model/simplicial")  # folders it must create
     _, created, folders = contribution_writes(tmp_path / "discover", missing=missing)
     assert set(missing) <= set(created)
@@ -649,7 +654,7 @@ def test_contribute_replaces_links_at_all_its_files_at_once_and_changes_nothing_
     assert {path: now[path][:2] for path in files} == {path: expected[path][:2] for path in files}
 
 
-def test_a_failure_at_any_write_of_contribute_leaves_the_checkout_byte_for_byte(tmp_path):
+def test_a_failure_at_any_write_of_contribute_leaves_the_checkout_byte_for_byte(tmp_path, few_vendored_files):
     """Every os call that writes fails in turn (disk full): the checkout is exactly as before.
 
     One model (every call of all three: the fuzz suite, at random calls).
@@ -766,7 +771,8 @@ def config_backbone(section, hidden=HIDDEN, dims=3):
 
 
 @pytest.mark.parametrize("model", sorted(CONTRIBUTIONS))
-def test_written_backbones_import_and_pass_the_auto_test(checkout, lifted, model):
+def test_written_backbones_import_and_pass_the_auto_test(topobench_on_path, lifted, model):
+    checkout = topobench_on_path
     contribution = CONTRIBUTIONS[model]
     contribute(checkout, [model])
     path = checkout / f"topobench/nn/backbones/{contribution.domain}/{model}.py"
@@ -788,7 +794,8 @@ def test_written_backbones_import_and_pass_the_auto_test(checkout, lifted, model
 
 
 @pytest.mark.parametrize("model", sorted(CONTRIBUTIONS))
-def test_written_wrappers_map_a_batch_to_model_out(checkout, lifted, topobench_stub, model):
+def test_written_wrappers_map_a_batch_to_model_out(topobench_on_path, lifted, model):
+    checkout = topobench_on_path
     contribution = CONTRIBUTIONS[model]
     contribute(checkout, [model])
     domain = contribution.domain
@@ -866,7 +873,8 @@ def test_written_modules_pass_topobench_lint(checkout):
     contribute(checkout, list(CONTRIBUTIONS))
     (checkout / "pyproject.toml").write_text(TOPOBENCH_RUFF)
     files = [str(p) for p in (checkout / "topobench").rglob("*.py") if p.name != "__init__.py"]
-    assert len(files) == 2 * len(CONTRIBUTIONS)
+    vendored = [p for p in vendored_files() if not p.endswith("__init__.py")]
+    assert len(files) == 2 * len(CONTRIBUTIONS) + len(vendored)
     for args in (["check"], ["format", "--check", "--diff"]):
         done = subprocess.run(["ruff", *args, "--config", str(checkout / "pyproject.toml"), *files],
                               cwd=checkout, capture_output=True, text=True, check=False)

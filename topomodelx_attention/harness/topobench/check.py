@@ -37,6 +37,7 @@ package or the pull request.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -261,8 +262,10 @@ def make_worktree(topobench: Path, folder: Path) -> Path:
 
 
 def remove_worktree(topobench: Path, tree: Path) -> None:
-    """Remove a worktree made by :func:`make_worktree`."""
+    """Remove a worktree made by :func:`make_worktree` (and its folder, when that is left empty)."""
     subprocess.run(["git", "-C", str(topobench), "worktree", "remove", "--force", str(tree)], check=False)
+    with contextlib.suppress(OSError):
+        tree.parent.rmdir()
 
 
 def run_environment(root: Path, helpers: Path) -> dict[str, str]:

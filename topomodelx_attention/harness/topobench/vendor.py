@@ -15,7 +15,8 @@ checkout, each with
   ``# fmt: off`` and ``# ruff: noqa`` (the code is formatted and linted in this package, by its
   own settings, not TopoBench's).
 
-Apart from the imports and the header every file is byte for byte this package's source. The
+Apart from the imports, the header and blank lines at the end of a file (TopoBench's formatter
+wants none) every file is byte for byte this package's source. The
 folder lies beside TopoBench's ``backbones/`` and ``wrappers/`` (whose auto-discovery executes
 every module found one level down), so nothing in it is loaded unless a backbone imports it.
 """
@@ -107,10 +108,12 @@ def _ours(module: str | None) -> bool:
     return module is not None and (module == PACKAGE_NAME or module.startswith(PACKAGE_NAME + "."))
 
 
-def _imports(module: str, root: Path) -> list[tuple[ast.ImportFrom, list[tuple[str, ast.alias]]]]:
-    """Every import of this package in ``module``: the node and each name's defining module."""
+def _imports(
+    module: str, root: Path, tree: ast.Module | None = None
+) -> list[tuple[ast.ImportFrom, list[tuple[str, ast.alias]]]]:
+    """Every import of this package in ``module`` (its ``tree``): the node and each name's defining module."""
     found = []
-    for node in ast.walk(_tree(_source(module, root))):
+    for node in ast.walk(_tree(_source(module, root)) if tree is None else tree):
         if isinstance(node, ast.Import) and any(_ours(alias.name) for alias in node.names):
             raise ValueError(
                 f"cannot vendor {module} (line {node.lineno}): `import {node.names[0].name}` binds "
@@ -226,7 +229,7 @@ def rewrite_imports(source: str, module: str, root: Path = SOURCE_ROOT) -> str:
     lines = source.splitlines(keepends=True)
     importer = vendored_name(module)
     edits = []
-    for node, targets in _imports(module, root):
+    for node, targets in _imports(module, root, ast.parse(source)):
         first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
         rest = last[node.end_col_offset:].strip()
         if first[: node.col_offset].strip() or (rest and not rest.startswith("#")):
@@ -274,7 +277,8 @@ def vendored_files() -> dict[str, str]:
         source = _source(module, SOURCE_ROOT)
         text = rewrite_imports(source.read_text(encoding="utf-8"), module)
         relative = source.relative_to(SOURCE_ROOT).as_posix()
-        files[f"{VENDOR_FOLDER}/{name.replace('.', '/')}.py"] = _header(relative) + text
+        # one newline at the end of the file, as TopoBench's formatter and end-of-file hook ask
+        files[f"{VENDOR_FOLDER}/{name.replace('.', '/')}.py"] = _header(relative) + text.rstrip("\n") + "\n"
     for folder in sorted(folders):
         path = f"{VENDOR_FOLDER}/{folder.replace('.', '/')}/__init__.py".replace("//", "/")
         files[path] = _header(f"{PACKAGE_NAME}/ (the modules the TopoBench backbones import)") + (
