@@ -261,7 +261,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     from topomodelx_attention.harness.config import compose_config
     from topomodelx_attention.harness.training import run_experiment
 
-    spec = DATASETS[task["dataset"]]
+    spec = task.get("spec") or DATASETS[task["dataset"]]  # another script's data sets travel in the task
     overrides = [
         f"trainer.max_epochs={task['epochs']}", "trainer.num_threads=1", f"seeds=[{task['seed']}]",
         "plot=false", "trainer.enable_progress_bar=false", "trainer.early_stopping_patience=null",

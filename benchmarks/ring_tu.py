@@ -31,7 +31,7 @@ import numpy as np
 
 from topomodelx_attention.files import write_text
 
-__all__ = ["ring_graph", "ring_label", "write_ring_tu"]
+__all__ = ["TASKS", "odd_ring_label", "ring_graph", "ring_label", "write_ring_tu"]
 
 
 def ring_graph(rng: np.random.Generator, n_target: int = 30) -> tuple[list[tuple[int, int]], np.ndarray, list[int]]:
@@ -80,7 +80,20 @@ def ring_label(labels: np.ndarray, sizes: list[int]) -> int:
     return 2 * min(sum(1 for s in sizes if s == 6), 2) + int((ring == 2).sum() > (ring == 1).sum())
 
 
-def write_ring_tu(out: str | Path, name: str = "RINGS6", graphs: int = 600, seed: int = 0, noise: float = 0.1) -> Path:
+def odd_ring_label(labels: np.ndarray, sizes: list[int]) -> int:
+    """Class ``min(#odd rings, 3)`` (rings of 5 or 7 vertices): a cycle-parity task, labels unused."""
+    del labels
+    return min(sum(1 for s in sizes if s % 2), 3)
+
+
+#: Graph-label rules by task name: the class of a graph from its node labels and ring sizes.
+TASKS = {"six_rings": (ring_label, 6), "odd_rings": (odd_ring_label, 4)}
+
+
+def write_ring_tu(
+    out: str | Path, name: str = "RINGS6", graphs: int = 600, seed: int = 0, noise: float = 0.1,
+    task: str = "six_rings",
+) -> Path:
     """Write the data set's TU files into ``out/name/raw`` and return that folder.
 
     Parameters
@@ -95,21 +108,25 @@ def write_ring_tu(out: str | Path, name: str = "RINGS6", graphs: int = 600, seed
         Seed.
     noise : float, default=0.1
         Fraction of graph labels redrawn uniformly.
+    task : {"six_rings", "odd_rings"}, default="six_rings"
+        The label rule (:data:`TASKS`): 6-ring count and label majority (6 classes), or the
+        number of odd rings clipped to 3 (4 classes).
 
     Returns
     -------
     pathlib.Path
         The folder of the files.
     """
+    label_of, classes = TASKS[task]
     rng = np.random.default_rng(int(seed))
     raw = Path(out) / name / "raw"
     a_lines, indicator, graph_labels, node_labels = [], [], [], []
     offset = 0
     for g in range(int(graphs)):
         edges, labels, sizes = ring_graph(rng, int(rng.integers(25, 36)))
-        y = ring_label(labels, sizes)
+        y = label_of(labels, sizes)
         if rng.random() < noise:
-            y = int(rng.integers(0, 6))
+            y = int(rng.integers(0, classes))
         for u, v in edges:
             a_lines += [f"{u + offset + 1}, {v + offset + 1}", f"{v + offset + 1}, {u + offset + 1}"]
         indicator += [str(g + 1)] * len(labels)
