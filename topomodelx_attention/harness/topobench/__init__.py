@@ -8,8 +8,12 @@
 * :mod:`~.transforms` — our positional encodings in TopoBench's transform registry.
 * :mod:`~.contribute` — ``topomodelx-attention topobench contribute``: writes into a TopoBench
   checkout the files of a pull request adding one of the models (thin backbone module and
-  wrapper importing this package, configs, unit tests, the pipeline-test entry). Not imported
-  here (it is only needed by the command).
+  wrapper, the model code they import vendored by :mod:`~.vendor`, configs, unit tests, the
+  pipeline-test entry).
+* :mod:`~.check` — ``topomodelx-attention topobench check``: TopoBench's test environment, the
+  contributed tests, TopoBench's suite and lint on the contribution.
+
+The last three are not imported here (only the commands need them).
 """
 
 from topomodelx_attention.harness.topobench.backbones import (
