@@ -673,7 +673,7 @@ def check_command(topobench: Path, models: Sequence[str]) -> str:
     flags = " ".join(f"--model {model}" for model in models)
     return (
         f"topomodelx-attention topobench check --topobench {shlex.quote(str(topobench))} {flags} --venv tbvenv "
-        "(TopoBench's tests and lint on the contribution in a venv it makes; it commits nothing)"
+        "(TopoBench's tests and lint on the contribution, in a venv it makes; the checkout is not modified)"
     )
 
 
