@@ -13,6 +13,10 @@ data set, model, configuration and seed; a second call runs only what is missing
   ZINC); the default is chosen leave-one-data-set-out on validation only
   (:func:`design_space.select_lodo`'s rule: for each data set, the candidate with the best mean
   validation rank on the others).
+* **cost** (``--part cost``): seconds per training epoch of the packaged CT and of GPS, measured
+  in one process, one thread, interleaved (CT, GPS, CT, GPS, ... :data:`COST_REPEATS` times a few
+  epochs each), so the ratio is not skewed by what else the machine runs; written to
+  ``<out>/cost.md``. Run it on an otherwise idle machine.
 * ``--table`` prints both tables from the run file without running anything.
 
 Every run is one :func:`~topomodelx_attention.harness.training.run_experiment` with one seed and
@@ -45,8 +49,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from design_space import DATASETS as PROTOCOL  # noqa: E402
 from design_space import _GLOBAL0, _ranks, load_rows, prepare_data, run_one  # noqa: E402
+from design_space import DATASETS as PROTOCOL  # noqa: E402
 
 from topomodelx_attention.files import append_text, make_dirs, write_text  # noqa: E402
 
@@ -89,13 +93,26 @@ ABLATIONS: dict[str, list[str]] = {
     "lr3e-3_attention_dropout0_global0": ["optimizer.lr=0.003", "model.params.attention_dropout=0.0", _GLOBAL0],
 }
 
-#: Candidate defaults of the selection (filled from the diagnosis; "packaged" is the baseline).
+#: The changes the diagnosis found to speed learning up (pool the cells, then the readout MLP;
+#: no attention dropout; the cardinality term; learning rate 3e-3).
+_FAST = [
+    "model.params.readout_options.before_pooling=false", "model.params.attention_dropout=0.0",
+    "+model.params.kernel_options.cardinality=true",
+]
+
+#: Candidate defaults of the selection ("packaged": the default before the diagnosis).
 CANDIDATES: dict[str, list[str]] = {
     "packaged": [],
+    "fast": [*_FAST, "optimizer.lr=0.003"],
+    "fast_lr1e-3": list(_FAST),
 }
 
 #: Packaged baselines run beside the CT on every set.
 BASELINES = ("gps", "gine", "gin")
+
+#: Interleaved repetitions and epochs per repetition of the cost part.
+COST_REPEATS = 3
+COST_EPOCHS = 4
 
 #: Epochs at which the diagnosis table reads the training loss.
 LOSS_EPOCHS = (5, 10, 25, 50)
@@ -158,6 +175,49 @@ def tasks_for(args: argparse.Namespace, done: set[str], work: Path, root: Path) 
     return tasks
 
 
+def measure_cost(datasets: list[str], work: Path, root: Path, models: tuple[str, ...] = (CT, "gps")) -> str:
+    """Median training seconds per epoch of each packaged model per data set; a Markdown table.
+
+    The models alternate (``COST_REPEATS`` times ``COST_EPOCHS`` epochs each) in this process
+    with one thread; the first epoch of every repetition is left out (warm-up: caches, allocator).
+    """
+    import torch
+
+    from topomodelx_attention.harness.config import compose_config
+    from topomodelx_attention.harness.training import run_experiment
+
+    torch.set_num_threads(1)
+    lines = ["| data set | " + " | ".join(f"{m} s/epoch" for m in models) + f" | {models[0]} / {models[1]} | "
+             + " | ".join(f"{m} params" for m in models) + " |", "|---|" + "---:|" * (2 * len(models) + 1)]
+    for dataset in datasets:
+        spec = dataset_spec(dataset, work)
+        seconds: dict[str, list[float]] = {m: [] for m in models}
+        params: dict[str, int] = {}
+        for repeat in range(COST_REPEATS):
+            for model in models:
+                overrides = [
+                    f"trainer.max_epochs={COST_EPOCHS}", "trainer.num_threads=1", f"seeds=[{repeat + 1}]",
+                    "plot=false", "test=false", "trainer.enable_progress_bar=false",
+                    f"paths.cache_dir={work}/cache", *spec["overrides"],
+                ]
+                if spec["data_dir"]:
+                    overrides.append("dataset.data_dir=" + spec["data_dir"].format(work=work, root=root))
+                cfg = compose_config(overrides, dataset=spec["dataset"], model=model)
+                with tempfile.TemporaryDirectory() as folder:
+                    result = run_experiment(cfg, output_dir=folder, verbose=False)
+                history = result.seeds[0].history
+                seconds[model] += [float(r["epoch_seconds"]) for r in history if "epoch_seconds" in r][1:]
+                params[model] = result.num_parameters
+        median = {m: statistics.median(v) for m, v in seconds.items()}
+        lines.append(
+            f"| {dataset} | " + " | ".join(f"{median[m]:.3f}" for m in models)
+            + f" | {median[models[0]] / median[models[1]]:.2f} | "
+            + " | ".join(f"{params[m] / 1000:.1f}k" for m in models) + " |"
+        )
+        print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------- tables
 def _mean_std(values: list[float], scale: float = 100.0) -> str:
     values = [v for v in values if math.isfinite(v)]
@@ -216,6 +276,8 @@ def selection_table(rows: list[dict[str, Any]]) -> str:
     complete = [c for c in CANDIDATES if all(c in ranks[d] for d in datasets)]
     if not complete:
         return "(no candidate finished on every data set yet)"
+    if len(datasets) < 2:
+        return "(leaving one data set out needs at least two data sets)"
 
     def mean_rank(config: str, pool: list[str]) -> float:
         return statistics.fmean(ranks[d][config] for d in pool)
@@ -245,7 +307,7 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("diagnosis", "selection"), default="diagnosis")
+    parser.add_argument("--part", choices=("diagnosis", "selection", "cost"), default="diagnosis")
     parser.add_argument("--datasets", nargs="+", default=None)
     parser.add_argument("--configs", nargs="+", default=None, help="only these configuration names")
     parser.add_argument("--epochs", type=int, default=50)
@@ -270,6 +332,18 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work_dir
     make_dirs(work)
     root = Path(args.data_root) if args.data_root else Path("DATA")
+    if args.part == "cost":
+        datasets = args.datasets or [*HELDOUT, *PROTOCOL]
+        prepare_heldout(args.dgcnn_root, work, [d for d in datasets if d in HELDOUT])
+        if any(d in PROTOCOL for d in datasets):
+            if not args.data_root:
+                parser.error("--data-root is needed for the protocol sets")
+            prepare_data(root, work)
+        text = measure_cost(datasets, work, root)
+        make_dirs(args.out)
+        write_text(args.out / "cost.md", text + "\n", root=args.out)
+        print(text)
+        return
     done = {row["key"] for row in load_rows(runs)}
     tasks = tasks_for(args, done, work, root)
     if args.list:

@@ -1,4 +1,4 @@
-"""Writers of tiny benchmark files (fake GCB .npz, fake ZINC CSV) — tests never read ../shared."""
+"""Writers of tiny benchmark files (TU text files, fake GCB .npz, fake ZINC CSV) — tests never read ../shared."""
 
 from __future__ import annotations
 
@@ -11,6 +11,30 @@ SMILES = [
     "c1ccccc1O", "CCN", "C1CC1C(=O)O", "c1ccncc1", "CC(C)Cl", "C1CCOC1",
     "c1cc[nH]c1", "CC[NH3+]", "O=C([O-])c1ccccc1", "CCS", "C1=CC=CC=C1Br", "N#CC",
 ]
+
+
+def write_tu(folder, name: str, graphs) -> None:
+    """Write the TU raw files of ``graphs`` into ``folder/name/raw``.
+
+    ``graphs``: ``(edges, node_labels, label)`` per graph; ``edges`` undirected, 0-based within
+    the graph (each written in both directions, as TU files are).
+    """
+    a_lines, indicator, graph_labels, node_labels = [], [], [], []
+    offset = 0
+    for g, (edges, labels, y) in enumerate(graphs, start=1):
+        for u, v in edges:
+            a_lines += [f"{u + offset + 1}, {v + offset + 1}", f"{v + offset + 1}, {u + offset + 1}"]
+        indicator += [str(g)] * len(labels)
+        node_labels += [str(int(c)) for c in labels]
+        graph_labels.append(str(int(y)))
+        offset += len(labels)
+    raw = folder / name / "raw"
+    raw.mkdir(parents=True)
+    for part, rows in (
+        ("A", a_lines), ("graph_indicator", indicator), ("graph_labels", graph_labels),
+        ("node_labels", node_labels),
+    ):
+        (raw / f"{name}_{part}.txt").write_text("\n".join(rows) + "\n")
 
 
 def _cycle_with_tail(n: int) -> sp.csr_matrix:

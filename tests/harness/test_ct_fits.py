@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.harness.files import write_tu
 from topomodelx_attention.data import ComplexDataLoader
 from topomodelx_attention.harness.config import compose_config
 from topomodelx_attention.harness.models import build_model
@@ -35,9 +36,8 @@ GRAPHS = 24
 def _write_rings(folder, graphs: int = GRAPHS, seed: int = 0) -> None:
     """TU files of ``graphs`` ring graphs: class = min(#6-rings, 1) + [label 2 > label 1]."""
     rng = np.random.default_rng(seed)
-    a_lines, indicator, graph_labels, node_labels = [], [], [], []
-    offset = 0
-    for g in range(graphs):
+    out = []
+    for _ in range(graphs):
         sizes = [int(s) for s in rng.choice([5, 6, 7], size=int(rng.integers(2, 5)))]
         edges, n, previous = [], 0, None
         for size in sizes:
@@ -51,20 +51,8 @@ def _write_rings(folder, graphs: int = GRAPHS, seed: int = 0) -> None:
             edges.append((int(rng.integers(0, n)), n))
             n += 1
         labels = rng.choice(3, size=n)
-        y = min(sizes.count(6), 1) + int((labels == 2).sum() > (labels == 1).sum())
-        for u, v in edges:
-            a_lines += [f"{u + offset + 1}, {v + offset + 1}", f"{v + offset + 1}, {u + offset + 1}"]
-        indicator += [str(g + 1)] * n
-        node_labels += [str(int(c)) for c in labels]
-        graph_labels.append(str(y))
-        offset += n
-    raw = folder / NAME / "raw"
-    raw.mkdir(parents=True)
-    for part, rows in (
-        ("A", a_lines), ("graph_indicator", indicator), ("graph_labels", graph_labels),
-        ("node_labels", node_labels),
-    ):
-        (raw / f"{NAME}_{part}.txt").write_text("\n".join(rows) + "\n")
+        out.append((edges, labels, min(sizes.count(6), 1) + int((labels == 2).sum() > (labels == 1).sum())))
+    write_tu(folder, NAME, out)
 
 
 @pytest.fixture(scope="module")
