@@ -1,4 +1,4 @@
-"""Data model: :class:`ComplexData`, neighbourhoods and TopoNetX conversion."""
+"""Data model: :class:`ComplexData`, neighbourhoods, TopoNetX conversion and sampled sub-complexes."""
 
 import topomodelx_attention._compat  # noqa: F401  (imports PyG without its import-time warning)
 from topomodelx_attention.data.collate import (
@@ -14,6 +14,7 @@ from topomodelx_attention.data.neighborhoods import (
     build_neighborhoods,
     shared_face_counts,
 )
+from topomodelx_attention.data.sampling import SubComplexSampler
 from topomodelx_attention.data.scipy_sparse import (
     scipy_to_torch,
     sparsity_pattern,
@@ -26,6 +27,7 @@ __all__ = [
     "ComplexData",
     "ComplexDataBatch",
     "ComplexDataLoader",
+    "SubComplexSampler",
     "build_neighborhoods",
     "check_batchable",
     "check_features",
