@@ -65,8 +65,10 @@ __all__ = [
     "default_output_dir",
     "evaluate_checkpoint",
     "is_rank_zero",
+    "model_layers",
     "run_experiment",
     "run_seed",
+    "sampler_options",
     "unused_parameters",
 ]
 
@@ -309,7 +311,12 @@ def run_seed(
     loader_cfg = dict(cfg.dataset.get("dataloader") or {})
     batch_size = int(loader_cfg.pop("batch_size", 32))
     num_workers = int(loader_cfg.pop("num_workers", 0))
-    if info.task_level == "transductive":  # full batch: the one complex, collated once
+    model = build_model(cfg.model.name, cfg.model.get("params"), info)
+    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    sampling = sampler_options(cfg.dataset, info.task_level)
+    if sampling is not None:  # batches of target vertices, each with its k-hop sub-complex
+        loaders = _sampled_loaders(sampling, prepared.complexes[0], (train, val, test), model, num_workers, loader_cfg)
+    elif info.task_level == "transductive":  # full batch: the one complex, collated once
         loaders = [FullBatch(part) for part in (train, val, test)]
     else:
         loaders = [
@@ -324,8 +331,6 @@ def run_seed(
             )  # e.g. pin_memory
             for part, shuffle in ((train, True), (val, False), (test, False))
         ]
-    model = build_model(cfg.model.name, cfg.model.get("params"), info)
-    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
     trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
     patience = trainer_cfg.get("early_stopping_patience")
@@ -402,6 +407,137 @@ def run_seed(
         test_metrics,
     )
     return result, n_params
+
+
+_SAMPLER_KEYS = ("batch_size", "hops", "num_neighbors")
+
+
+def sampler_options(dataset_cfg: Any, task_level: str) -> dict[str, Any] | None:
+    """Check ``dataset.sampler``: training and evaluation on sampled sub-complexes, or ``None``.
+
+    ``dataset.sampler`` (default ``null``: one full batch, :class:`FullBatch`) switches a
+    transductive task to batches of target vertices, each with the cells within ``hops`` hops
+    of them (:class:`~topomodelx_attention.data.SubComplexSampler`, the semantics of PyG's
+    ``NeighborLoader``): ``batch_size`` targets per batch (default 1024), ``hops`` (default
+    ``null``: the model's number of layers, which gives the full-batch outputs for models
+    whose layers move one hop over the neighbourhoods they read, e.g. the Cellular Transformer
+    with sparse attention and no global arrow; a graph baseline's layer crosses an edge, vertex to
+    edge to vertex, two incidence hops: set ``hops`` for it), ``num_neighbors`` (default ``null``: no
+    cap; else one fan-out cap per hop, ``-1`` for all). Validation and test run over their
+    vertices in batches of the same size.
+
+    Parameters
+    ----------
+    dataset_cfg : mapping
+        The ``dataset`` config.
+    task_level : str
+        ``DatasetInfo.task_level`` of the data set.
+
+    Returns
+    -------
+    dict or None
+        ``{"batch_size": int, "hops": int or None, "num_neighbors": list or None}``.
+
+    Raises
+    ------
+    ValueError
+        A sampler on a task that is not transductive, an unknown key or a value out of range.
+    """
+    spec = dataset_cfg.get("sampler") if hasattr(dataset_cfg, "get") else None
+    if spec is None:
+        return None
+    spec = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else spec
+    if not isinstance(spec, dict):
+        raise ValueError(
+            f"dataset.sampler must be a mapping {{batch_size, hops, num_neighbors}} or null, got {spec!r}"
+        )
+    if task_level != "transductive":
+        raise ValueError(
+            f"dataset.sampler samples sub-complexes of one large complex: it needs "
+            f"dataset.task_level=transductive, got {task_level!r}; remove dataset.sampler"
+        )
+    unknown = sorted(set(spec) - set(_SAMPLER_KEYS))
+    if unknown:
+        raise ValueError(f"dataset.sampler has unknown keys {unknown}; its keys are {list(_SAMPLER_KEYS)}")
+    options = {"batch_size": 1024, "hops": None, "num_neighbors": None, **spec}
+    size, hops = options["batch_size"], options["hops"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"dataset.sampler.batch_size={size!r} must be a positive integer (target vertices per batch)")
+    if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 0):
+        raise ValueError(f"dataset.sampler.hops={hops!r} must be a non-negative integer or null (the model's number of layers)")
+    caps = options["num_neighbors"]
+    if caps is not None and (
+        not isinstance(caps, list) or any(isinstance(c, bool) or not isinstance(c, int) or c < -1 for c in caps)
+    ):
+        raise ValueError(
+            f"dataset.sampler.num_neighbors={caps!r} must be a list of integers >= 0 (or -1: all), one per hop, or null"
+        )
+    return options
+
+
+def model_layers(model: nn.Module) -> int:
+    """Return the number of layers of a harness model (the default ``dataset.sampler.hops``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model of the registry (node outputs unwrapped).
+
+    Returns
+    -------
+    int
+        ``len(model.layers)`` or ``len(model.blocks)`` (module lists), else ``model.n_layers``.
+
+    Raises
+    ------
+    ValueError
+        When the model shows none of them (set ``dataset.sampler.hops``).
+    """
+    from topomodelx_attention.harness.registry import NodeOutputs
+
+    inner = model.model if isinstance(model, NodeOutputs) else model
+    for name in ("layers", "blocks"):
+        stack = getattr(inner, name, None)
+        if isinstance(stack, nn.ModuleList):
+            return len(stack)
+    layers = getattr(inner, "n_layers", None)
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        return layers
+    raise ValueError(
+        f"cannot tell the number of layers of {type(inner).__name__}: set dataset.sampler.hops"
+    )
+
+
+def _sampled_loaders(
+    options: dict[str, Any],
+    complex_: Any,
+    parts: Sequence[Any],
+    model: nn.Module,
+    num_workers: int,
+    loader_cfg: dict[str, Any],
+) -> list[Any]:
+    """Training, validation and test loaders of sub-complexes around the vertices of each part's mask."""
+    from topomodelx_attention.data import SubComplexSampler
+
+    hops = options["hops"] if options["hops"] is not None else model_layers(model)
+    try:
+        sampler = SubComplexSampler(complex_, hops=hops, num_neighbors=options["num_neighbors"])
+    except ValueError as error:
+        raise ValueError(f"dataset.sampler: {error}") from error
+    loaders = []
+    for part, shuffle in zip(parts, (True, False, False)):
+        targets = torch.nonzero(part.complexes[0].node_mask).view(-1)
+        loaders.append(
+            sampler.loader(
+                targets,
+                batch_size=options["batch_size"],
+                shuffle=shuffle,
+                num_workers=num_workers,
+                persistent_workers=num_workers > 0,
+                **loader_cfg,
+            )
+        )
+    return loaders
 
 
 def _diverged(cfg: DictConfig, seed: int, error: TrainingDiverged, history: EpochHistory, seconds: float) -> SeedResult:
