@@ -38,7 +38,10 @@ Distributed training. The loader is a plain :class:`torch.utils.data.DataLoader`
 target vertex ids: under Lightning's DDP (``trainer.strategy=ddp``) every process gets a
 :class:`torch.utils.data.DistributedSampler` over the targets (Lightning's
 ``use_distributed_sampler``, on by default), so each process trains on its share, with the same
-number of batches on every process; outside Lightning, pass ``sampler=DistributedSampler(...)``.
+number of batches on every process (Lightning shuffles the training targets, seeded by the
+global seed and the epoch); DDP averages the gradients, so a step equals one process's step on
+the mean loss of all processes' batches (tested with two CPU processes). Outside Lightning, pass
+``sampler=DistributedSampler(...)``.
 """
 
 from __future__ import annotations
