@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(mode, rows[mode], flush=True)
     text = table(args, cells, rows)
     print(text)
-    name = f"cells_{sum(cells)}.md"
+    name = f"cells_{sum(cells)}_batch_{args.batch_size}.md"
     write_text(args.output / name, text, root=args.output.parent)
     print(f"written: {args.output / name}")
     return 0

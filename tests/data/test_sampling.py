@@ -210,3 +210,17 @@ def test_bad_targets_are_refused():
         sampler.sample([])
     with pytest.raises(TypeError, match="integer"):
         sampler.sample(torch.tensor([0.5]))
+
+
+def test_the_sampled_complex_benchmark_writes_its_table(tmp_path):
+    from tests.helpers import run_benchmark
+
+    run = run_benchmark(
+        "sampled_complex", "--cells", 1600, "--batch-size", 64, "--modes", "sampled", "full",
+        "--output", tmp_path / "tables", timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    table = (tmp_path / "tables" / "cells_1521_batch_64.md").read_text()  # a 20 x 20 grid: 400 + 760 + 361 cells
+    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in table.splitlines()) if len(cells) > 7}
+    assert int(rows["sampled"][4]) == 4 and int(rows["full"][4]) == 1  # 200 training vertices, batches of 64
+    assert all(float(rows[mode][6].replace(",", "")) > 0 for mode in ("sampled", "full"))  # peak MiB

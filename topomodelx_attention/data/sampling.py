@@ -396,9 +396,9 @@ class SubComplexSampler:
         Parameters
         ----------
         targets : array-like of int, shape = (b,)
-            Target vertex ids (repeats are merged).
+            The batch's target vertices, as for :meth:`cells`.
         generator : torch.Generator, optional
-            Random numbers of the fan-out draws (default: torch's global generator).
+            The fan-out draws' random numbers, as for :meth:`cells`.
 
         Returns
         -------
