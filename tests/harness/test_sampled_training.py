@@ -109,3 +109,15 @@ def test_a_fan_out_list_of_the_wrong_length_names_the_option(tmp_path):
     options = sampler_options({"sampler": {"num_neighbors": [5]}}, "transductive")
     with pytest.raises(ValueError, match=r"dataset\.sampler: num_neighbors .* 2 in all"):
         _sampled_loaders(options, prepared.complexes[0], prepared.split(0), net, 0, {})
+
+
+def test_a_sampler_on_a_graph_level_task_is_refused_before_training(tmp_path):
+    from topomodelx_attention.harness.training import run_experiment
+
+    cfg = compose_config(
+        ["+dataset.sampler={batch_size: 8}", "dataset.max_graphs=8", f"paths.cache_dir={tmp_path / 'cache'}"],
+        dataset="MUTAG", model="mlp",
+    )
+    with pytest.raises(ValueError, match="task_level=transductive"):
+        run_experiment(cfg, output_dir=tmp_path / "out", verbose=False)
+    assert not (tmp_path / "out" / "seed_1").exists()

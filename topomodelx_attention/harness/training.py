@@ -584,7 +584,8 @@ def run_experiment(
         (:class:`ResampleNodeIds`). Transductive node tasks (``dataset.task_level=transductive``,
         e.g. ``configs/dataset/node/``) run one seed per fixed split: seed ``s`` trains on split
         ``s`` of the file's masks (seeds must be ``0..num_splits - 1``; the seed also initialises
-        the model), full batch (:class:`FullBatch`), and report mean ± std over those splits.
+        the model), full batch (:class:`FullBatch`) or on sampled sub-complexes
+        (``dataset.sampler``, :func:`sampler_options`), and report mean ± std over those splits.
     output_dir : path-like, optional
         Output folder (default ``cfg.paths.output_dir`` or
         ``outputs/<dataset>/<model>/<timestamp>``).
@@ -634,6 +635,7 @@ def run_experiment(
                     f"runs one: seeds must be split indices 0..{prepared.num_splits - 1}, got {outside} "
                     f"(e.g. seeds=[{','.join(str(i) for i in range(min(prepared.num_splits, 10)))}])"
                 )
+        sampler_options(cfg.dataset, prepared.info.task_level)  # a bad dataset.sampler fails before any seed
         probe = build_model(name, cfg.model.get("params"), prepared.info)
         prune_keys(prepared.complexes, spec.keys(probe, prepared.info))
         out = output_dir or cfg.paths.get("output_dir")
