@@ -5,6 +5,7 @@ Tiny families (≤ 30 nodes) generated offline; the shared leaderboard is never 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -127,17 +128,17 @@ def _grid_args(tmp_path, *extra):
 def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeypatch, capsys):
     assert grid.SETTINGS[:3] == ["h_lo_d_lo_pl_lo", "h_lo_d_lo_pl_hi", "h_lo_d_hi_pl_lo"] and len(grid.SETTINGS) == 12
     assert grid.main(_grid_args(tmp_path)) == 0
-    path = tmp_path / "results" / "gin" / "results_n10_e1.json"  # not the protocol: never results.json
+    path = tmp_path / "results" / "gin" / "results_n10_e1_f2718.json"  # not the protocol: never results.json
     data = json.loads(path.read_text())
     assert data["metadata"]["n_runs"] == 2 and data["metadata"]["train_seeds"] == [42]
-    assert data["metadata"]["protocol"]["n_graphs"] == 10
+    assert data["metadata"]["protocol"]["n_graphs"] == 10 and data["metadata"]["protocol"]["family_seed"] == 2718
     rows = {r["run_slug"]: r for r in data["results"]}
     assert list(rows) == ["h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi"]  # the challenge's order
     row = rows["h_hi_d_hi_pl_hi"]
     assert (row["experiment"], row["train_seed"], row["homophily"], row["avg_degree"], row["power_law"]) == (
         "triangle_counting", 42, "h_hi", "d_hi", "pl_hi",
     )
-    params = gu.generation_parameters("hi", "hi", "hi", n_graphs=10, family={"n_nodes_range": [10, 30]})
+    params = gu.generation_parameters("hi", "hi", "hi", n_graphs=10, family={"n_nodes_range": [10, 30], "seed": grid.SELECTION_FAMILY_SEED})
     family = gu.load_family(params, tmp_path / "cache")
     total = gu.triangle_total([family[int(i)] for i in gu.challenge_split(10)[2]])
     assert row["test_triangles_total_structural"] == total
@@ -145,7 +146,7 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
     assert row["test_best_rerun_accuracy"] is None
     assert list(row["ood_test"]) == [s for s in grid.SETTINGS if s != "h_hi_d_hi_pl_hi"]
     # the OOD test of a setting is its whole test split, normalised by that split's own triangle total
-    other = gu.load_family(gu.generation_parameters("lo", "hi", "lo", n_graphs=10, family={"n_nodes_range": [10, 30]}), tmp_path / "cache")
+    other = gu.load_family(gu.generation_parameters("lo", "hi", "lo", n_graphs=10, family={"n_nodes_range": [10, 30], "seed": grid.SELECTION_FAMILY_SEED}), tmp_path / "cache")
     other_total = gu.triangle_total([other[int(i)] for i in gu.challenge_split(10)[2]])
     assert row["ood_test"]["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"] == other_total
     assert other_total == rows["h_lo_d_hi_pl_lo"]["test_triangles_total_structural"]
@@ -160,7 +161,7 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
     assert config["AvgTime/train_epoch_mean"] > 0 and row["harness"]["epochs"] == 1
 
     # another configuration never joins the file
-    with pytest.raises(ValueError, match=r"results_n10_e1\.json holds runs with overrides=.*--variant NAME"):
+    with pytest.raises(ValueError, match=r"results_n10_e1_f2718\.json holds runs with overrides=.*--variant NAME"):
         grid.main([*_grid_args(tmp_path), "--set", "optimizer.lr=0.1"])
     with pytest.raises(ValueError, match=r"task_overrides\[triangle_counting\]=\[\]"):
         grid.main([*_grid_args(tmp_path), "--set-tc", "optimizer.lr=0.1"])
@@ -178,7 +179,7 @@ def test_a_failed_run_writes_no_row_and_stays_pending(grid, tmp_path, monkeypatc
 
     monkeypatch.setattr(grid, "execute", crash)
     assert grid.main(_grid_args(tmp_path, "--no-ood")) == 1
-    path = tmp_path / "results" / "gin" / "results_n10_e1.json"
+    path = tmp_path / "results" / "gin" / "results_n10_e1_f2718.json"
     assert not path.exists()  # no partial row, no empty file
     assert "FAILED RuntimeError: killed during h_lo_d_hi_pl_lo" in capsys.readouterr().out
     assert grid.main([*_grid_args(tmp_path, "--no-ood"), "--list"]) == 0
@@ -190,6 +191,34 @@ def test_bad_grid_options_are_refused(grid):
         grid.parse(["--settings", "h_low_d_lo_pl_lo"])
     with pytest.raises(SystemExit):
         grid.parse(["--n-graphs", "5"])
+    with pytest.raises(SystemExit):  # the family seed is the grid's (selection off the protocol's graphs)
+        grid.parse(["--n-graphs", "300", "--set-cd", "+dataset.family.seed=42"])
+
+
+def _graph_hashes(n_graphs: int, seed: int) -> list[str]:
+    """Content hashes (features, edges, communities) of a small family of the setting h_mid_d_hi_pl_lo."""
+    parameters = gu.generation_parameters("mid", "hi", "lo", n_graphs=n_graphs, family={"n_nodes_range": [10, 14], "seed": seed})
+    return [
+        hashlib.sha256(g.x.numpy().tobytes() + g.edge_index.numpy().tobytes() + g.community.numpy().tobytes()).hexdigest()
+        for g in gu.generate_family(parameters)
+    ]
+
+
+def test_selection_families_share_no_graph_with_the_protocol_families(grid):
+    protocol = _graph_hashes(12, grid.family_seed(grid.PROTOCOL["n_graphs"]))
+    # with the protocol's seed a smaller family is the start of the protocol's family (validation
+    # graphs of a subset run would be protocol test graphs): the grid must not generate it so
+    assert _graph_hashes(6, grid.PROTOCOL_FAMILY_SEED) == protocol[:6]
+    selection = _graph_hashes(6, grid.family_seed(300))
+    assert len(set(protocol)) == 12 and len(set(selection)) == 6
+    assert not set(selection) & set(protocol)
+    # and the grid's configurations use these seeds
+    args = grid.parse(["--n-graphs", "300", "--max-epochs", "20"])
+    assert grid.compose("gin", "community_detection", "h_mid_d_hi_pl_lo", 42, args).dataset.family.seed == grid.SELECTION_FAMILY_SEED
+    args = grid.parse([])
+    assert grid.compose("gin", "community_detection", "h_mid_d_hi_pl_lo", 42, args).dataset.family.seed == 42
+    assert grid.results_file("gin", 300, 20, "x").name == "results_n300_e20_f2718_x.json"
+    assert grid.results_file("gin", 1000, 20, None).name == "results_n1000_e20.json"
 
 
 def test_results_file_refuses_a_foreign_file(grid, tmp_path):
@@ -285,6 +314,17 @@ def test_leaderboard_ranks_our_entry_overall_in_track_and_on_matched_rows(tmp_pa
     assert cells[9] == "0.4000" and cells[10] == "1 / 1"
     assert cells[11] == "0.1000" and cells[12] == "2.0" and cells[13] == "123"
     assert any(r.startswith("| CT (cell/ct) #371") for r in text.splitlines())
+    assert "*ours: cellular_transformer*: this package's harness, configurations tuned per task" in text
+
+    # the one-configuration entry: the notebook's slugs (h_lo__d_lo__pl_lo) match the leaderboard's rows
+    entry = tmp_path / "results" / "challenge_entry"
+    entry.mkdir()
+    notebook_row = {**result_rows[0], "run_slug": "h_lo__d_lo__pl_lo", "test_best_rerun_accuracy": 0.35}
+    (entry / "results.json").write_text(json.dumps({"metadata": {}, "results": [notebook_row]}))
+    text = _leaderboard(tmp_path).split("### triangle_counting")[0]
+    cells = [c.strip() for c in next(r for r in text.splitlines() if r.startswith("| ours: challenge_entry")).split("|")[1:-1]]
+    assert cells[1] == "track-2-tnn" and cells[9] == "0.3500" and cells[10] == "1 / 1"  # matched: 0.35 > A 0.3 > CT 0.2
+    assert "*ours: challenge_entry*: one configuration for both tasks, TopoBench's run_challenge_grid" in text
 
 
 def test_leaderboard_curves_report_best_validation_by_epoch_and_the_gap_per_homophily(tmp_path):
@@ -467,3 +507,21 @@ def test_the_grid_script_reports_a_user_error_without_a_traceback(tmp_path):
         "graphuniverse_grid.py: error: --export-challenge takes exactly one model and its TopoBench config, got no "
         "--model-config (--models NAME --model-config DOMAIN/CONFIG, e.g. cell/cellular_transformer_rrwp)"
     ]
+
+
+def test_counting_two_cells_of_the_chordless_triangle_lifting_scores_zero(tmp_path):
+    # the non-learned baseline beside the triangle-counting rows: with chordless cycles of at most
+    # 3 vertices every 2-cell is a triangle and every triangle a 2-cell; a cycle basis is not that
+    out = tmp_path / "two_cells.json"
+    run = run_benchmark(
+        "two_cell_count", "--settings", "h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi", "--n-graphs", "20",
+        "--n-nodes-range", "12", "20", "--cache-dir", tmp_path / "cache", "--json", out,
+    )
+    assert run.returncode == 0, run.stderr
+    scores = json.loads(out.read_text())["settings"]
+    assert set(scores) == {"h_lo_d_hi_pl_lo", "h_hi_d_hi_pl_hi"}
+    for setting in scores.values():
+        assert setting["graphs"] == 3 and setting["triangles"] > 0  # the protocol's test split of 20 graphs
+        assert setting["chordless3"]["mse"] == 0 and setting["chordless3"]["exact"] == 3
+    assert any(s["basis10"]["mse"] > 0 for s in scores.values())
+    assert "| h_hi_d_hi_pl_hi | 3 |" in run.stdout

@@ -18,7 +18,13 @@ challenge's schema (``{"metadata": ..., "results": [row, ...]}``, rows as
 harness in ``wandb_config``). A run is finished when its row is in the file: a restart skips it
 (resumable); rows are added under a file lock and the file is replaced atomically, so a killed
 run leaves no partial row. Runs with fewer graphs or epochs than the protocol (``--n-graphs``,
-``--max-epochs``) go to ``results_n<N>_e<E>.json`` instead, never mixed with protocol runs. The
+``--max-epochs``) go to ``results_n<N>_e<E>[_f<seed>].json`` instead, never mixed with protocol
+runs. **Selection never sees protocol test graphs**: graph-universe draws a family's graphs one
+after another from its generation seed, so a family of ``n`` graphs with the protocol's seed is
+the first ``n`` graphs of the protocol's 1,000, and the validation split of such a run holds
+protocol test graphs. A run with fewer graphs than the protocol therefore generates its families
+from :data:`SELECTION_FAMILY_SEED` (``dataset.family.seed``; the protocol's is 42), recorded as
+``family_seed`` in its file's protocol and as ``_f<seed>`` in its name. The
 workers import a copy of the package made when the grid starts (``<work>/code/<digest>``,
 :data:`WORK`, ``--work-dir``; ``--live-code`` runs on the imported package), so editing the code
 or the packaged configs during a grid of several hours neither changes nor breaks its runs.
@@ -73,6 +79,7 @@ __all__ = [
     "PROTOCOL",
     "RESULTS",
     "SEEDS",
+    "SELECTION_FAMILY_SEED",
     "SETTINGS",
     "TASKS",
     "WORK",
@@ -108,6 +115,19 @@ METRIC_KEYS = (
     "test_mse_by_total_triangles",
 )
 """The metrics of a row (and of every ``ood_test`` entry), as the challenge names them."""
+PROTOCOL_FAMILY_SEED = 42
+"""Generation seed of the protocol's families (``dataset.family.seed``, TopoBench's ``family_parameters.seed``)."""
+SELECTION_FAMILY_SEED = 2718
+"""Generation seed of the families of runs with fewer graphs than the protocol (configuration selection).
+
+Any seed but the protocol's: a family drawn from it shares no graph with the protocol's families
+(``tests/harness/test_graphuniverse_grid.py`` checks the graphs' contents on small families).
+"""
+
+
+def family_seed(n_graphs: int) -> int:
+    """Return the generation seed of a run's families: the protocol's for ``n_graphs`` = 1,000, else :data:`SELECTION_FAMILY_SEED`."""
+    return PROTOCOL_FAMILY_SEED if n_graphs == PROTOCOL["n_graphs"] else SELECTION_FAMILY_SEED
 
 
 def parse_setting(slug: str) -> dict[str, str]:
@@ -135,11 +155,17 @@ def parse_setting(slug: str) -> dict[str, str]:
 
 
 def results_file(model: str, n_graphs: int, max_epochs: int, variant: str | None, root: Path | None = None) -> Path:
-    """``<root>/<model>/results.json`` (root: :data:`RESULTS`) for protocol runs, else a file named by the deviation."""
+    """``<root>/<model>/results.json`` (root: :data:`RESULTS`) for protocol runs, else a file named by the deviation.
+
+    ``results_n<N>_e<E>`` for fewer graphs or epochs, ``_f<seed>`` for families of another
+    generation seed (:func:`family_seed`), then ``_<variant>``.
+    """
     root = RESULTS if root is None else root
     name = "results"
     if n_graphs != PROTOCOL["n_graphs"] or max_epochs != PROTOCOL["max_epochs"]:
         name += f"_n{n_graphs}_e{max_epochs}"
+    if family_seed(n_graphs) != PROTOCOL_FAMILY_SEED:
+        name += f"_f{family_seed(n_graphs)}"
     if variant:
         name += f"_{variant}"
     return root / model / f"{name}.json"
@@ -318,6 +344,7 @@ def compose(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
         f"dataset.task={task}",
         *(f"dataset.{k}={v}" for k, v in levels.items()),
         f"dataset.n_graphs={args.n_graphs}",
+        f"dataset.family.seed={family_seed(args.n_graphs)}",
         f"seeds=[{seed}]",
         f"trainer.max_epochs={args.max_epochs}",
         "trainer.num_threads=1",
@@ -448,7 +475,10 @@ def metadata(model: str, args: argparse.Namespace) -> dict[str, Any]:
         "model_config": model,
         "heatmap_note": "topomodelx_attention harness, benchmarks/graphuniverse_grid.py (TopoBench "
         "2026_tdl_challenge protocol re-implemented; no wandb: epoch times and parameter counts from the harness)",
-        "protocol": {**PROTOCOL, "n_graphs": args.n_graphs, "max_epochs": args.max_epochs, "ood": not args.no_ood},
+        "protocol": {
+            **PROTOCOL, "n_graphs": args.n_graphs, "max_epochs": args.max_epochs, "ood": not args.no_ood,
+            **({"family_seed": family_seed(args.n_graphs)} if family_seed(args.n_graphs) != PROTOCOL_FAMILY_SEED else {}),
+        },
         "variant": args.variant,
         "overrides": list(args.set or []),
         "task_overrides": {t: list(args.set_task.get(t, [])) for t in args.tasks} if isinstance(args.set_task, dict) else {},
@@ -620,6 +650,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.variant is not None and not args.variant.replace("-", "").replace(".", "").isalnum():
         parser.error("--variant must be letters, digits, '-' or '.'")
     args.set_task = {"community_detection": args.set_cd, "triangle_counting": args.set_tc}
+    given = [item for items in (args.set or [], args.set_cd, args.set_tc) for item in items]
+    if any(item.split("=", 1)[0].lstrip("+") == "dataset.family.seed" for item in given):
+        parser.error(
+            "dataset.family.seed is the grid's: the protocol's families for --n-graphs "
+            f"{PROTOCOL['n_graphs']}, seed {SELECTION_FAMILY_SEED} for fewer graphs (no protocol test graph in selection)"
+        )
     return args
 
 
