@@ -24,14 +24,23 @@ from topomodelx_attention.files import write_text
 
 def read_dgcnn(text: str) -> list[tuple[int, list[int], list[tuple[int, int]]]]:
     """``(label, node tags, directed edges)`` of every graph of a DGCNN-format text."""
-    tokens = iter(text.split("\n"))
-    n_graphs = int(next(tokens).strip())
+    lines = text.split("\n")
+    n_graphs = int(lines[0].strip())
+    position = 1
+
+    def line(graph: int) -> str:
+        nonlocal position
+        if position >= len(lines) or not lines[position].strip():
+            raise ValueError(f"the file ends inside graph {graph + 1} of {n_graphs}: it is truncated")
+        position += 1
+        return lines[position - 1]
+
     graphs = []
-    for _ in range(n_graphs):
-        n, label = (int(t) for t in next(tokens).split()[:2])
+    for g in range(n_graphs):
+        n, label = (int(t) for t in line(g).split()[:2])
         tags, edges = [], []
         for i in range(n):
-            row = [int(float(t)) for t in next(tokens).split()]
+            row = [int(float(t)) for t in line(g).split()]
             tag, m = row[0], row[1]
             tags.append(tag)
             edges += [(i, j) for j in row[2:2 + m]]

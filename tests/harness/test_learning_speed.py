@@ -6,16 +6,8 @@ Synthetic ``runs.jsonl`` rows and a hand-written DGCNN text file: nothing is tra
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
-
-import pytest
 
 from tests.helpers import run_benchmark
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import dgcnn_tu  # noqa: E402
 
 #: Two graphs in the DGCNN text format: a labelled triangle (class 1) and a path of two
 #: vertices (class 0); the second vertex of the path carries a continuous attribute.
@@ -30,11 +22,16 @@ DGCNN = """2
 """
 
 
+def _convert(*args, expect: str) -> None:
+    run = run_benchmark("dgcnn_tu", *args)
+    assert run.returncode == 0 and run.stdout.strip() == expect, run.stderr
+
+
 def test_dgcnn_text_becomes_the_tu_files_by_hand(tmp_path):
     """Vertices numbered from 1 across graphs, each edge in both directions, tags as node labels."""
     source = tmp_path / "X.txt"
     source.write_text(DGCNN)
-    assert dgcnn_tu.convert(source, tmp_path / "out", "X") == 2
+    _convert(source, tmp_path / "out", "X", expect="2 graphs")
     raw = tmp_path / "out" / "X" / "raw"
     assert (raw / "X_A.txt").read_text().split("\n")[:-1] == [
         "1, 2", "1, 3", "2, 1", "2, 3", "3, 1", "3, 2", "4, 5", "5, 4",
@@ -47,8 +44,8 @@ def test_dgcnn_text_becomes_the_tu_files_by_hand(tmp_path):
 def test_a_subset_keeps_whole_graphs_and_is_seeded(tmp_path):
     source = tmp_path / "X.txt"
     source.write_text(DGCNN)
-    assert dgcnn_tu.convert(source, tmp_path / "a", "X", max_graphs=1, seed=3) == 1
-    assert dgcnn_tu.convert(source, tmp_path / "b", "X", max_graphs=1, seed=3) == 1
+    _convert(source, tmp_path / "a", "X", "--max-graphs", "1", "--seed", "3", expect="1 graphs")
+    _convert(source, tmp_path / "b", "X", "--max-graphs", "1", "--seed", "3", expect="1 graphs")
     a = (tmp_path / "a" / "X" / "raw" / "X_A.txt").read_text()
     assert a == (tmp_path / "b" / "X" / "raw" / "X_A.txt").read_text()
     assert a in ("1, 2\n1, 3\n2, 1\n2, 3\n3, 1\n3, 2\n", "1, 2\n2, 1\n")
@@ -57,8 +54,9 @@ def test_a_subset_keeps_whole_graphs_and_is_seeded(tmp_path):
 def test_a_truncated_file_is_an_error(tmp_path):
     source = tmp_path / "X.txt"
     source.write_text("\n".join(DGCNN.split("\n")[:4]))
-    with pytest.raises((StopIteration, ValueError, RuntimeError)):
-        dgcnn_tu.convert(source, tmp_path / "out", "X")
+    run = run_benchmark("dgcnn_tu", source, tmp_path / "out", "X")
+    assert run.returncode != 0 and "ends inside graph 1 of 2" in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def _row(dataset, config, seed, val, losses, model="cellular_transformer"):
