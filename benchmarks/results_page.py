@@ -11,8 +11,10 @@ Sources, one section each:
   conditions that the harness does not record);
 * ``design_space/`` and ``design_space_50ep/``: ``runs.jsonl`` of ``design_space.py``, rendered by
   that script's own table functions, and ``protocol.json``;
-* ``graphuniverse/``: every model's ``results.json`` of ``graphuniverse_grid.py`` (the entry) and
-  its other results files (selection runs), and ``protocol.json``;
+* ``graphuniverse/``: every model's ``results.json`` of ``graphuniverse_grid.py`` (the tuned study)
+  and its other results files (selection runs), ``protocol.json``, ``two_cell_count.json`` of
+  ``two_cell_count.py`` (the non-learned triangle count) and ``challenge_entry/`` of
+  ``challenge_entry.py`` (the one-configuration entry scored by TopoBench's ``run_challenge_grid``);
 * ``topobench/`` and ``speed/``: recorded outputs of ``topobench_check.py`` and of the speed and
   memory scripts, one JSON file per table, with the command, the baseline and the machine.
 
@@ -272,8 +274,87 @@ def _overrides(metadata: dict[str, Any], task: str) -> str:
     return "<br>".join(f"`{c}`" for c in changes) if changes else "packaged"
 
 
+ENTRY = "challenge_entry"
+"""Folder of the one-configuration entry (``challenge_entry.py``), not a model of the tuned study."""
+
+
+def _study_rows(runs: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """Mean, per-homophily means and OOD mean of rows (the tables' shared columns)."""
+    per_level = [_mean([r.get(key) for r in runs if r["homophily"] == f"h_{h}"]) for h in ("lo", "mid", "hi")]
+    ood = _mean([_mean([v.get(key) for v in (r.get("ood_test") or {}).values()]) for r in runs])
+    return [_f(_mean([r.get(key) for r in runs])), *(_f(v) for v in per_level), _f(ood)]
+
+
+def entry_section(folder: Path) -> list[str]:
+    """The one-configuration entry: ``challenge_entry/results.json`` and its ``conditions.json``, if scored."""
+    out = ["### The one-configuration entry (TopoBench's run_challenge_grid)", ""]
+    path = folder / ENTRY / "results.json"
+    if not path.is_file():
+        return [
+            *out,
+            "Not scored yet. `benchmarks/challenge_entry.py` scores the configuration the TopoBench pull request "
+            "contains (`cell/cellular_transformer_rrwp`), the same for both tasks, with TopoBench's optimiser, schedule "
+            "and default cell lifting, through TopoBench's own `run_challenge_grid` (command in `benchmarks/README.md`).",
+            "",
+        ]
+    data, conditions = _json(path), _json(path.with_name("conditions.json"))
+    out += _bullets([
+        f"Configuration: `{data['metadata']['model_config']}`, one for both tasks; TopoBench "
+        f"{conditions['run']['topobench']}.",
+        *(f"Differs from the notebook: {line}." for line in conditions["differences_from_the_notebook"]),
+    ])
+    rows = []
+    for task, (key, _, meaning) in TASKS.items():
+        runs = [r for r in data["results"] if r["experiment"] == task]
+        if runs:
+            rows.append([task.replace("_", " "), meaning, str(len(runs)),
+                         _seed_list(sorted({int(r["train_seed"]) for r in runs})), *_study_rows(runs, key)])
+    out += ["", *_table(["task", "metric", "runs", "seeds", "mean", "h_lo", "h_mid", "h_hi", "OOD"], rows,
+                        [False, False, True, False, True, True, True, True, True])]
+    return [*out, "", _source(path, path.with_name("conditions.json")), ""]
+
+
+def baselines_section(folder: Path, entries: Sequence[Path]) -> list[str]:
+    """What the tuned study's numbers show: the non-learned triangle count and our GPS on the CT's matched rows."""
+    out = ["### What the tuned study's numbers show", ""]
+    counts = folder / "two_cell_count.json"
+    if counts.is_file():
+        data = _json(counts)
+        names = list(data["liftings"])
+        out += [
+            "Triangle counting without learning: predict the number of 2-cells of a lifting (`two_cell_count.py`), "
+            "scored like the grid (test MSE / total test triangles, the protocol's test split). `chordless3` (chordless "
+            "cycles of at most 3 vertices) is the lifting of the CT's and TokenGT's triangle rows above: every 2-cell is "
+            "a triangle and every triangle a 2-cell, so counting 2-cells is exact; the CT's score on those rows "
+            "measures how closely it reproduces a count its input lists. `basis10` (networkx's cycle basis, cycles of "
+            "at most 10 vertices: the options of TopoBench's default cell lifting, which the one-configuration entry "
+            f"uses) does not make the triangles its 2-cells. Families of {data['n_graphs']:,} graphs:",
+            "",
+        ]
+        rows = [[slug, str(v["graphs"]), str(v["triangles"]),
+                 *(f"{_f(v[n]['mse_by_total_triangles'])} ({v[n]['exact']}/{v['graphs']})" for n in names)]
+                for slug, v in data["settings"].items()]
+        out += _table(["setting", "test graphs", "test triangles",
+                       *(f"{n}: MSE / triangles (graphs exact)" for n in names)], rows,
+                      [False, True, True, *([True] * len(names))])
+        out += ["", _source(counts), ""]
+    key = TASKS["community_detection"][0]
+    rows = []
+    for path in entries:
+        data = _json(path)
+        runs = [r for r in data["results"] if r["experiment"] == "community_detection" and int(r["train_seed"]) == 42]
+        if runs:
+            rows.append([path.parent.name, str(len(runs)), _f(_mean([r.get(key) for r in runs])),
+                         _overrides(data.get("metadata") or {}, "community_detection")])
+    out += ["Community detection on the rows every model has (the 12 settings at training seed 42). Last column: "
+            "what each model changes from its packaged config (`packaged`: untuned).", ""]
+    out += _table(["model", "rows", "accuracy (seed 42)", "changes to the packaged config"], rows,
+                  [False, True, True, False])
+    return [*out, "", "Ranks against the challenge's leaderboard hold only under the conditions listed above.", ""]
+
+
 def graphuniverse_section(folder: Path) -> list[str]:
-    """Our entries (every model's ``results.json``) per task, then every selection file."""
+    """The tuned study (every model's ``results.json``) per task, what it shows, the one-configuration entry, selection files."""
     protocol = _json(folder / "protocol.json")
     out = [f"## {protocol['title']}", ""]
     out += _bullets([f"Scripts: {protocol['script']}.", f"Machine: {protocol['machine']}.", *protocol["protocol"]])
@@ -283,9 +364,9 @@ def graphuniverse_section(folder: Path) -> list[str]:
         "repository: `python benchmarks/graphuniverse_leaderboard.py --leaderboard PATH`.",
         "",
     ]
-    entries = sorted(folder.glob("*/results.json"))
+    entries = sorted(p for p in folder.glob("*/results.json") if p.parent.name != ENTRY)
     for task, (key, _, meaning) in TASKS.items():
-        out += [f"### The entries: {task.replace('_', ' ')}", ""]
+        out += [f"### Tuned study: {task.replace('_', ' ')}", ""]
         out += [f"Metric: {meaning}; mean over the runs (12 settings × the seeds run); per homophily level; OOD: the mean "
                 "over the runs of the mean over the 11 other settings. s/epoch: wall seconds of a training epoch; "
                 "CPU s/epoch: training, validation and test of the run per epoch.", ""]
@@ -295,15 +376,12 @@ def graphuniverse_section(folder: Path) -> list[str]:
             runs = [r for r in data["results"] if r["experiment"] == task]
             if not runs:
                 continue
-            per_level = [_mean([r.get(key) for r in runs if r["homophily"] == f"h_{h}"]) for h in ("lo", "mid", "hi")]
-            ood = _mean([_mean([v.get(key) for v in (r.get("ood_test") or {}).values()]) for r in runs])
             seconds = _mean([(r.get("wandb_config") or {}).get("AvgTime/train_epoch_mean") for r in runs])
             cpu = _mean([(r.get("harness") or {}).get("cpu_seconds_per_epoch") for r in runs])
             params = sorted({(r.get("wandb_config") or {}).get("model/params/total") for r in runs} - {None})
             seeds = sorted({int(r["train_seed"]) for r in runs})
             rows.append([
-                path.parent.name, str(len(runs)), _seed_list(seeds), _f(_mean([r.get(key) for r in runs])),
-                *(_f(v) for v in per_level), _f(ood), _f(seconds, 1), _f(cpu, 1),
+                path.parent.name, str(len(runs)), _seed_list(seeds), *_study_rows(runs, key), _f(seconds, 1), _f(cpu, 1),
                 ", ".join(f"{p:,}" for p in params), _overrides(data.get("metadata") or {}, task),
             ])
         out += _table(
@@ -312,16 +390,20 @@ def graphuniverse_section(folder: Path) -> list[str]:
             rows, [False, True, False, True, True, True, True, True, True, True, True, False],
         )
         out += ["", _source(*entries), ""]
+    out += baselines_section(folder, entries)
+    out += entry_section(folder)
     out += ["### Selection runs", ""]
     out += [
         "Every other results file: configurations tried before a grid (fewer graphs or epochs, one or two settings, "
         "validation only) and the rows of an entry that a complete variant grid replaced "
         "(`results_replaced_by_<variant>.json`). Mean over the file's runs of the best validation metric "
-        "(accuracy; MSE for triangle counting) and of the test metric.",
+        "(accuracy; MSE for triangle counting) and of the test metric. Family seed: the generation seed of the "
+        "families; 42 with fewer than 1,000 graphs means the first graphs of the protocol's families, so the "
+        "validation graphs include protocol test graphs.",
         "",
     ]
     rows = []
-    others = sorted(p for p in folder.glob("*/*.json") if p.name != "results.json")
+    others = sorted(p for p in folder.glob("*/*.json") if p.name != "results.json" and p.parent.name != ENTRY)
     for path in others:
         data = _json(path)
         metadata = data.get("metadata") or {}
@@ -333,13 +415,14 @@ def graphuniverse_section(folder: Path) -> list[str]:
             val = _mean([(r.get("harness") or {}).get(f"val_best_{metric}") for r in runs])
             rows.append([
                 path.parent.name, f"`{path.name}`", task.replace("_", " "), str(run_protocol.get("n_graphs", "–")),
-                str(run_protocol.get("max_epochs", "–")), str(len(runs)),
+                str(run_protocol.get("family_seed", 42)), str(run_protocol.get("max_epochs", "–")), str(len(runs)),
                 _seed_list(sorted({int(r["train_seed"]) for r in runs})),
                 _f(val), _f(_mean([r.get(key) for r in runs])), _overrides(metadata, task),
             ])
     out += _table(
-        ["model", "file", "task", "graphs", "max epochs", "runs", "seeds", "best val", "test", "changes to the packaged config"],
-        rows, [False, False, False, True, True, True, False, True, True, False],
+        ["model", "file", "task", "graphs", "family seed", "max epochs", "runs", "seeds", "best val", "test",
+         "changes to the packaged config"],
+        rows, [False, False, False, True, True, True, True, False, True, True, False],
     )
     out += ["", _source(folder / "<model>" / "results_*.json"), ""]
     return out

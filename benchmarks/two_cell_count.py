@@ -8,9 +8,10 @@ A cell model sees the 2-cells its lifting makes; this script scores the predicto
   "chordless", max_cell_length=3)``, the lifting of the tuned study's triangle-counting rows): a
   chordless cycle of 3 vertices is a triangle and every triangle is one, so the count is exact
   and the score is 0 on every graph;
-* ``basis10`` — a cycle basis, cycles of at most 10 vertices (``CellCycleLifting(cycles="basis",
-  max_cell_length=10)``: TopoBench's default lifting of cell models on graph data,
-  ``transforms/liftings/graph2cell/cycle.yaml``): ``m - n + c`` cycles at most, not the triangles.
+* ``basis10`` — networkx's cycle basis, cycles of at most 10 vertices (``CellCycleLifting(cycles=
+  "basis", max_cell_length=10)``: the options of TopoBench's default lifting of cell models on
+  graph data, ``transforms/liftings/graph2cell/cycle.yaml``): ``m - n + c`` cycles at most, not the
+  triangles.
 
 A model whose lifting is ``chordless3`` can score 0 by counting its 2-cells, so its triangle
 score shows the lifting as much as the model.

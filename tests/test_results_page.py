@@ -50,8 +50,38 @@ def test_the_equal_budget_tables_hold_the_values_of_the_harness_results_files(ge
 def test_the_graphuniverse_entry_is_the_mean_of_its_rows(generated):
     data = json.loads((RESULTS / "graphuniverse" / "cellular_transformer" / "results.json").read_text())
     scores = [r["test_best_rerun_accuracy"] for r in data["results"] if r["experiment"] == "community_detection"]
-    section = generated.split("### The entries: community detection")[1].split("###")[0]
+    section = generated.split("### Tuned study: community detection")[1].split("###")[0]
     assert f"| {sum(scores) / len(scores):.4f} |" in _row(section, f"cellular_transformer | {len(scores)}")
+
+
+def test_the_tuned_study_stands_beside_untuned_gps_on_matched_seed_42_rows(generated):
+    section = generated.split("### What the tuned study's numbers show")[1].split("###")[0]
+    for model in ("cellular_transformer", "gps"):
+        data = json.loads((RESULTS / "graphuniverse" / model / "results.json").read_text())
+        seed42 = [r["test_best_rerun_accuracy"] for r in data["results"]
+                  if r["experiment"] == "community_detection" and r["train_seed"] == 42]
+        assert len(seed42) == 12
+        assert f"| {sum(seed42) / 12:.4f} |" in _row(section, f"{model} | 12")
+    assert "packaged" in _row(section, "gps | 12") and "packaged" not in _row(section, "cellular_transformer | 12")
+
+
+def test_the_one_configuration_entry_is_shown_with_its_conditions(tmp_path):
+    copy = tmp_path / "results"
+    shutil.copytree(RESULTS, copy)
+    entry = copy / "graphuniverse" / "challenge_entry"
+    shutil.rmtree(entry, ignore_errors=True)
+    assert "Not scored yet." in _generate(tmp_path, "--results", copy)
+    entry.mkdir()
+    row = {"experiment": "community_detection", "train_seed": 42, "homophily": "h_lo", "run_slug": "h_lo__d_lo__pl_lo",
+           "test_best_rerun_accuracy": 0.25, "ood_test": {"h_hi__d_hi__pl_hi": {"test_best_rerun_accuracy": 0.5}}}
+    (entry / "results.json").write_text(json.dumps({"metadata": {"model_config": "cell/x"}, "results": [row]}))
+    conditions = {"run": {"topobench": "abc 2026-06-11"}, "differences_from_the_notebook": ["trainer=cpu"]}
+    (entry / "conditions.json").write_text(json.dumps(conditions))
+    page = _generate(tmp_path, "--results", copy)
+    section = page.split("### The one-configuration entry")[1].split("###")[0]
+    assert "Differs from the notebook: trainer=cpu." in section and "`cell/x`" in section
+    assert "| community detection | test accuracy of the nodes, higher is better | 1 | 42 | 0.2500 | 0.2500 | – | – | 0.5000 |" in section
+    assert "challenge_entry" not in page.split("### Tuned study: community detection")[1].split("###")[0]
 
 
 def test_the_speed_tables_are_the_recorded_rows(generated):
