@@ -382,3 +382,17 @@ def test_added_keys_that_are_read_do_not_warn(override):
 
 def test_group_additions_are_not_keys():
     assert unused_additions(["+experiment=ct_paper_zinc", "~model.pe", "model=graph/gin"]) == []
+
+
+def test_a_model_config_brings_its_learning_rate_and_overrides_replace_it():
+    """``optimizer.lr`` is the model config's ``optimizer.lr`` when it has one, else 1e-3;
+    a command-line override or an experiment preset replaces it."""
+    ct = compose_config(model="cellular_transformer")
+    assert ct.model.optimizer.lr == 0.003 and ct.optimizer.lr == 0.003
+    assert compose_config(model="gps").optimizer.lr == 0.001
+    assert compose_config(["optimizer.lr=0.0005"], model="cellular_transformer").optimizer.lr == 0.0005
+    assert compose_config(["model.optimizer.lr=0.002"], model="cellular_transformer").optimizer.lr == 0.002
+    preset = compose_config(["experiment=ct_paper_gcb"], model="cellular_transformer")
+    assert preset.optimizer.lr == 0.0003
+    with pytest.raises(ValueError, match="optimizer.lr"):
+        compose_config(["model.optimizer.lr=-1"], model="cellular_transformer")

@@ -187,9 +187,10 @@ def test_outputs_must_match_the_task_level(prepared):
     two_ranks = {**ct_cfg.model.params, "readout_options": {**readout, "ranks": [0, 1]}}
     with pytest.raises(ValueError, match=r"readout_options\.ranks must be \[0\]"):
         build_model("cellular_transformer", two_ranks, ct_data.info)
-    pooled_first = {**ct_cfg.model.params, "readout_options": {**readout, "before_pooling": False}}
-    with pytest.raises(ValueError, match=r"readout_options\.before_pooling must be true"):
-        build_model("cellular_transformer", pooled_first, ct_data.info)
+    # the packaged graph-level order (pool, then the MLP) gives way to the per-vertex readout
+    for before in (False, True):
+        params = {**ct_cfg.model.params, "readout_options": {**readout, "before_pooling": before}}
+        assert build_model("cellular_transformer", params, ct_data.info).model.outputs == (0,)
     graph_info = DatasetInfo("g", "classification", 3, [15, 15, 15], [None] * 3, None, "accuracy")
     with pytest.raises(ValueError, match=r"graph-level task: model\.params\.outputs must be 'complex'"):
         build_model("gin", {"outputs": "node"}, graph_info)

@@ -234,6 +234,7 @@ def _check_kernel_options(kind: str, options: Mapping[str, Any]) -> dict[str, An
     unknown = sorted(set(options) - taken)
     if unknown:
         raise ValueError(
-            f"kernel_options {unknown} are not options of kind={kind!r}; it takes {sorted(taken)}"
+            f"kernel_options {unknown} are not options of kind={kind!r}; it takes {sorted(taken)} "
+            "(drop the others from kernel_options)"
         )
     return options

@@ -18,6 +18,7 @@ from topomodelx_attention.nn.common import FeatureEncoder
 __all__ = [
     "CELL_EMBEDDINGS",
     "PE_COMBINATIONS",
+    "PE_NORMS",
     "PE_PROJECTIONS",
     "CellEncoder",
     "pe_projection_layer",
@@ -25,6 +26,8 @@ __all__ = [
 ]
 
 PE_COMBINATIONS = ("concat", "sum")
+#: Normalisations of the positional encoding before its projection (``None``: none, the paper).
+PE_NORMS = (None, "batch")
 PE_PROJECTIONS = ("per_rank", "shared")
 CELL_EMBEDDINGS = ("own", "vertex_sum")
 
@@ -58,6 +61,12 @@ class CellEncoder(nn.Module):
     pe_linear : torch.nn.Linear, optional
         The PE projection ``θ_pe, b_pe`` to use, e.g. one shared by every rank (Eq. 4);
         default: a projection of this encoder's own.
+    pe_norm : {None, "batch"}, default=None
+        ``"batch"``: every PE column is standardised over the cells of the batch before the
+        projection (batch normalisation with a learned scale and shift; running statistics in
+        eval mode, and for a batch of one cell), as GraphGPS encodes RWSE: return
+        probabilities of odd walk lengths, small numbers that tell odd cycles apart, reach the
+        projection at unit scale. ``None``: the PE as it is (the paper).
     """
 
     def __init__(
@@ -68,8 +77,11 @@ class CellEncoder(nn.Module):
         pe_channels: int | None = None,
         pe_combination: str = "concat",
         pe_linear: nn.Linear | None = None,
+        pe_norm: str | None = None,
     ) -> None:
         super().__init__()
+        if pe_norm not in PE_NORMS:
+            raise ValueError(f"pe_norm must be one of {PE_NORMS}, got {pe_norm!r}")
         if pe_combination not in PE_COMBINATIONS:
             raise ValueError(
                 f"pe_combination must be one of {PE_COMBINATIONS}, got {pe_combination!r}"
@@ -90,6 +102,9 @@ class CellEncoder(nn.Module):
                 if pe_linear is None
                 else pe_linear
             )
+        self.pe_norm = (
+            nn.BatchNorm1d(self.pe_channels) if pe_norm == "batch" and self.pe_channels else None
+        )
 
     def forward(self, x: Tensor, pe: Tensor | None = None) -> Tensor:
         """Embed features and combine the positional encoding.
@@ -147,6 +162,12 @@ class CellEncoder(nn.Module):
                 f"positional encodings must be float, got {pe.dtype}; apply a PE transform"
             )
         pe = pe.to(h.dtype)
+        if self.pe_norm is not None and pe.shape[0] > 0:
+            norm = self.pe_norm
+            pe = nn.functional.batch_norm(
+                pe, norm.running_mean, norm.running_var, norm.weight, norm.bias,
+                training=self.training and pe.shape[0] > 1, momentum=norm.momentum, eps=norm.eps,
+            )
         if self.pe_combination == "concat":
             return self.pe_linear(torch.cat([h, pe], dim=-1))
         return h + self.pe_linear(pe)

@@ -17,6 +17,7 @@ from topomodelx_attention.nn.attention import scatter_sum
 from topomodelx_attention.nn.cell.cell_encoder import (
     CELL_EMBEDDINGS,
     PE_COMBINATIONS,
+    PE_NORMS,
     PE_PROJECTIONS,
     CellEncoder,
     pe_projection_layer,
@@ -56,7 +57,7 @@ SMALL_READOUT_GAIN = 0.01
 #: Keys of ``pe_options`` and their defaults (the width of ``pe_r``, ``None``: no PE, and how
 #: it enters the embedding, Eq. 4).
 PE_OPTIONS: Mapping[str, Any] = MappingProxyType(
-    {"channels": None, "combination": "concat", "projection": "per_rank"}
+    {"channels": None, "combination": "concat", "projection": "per_rank", "norm": None}
 )
 
 #: Keys of ``readout_options`` and their defaults (the readout MLP, Appendix A).
@@ -210,6 +211,8 @@ def _check_pe(pe_options: Mapping[str, Any] | None) -> dict[str, Any]:
             f"pe_options['combination'] must be one of {PE_COMBINATIONS}, "
             f"got {pe['combination']!r}"
         )
+    if pe["norm"] not in PE_NORMS:
+        raise ValueError(f"pe_options['norm'] must be one of {PE_NORMS}, got {pe['norm']!r}")
     return pe
 
 
@@ -226,7 +229,9 @@ def _cell_encoders(
     if pe["channels"] is not None and pe["projection"] == "shared":
         shared = pe_projection_layer(int(channels), int(pe["channels"]), pe["combination"])
     encoders = nn.ModuleList(
-        CellEncoder(d, channels, cards, pe["channels"], pe["combination"], pe_linear=shared)
+        CellEncoder(
+            d, channels, cards, pe["channels"], pe["combination"], pe_linear=shared, pe_norm=pe["norm"]
+        )
         for d, cards in zip(widths, options.categorical)
     )
     return shared, encoders
@@ -305,8 +310,10 @@ class CellularTransformer(nn.Module):
         :data:`PE_OPTIONS` are the defaults): ``"channels"`` their width (``None``, the
         default: no PE, the other keys are then unused); ``"combination"`` ``"concat"`` (ConcatPE, the paper) or ``"sum"`` (SumPE);
         ``"projection"`` ``"per_rank"`` (one PE projection ``θ_pe, b_pe`` per rank) or
-        ``"shared"`` (one for every rank, as Eq. 4 writes ``θ_in,pe`` without a rank index).
-        Another key raises ``ValueError``.
+        ``"shared"`` (one for every rank, as Eq. 4 writes ``θ_in,pe`` without a rank index);
+        ``"norm"`` ``None`` (the paper) or ``"batch"`` (each rank's PE columns batch-normalised
+        before the projection, :class:`~.cell_encoder.CellEncoder`). Another key raises
+        ``ValueError``.
     cell_embedding : {"own", "vertex_sum"}, default="own"
         Signals of the cells of rank >= 2. ``"own"``: their own features ``x_r`` embedded.
         ``"vertex_sum"``: the sum of the *embedded* signals of their vertices (Appendix A,
