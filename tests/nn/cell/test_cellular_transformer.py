@@ -35,15 +35,19 @@ def complexes():
     return out
 
 
-def assert_equivariant_and_batched(model, atol=1e-6):
-    """Per-rank permutation equivariance on complex 0, and a batch equal to each complex alone."""
-    data = to_double(complexes()[0])
+def assert_equivariant_and_batched(model, atol=1e-6, make=None):
+    """Per-rank permutation equivariance on complex 0, and a batch equal to each complex alone.
+
+    ``make``: the complexes to use (default :func:`complexes`).
+    """
+    make = make or complexes
+    data = to_double(make()[0])
     generator = torch.Generator().manual_seed(5)
     perms = [torch.randperm(data.num_cells(r), generator=generator) for r in range(3)]
     h, h_perm = model.encode(data), model.encode(permute_complex(data, perms))
     for r in range(3):
         torch.testing.assert_close(h_perm[r], h[r][perms[r]], atol=atol, rtol=atol)
-    items = [to_double(c) for c in complexes()]
+    items = [to_double(c) for c in make()]
     batched = model(Batch.from_data_list(items))
     torch.testing.assert_close(batched, torch.cat([model(c) for c in items]), atol=atol, rtol=atol)
 
