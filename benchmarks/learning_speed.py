@@ -49,7 +49,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from design_space import _GLOBAL0, _ranks, load_rows, prepare_data, run_one  # noqa: E402
+from design_space import _GLOBAL0, PACKAGED_THEN, _ranks, load_rows, prepare_data, run_one  # noqa: E402
 from design_space import DATASETS as PROTOCOL  # noqa: E402
 
 from topomodelx_attention.files import append_text, make_dirs, write_text  # noqa: E402
@@ -66,14 +66,10 @@ HELDOUT: dict[str, dict[str, Any]] = {
     "ODDRINGS": {"source": None, "graphs": 600, "classes": 4},  # generated: number of odd rings (ring_tu.py)
 }
 
-#: The packaged CT before this benchmark changed it, as overrides of today's packaged config:
-#: the per-cell readout summed over the cells, attention dropout 0.1, no cardinality term, the
-#: PE as it is, learning rate 1e-3.
-PREVIOUS_DEFAULT = [
-    "model.params.readout_options.before_pooling=true", "model.params.attention_dropout=0.1",
-    "model.params.kernel_options.cardinality=false", "model.params.pe_options.norm=null",
-    "optimizer.lr=0.001",
-]
+#: The packaged CT before this benchmark changed it, as overrides of today's packaged config
+#: (``design_space.PACKAGED_THEN``): the per-cell readout summed over the cells, attention dropout
+#: 0.1, no cardinality term, the PE as it is, learning rate 1e-3.
+PREVIOUS_DEFAULT = list(PACKAGED_THEN)
 
 
 def _previous(*changes: str) -> list[str]:
