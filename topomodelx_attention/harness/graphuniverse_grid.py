@@ -468,6 +468,22 @@ def execute(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
     return row
 
 
+def packaged_defaults(model: str) -> str:
+    """Fingerprint of a model's packaged configuration (its ``model`` and ``optimizer`` groups).
+
+    A results file records it, so that runs made after the packaged defaults changed never join
+    runs made before (the overrides alone would look the same).
+    """
+    from omegaconf import OmegaConf
+
+    from topomodelx_attention.harness import compose_config
+
+    cfg = compose_config([], model=model)
+    tree = {"model": OmegaConf.to_container(cfg.model, resolve=True),
+            "optimizer": OmegaConf.to_container(cfg.optimizer, resolve=True)}
+    return hashlib.sha256(json.dumps(tree, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def metadata(model: str, args: argparse.Namespace) -> dict[str, Any]:
     """Top-level metadata of a results file (the challenge's keys plus the protocol used)."""
     return {
@@ -482,6 +498,7 @@ def metadata(model: str, args: argparse.Namespace) -> dict[str, Any]:
         "variant": args.variant,
         "overrides": list(args.set or []),
         "task_overrides": {t: list(args.set_task.get(t, [])) for t in args.tasks} if isinstance(args.set_task, dict) else {},
+        "packaged_defaults": packaged_defaults(model),
     }
 
 
@@ -527,7 +544,7 @@ def check_configuration(args: argparse.Namespace) -> None:
         if not old:
             continue
         new = metadata(model, args)
-        pairs = [(key, old.get(key), new[key]) for key in ("overrides", "protocol") if key in old]
+        pairs = [(key, old.get(key), new[key]) for key in ("overrides", "protocol", "packaged_defaults") if key in old]
         pairs += [
             (f"task_overrides[{task}]", old["task_overrides"][task], new["task_overrides"][task])
             for task in args.tasks
