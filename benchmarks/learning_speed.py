@@ -255,7 +255,7 @@ def diagnosis_table(rows: list[dict[str, Any]], configs: dict[str, list[str]]) -
     groups = _groups(rows)
     losses = " | ".join(f"loss @{e}" for e in LOSS_EPOCHS)
     lines = [f"| data set | model | configuration | seeds | {losses} | last train acc | test acc | "
-             "params | s/epoch |", "|---|---|---|---:|" + "---:|" * (len(LOSS_EPOCHS) + 5)]
+             "params | s/epoch |", "|---|---|---|---:|" + "---:|" * (len(LOSS_EPOCHS) + 4)]
     datasets = [d for d in [*HELDOUT, *PROTOCOL] if any(k[0] == d for k in groups)]
     order = {name: i for i, name in enumerate(configs)}
     for d in datasets:

@@ -11,6 +11,9 @@ Sources, one section each:
   conditions that the harness does not record);
 * ``design_space/`` and ``design_space_50ep/``: ``runs.jsonl`` of ``design_space.py``, rendered by
   that script's own table functions, and ``protocol.json``;
+* ``learning_speed/``: ``runs.jsonl`` of ``learning_speed.py`` (diagnosis, candidates and the
+  leave-one-data-set-out choice of the packaged CT, rendered by that script's table functions),
+  its ``cost.md`` (interleaved seconds per epoch) and ``protocol.json``;
 * ``graphuniverse/``: every model's ``results.json`` of ``graphuniverse_grid.py`` (the tuned study)
   and its other results files (selection runs), ``protocol.json``, ``two_cell_count.json`` of
   ``two_cell_count.py`` (the non-learned triangle count) and ``challenge_entry/`` of
@@ -218,6 +221,28 @@ def _sections(markdown: str) -> list[tuple[str, str]]:
             continue
         title, _, body = part.partition("\n")
         out.append((title.strip(), body.strip()))
+    return out
+
+
+def learning_speed_section(folder: Path) -> list[str]:
+    """How fast the packaged CT learns against GPS: diagnosis, candidates, selection and cost."""
+    from learning_speed import render
+
+    protocol = _json(folder / "protocol.json")
+    rows = load_rows(folder / "runs.jsonl")
+    out = [f"## {protocol['title']}", ""]
+    out += _bullets([f"Script: `{protocol['script']}`; `{protocol['command']}`.", f"Machine: {protocol['machine']}.",
+                     *protocol["protocol"], f"Runs: {len(rows)} (data set, model, configuration, seed)."])
+    out += [""]
+    for title, body in _sections(re.sub(r"^## ", "### ", render(rows), flags=re.M)):
+        out += [f"### {title}", "", body, ""]
+    sources = [folder / "runs.jsonl", folder / "protocol.json"]
+    cost = folder / "cost.md"
+    if cost.is_file():
+        out += ["### Seconds per training epoch, CT against GPS (one process, interleaved)", "",
+                cost.read_text().strip(), ""]
+        sources.append(cost)
+    out += [_source(*sources), ""]
     return out
 
 
@@ -465,6 +490,7 @@ def page(results: Path = RESULTS) -> str:
         "",
     ]
     out += equal_budget_section(results / "equal_budget")
+    out += learning_speed_section(results / "learning_speed")
     out += design_space_section(results / "design_space", results / "design_space_50ep")
     out += graphuniverse_section(results / "graphuniverse")
     out += recorded_section(
