@@ -209,7 +209,7 @@ class SubComplexSampler:
         self.counts = data.cell_counts()
         self.max_rank = len(self.counts) - 1
         self._plan = self._classify(data)
-        sparse = {key: rank for key, (kind, rank) in self._plan.items() if kind == "sparse"}
+        sparse = {key: rank for key, (how, rank) in self._plan.items() if how == "neighborhood"}
         if neighborhoods is None:
             followed = sorted(sparse)
         else:
@@ -274,7 +274,7 @@ class SubComplexSampler:
         return name, int(rank)
 
     def _classify(self, data: ComplexData) -> dict[str, tuple[str, int]]:
-        """``key -> (kind, rank)``: how every attribute follows the sampled cells."""
+        """``key -> (how, rank)``: how every attribute follows the sampled cells."""
         plan: dict[str, tuple[str, int]] = {}
         n_0 = self.counts[0]
         for key in data.keys():
@@ -295,7 +295,7 @@ class SubComplexSampler:
                         f"{list(NEIGHBORHOODS)}: the sampler cannot restrict it; remove it first"
                     )
                 rank = int(match.group("rank"))
-                plan[key] = ("sparse", rank)
+                plan[key] = ("neighborhood", rank)
                 self._check_shape(key, value, (self._count(row_rank(name, rank)), self._count(rank)))
             elif isinstance(value, Tensor) and match and int(match.group("rank")) <= self.max_rank:
                 rank = int(match.group("rank"))
@@ -417,13 +417,13 @@ class SubComplexSampler:
         data = self.data
         out: dict[str, Any] = {}
         sizes = [ids.numel() for ids in cells]
-        for key, (kind, rank) in self._plan.items():
+        for key, (how, rank) in self._plan.items():
             value = data[key]
-            if kind == "counts":
+            if how == "counts":
                 continue
-            if kind == "copy":
+            if how == "copy":
                 out[key] = value
-            elif kind == "rows":
+            elif how == "rows":
                 out[key] = value.index_select(0, cells[rank])
             else:
                 name, col = self._name_rank(key)
