@@ -394,5 +394,5 @@ def test_a_model_config_brings_its_learning_rate_and_overrides_replace_it():
     assert compose_config(["model.optimizer.lr=0.002"], model="cellular_transformer").optimizer.lr == 0.002
     preset = compose_config(["experiment=ct_paper_gcb"], model="cellular_transformer")
     assert preset.optimizer.lr == 0.0003
-    with pytest.raises(ValueError, match="optimizer.lr"):
+    with pytest.raises(ValueError, match=r"optimizer\.lr=-1 must be a positive number"):
         compose_config(["model.optimizer.lr=-1"], model="cellular_transformer")

@@ -167,9 +167,10 @@ def test_grid_writes_challenge_rows_with_ood_and_resumes(grid, tmp_path, monkeyp
         grid.main([*_grid_args(tmp_path), "--set-tc", "optimizer.lr=0.1"])
     # nor do runs made after the packaged config changed (the same overrides, other defaults)
     assert data["metadata"]["packaged_defaults"] == grid.packaged_defaults("gin")
-    with monkeypatch.context() as patched, pytest.raises(ValueError, match=r"holds runs with packaged_defaults="):
+    with monkeypatch.context() as patched:
         patched.setattr(grid, "packaged_defaults", lambda model: "changed")
-        grid.main(_grid_args(tmp_path))
+        with pytest.raises(ValueError, match=r"holds runs with packaged_defaults="):
+            grid.main(_grid_args(tmp_path))
 
     # restart: finished runs are skipped (nothing is trained again)
     monkeypatch.setattr(grid, "execute", lambda *a, **k: pytest.fail("a finished run ran again"))
