@@ -308,6 +308,36 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def worker_init() -> None:
+    """Low priority, and end with the parent (Linux: ``PR_SET_PDEATHSIG``), so no orphan trains on."""
+    os.nice(10)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG (Lightning handles SIGTERM)
+
+
+def run_tasks(tasks: list[dict[str, Any]], workers: int, runs: Path, out: Path, describe) -> None:
+    """Run :func:`run_one` on ``tasks`` in ``workers`` processes; append each row to ``runs`` as it ends.
+
+    A failing run is reported and skipped, the others go on; ``describe(row)`` is the line printed
+    for a finished run.
+    """
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_init) as pool:
+        futures = {pool.submit(run_one, task): task for task in tasks}
+        for future in as_completed(futures):
+            task = futures[future]
+            try:
+                row = future.result()
+            except Exception as error:  # a failing run is reported and skipped, the others go on
+                print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
+                continue
+            append_text(runs, json.dumps(row) + "\n", root=out)
+            print(describe(row), flush=True)
+
+
 def load_rows(path: Path) -> list[dict[str, Any]]:
     """Every finished run of ``runs.jsonl`` (the last row of a key wins)."""
     if not path.is_file():
@@ -727,20 +757,10 @@ def main(argv: list[str] | None = None) -> None:
     done = {row["key"] for row in load_rows(runs)}
     tasks = plan_tasks(args, done, chosen, work, root)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
-        futures = {pool.submit(run_one, task): task for task in tasks}
-        for future in as_completed(futures):
-            task = futures[future]
-            try:
-                row = future.result()
-            except Exception as error:  # a failing run is reported and skipped, the others go on
-                print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
-                continue
-            append_text(runs, json.dumps(row) + "\n", root=out)
-            print(f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} first loss "
-                  f"{row['first_epoch_loss']:.2f} ({row['epochs']} ep, {row['s_per_epoch']:.2f} s/ep, "
-                  f"{row['params']} params)", flush=True)
+    run_tasks(tasks, args.workers, runs, out, lambda row: (
+        f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} first loss "
+        f"{row['first_epoch_loss']:.2f} ({row['epochs']} ep, {row['s_per_epoch']:.2f} s/ep, {row['params']} params)"
+    ))
     text = render()
     write_text(out / "tables.md", text + "\n", root=out)
     print(text)

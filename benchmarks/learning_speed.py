@@ -35,24 +35,21 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from design_space import _GLOBAL0, PACKAGED_THEN, _ranks, load_rows, prepare_data, run_one  # noqa: E402
+from design_space import _GLOBAL0, PACKAGED_THEN, _ranks, load_rows, prepare_data, run_tasks  # noqa: E402
 from design_space import DATASETS as PROTOCOL  # noqa: E402
 
-from topomodelx_attention.files import append_text, make_dirs, write_text  # noqa: E402
+from topomodelx_attention.files import make_dirs, write_text  # noqa: E402
 
 OUT = HERE / "results" / "learning_speed"
 CT = "cellular_transformer"
@@ -130,16 +127,6 @@ COST_EPOCHS = 4
 
 #: Epochs at which the diagnosis table reads the training loss.
 LOSS_EPOCHS = (5, 10, 25, 50)
-
-
-def _worker_init() -> None:
-    """Low priority, and end with the parent (Linux: ``PR_SET_PDEATHSIG``), so no orphan trains on."""
-    os.nice(10)
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG (Lightning handles SIGTERM)
 
 
 def prepare_heldout(dgcnn_root: Path | None, work: Path, names: list[str]) -> None:
@@ -409,20 +396,10 @@ def main(argv: list[str] | None = None) -> None:
         prepare_data(root, work)
     make_dirs(args.out)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=context, initializer=_worker_init) as pool:
-        futures = {pool.submit(run_one, task): task for task in tasks}
-        for future in as_completed(futures):
-            task = futures[future]
-            try:
-                row = future.result()
-            except Exception as error:  # a failing run is reported and skipped, the others go on
-                print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
-                continue
-            append_text(runs, json.dumps(row) + "\n", root=args.out)
-            print(f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} loss "
-                  f"{row['train_loss'][0]:.2f} -> {row['train_loss'][-1]:.2f} ({row['s_per_epoch']:.2f} s/ep)",
-                  flush=True)
+    run_tasks(tasks, args.workers, runs, args.out, lambda row: (
+        f"{row['key']}: val {row['val']:.4f} test {row['test']:.4f} loss "
+        f"{row['train_loss'][0]:.2f} -> {row['train_loss'][-1]:.2f} ({row['s_per_epoch']:.2f} s/ep)"
+    ))
     text = render(load_rows(runs))
     write_text(args.out / "tables.md", text, root=args.out)
     print(text)

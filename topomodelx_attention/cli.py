@@ -570,6 +570,22 @@ def _add_command(
     return command
 
 
+#: ``topobench check``: its one-line help and its description.
+_CHECK_HELP = "check a contribution inside a TopoBench checkout: its tests, TopoBench's suite and lint"
+_CHECK_DESCRIPTION = (
+    "Make (or reuse) TopoBench's test environment at --venv (python -m venv "
+    "--system-site-packages, then pip install of what TopoBench's suite imports, ruff "
+    "included), check that every module is there, then in temporary git worktrees of the "
+    "checkout's HEAD: run TopoBench's suite untouched (the baseline), write the pull "
+    "request with `topobench contribute`, run its tests, the suite again with the "
+    "coverage of the added backbones and wrappers, and TopoBench's ruff settings on the "
+    "added modules with the venv's ruff. Pure-torch stand-ins for torch-scatter, "
+    "torch-sparse and torch-cluster (no wheels for current torch) exist only in the "
+    "check's processes. Exit status 1, with the failed steps named, when any step fails "
+    "or cannot run; the checkout itself is not modified."
+)
+
+
 def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
     """``topobench contribute``: write a model's TopoBench pull-request files into a checkout."""
     topobench = sub.add_parser(
@@ -618,24 +634,7 @@ def _add_topobench_parser(sub: argparse._SubParsersAction) -> None:
     )
     contribute.add_argument("--force", action="store_true", help="overwrite files with other content")
     contribute.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    check = _add_command(
-        actions,
-        "check",
-        _cmd_topobench_check,
-        help="check a contribution inside a TopoBench checkout: its tests, TopoBench's suite and lint",
-        description=(
-            "Make (or reuse) TopoBench's test environment at --venv (python -m venv "
-            "--system-site-packages, then pip install of what TopoBench's suite imports, ruff "
-            "included), check that every module is there, then in temporary git worktrees of the "
-            "checkout's HEAD: run TopoBench's suite untouched (the baseline), write the pull "
-            "request with `topobench contribute`, run its tests, the suite again with the "
-            "coverage of the added backbones and wrappers, and TopoBench's ruff settings on the "
-            "added modules with the venv's ruff. Pure-torch stand-ins for torch-scatter, "
-            "torch-sparse and torch-cluster (no wheels for current torch) exist only in the "
-            "check's processes. Exit status 1, with the failed steps named, when any step fails "
-            "or cannot run; the checkout itself is not modified."
-        ),
-    )
+    check = _add_command(actions, "check", _cmd_topobench_check, help=_CHECK_HELP, description=_CHECK_DESCRIPTION)
     check.add_argument("--topobench", required=True, help="folder of a git checkout of TopoBench")
     check.add_argument(
         "--model", action="append", required=True,

@@ -25,30 +25,30 @@ GRAPHS = 120
 EPOCHS = 20
 
 
-def _write_trees(folder, graphs: int = GRAPHS, seed: int = 0) -> None:
-    """TU files of ``graphs`` random trees (12-24 vertices, 4 node labels); class: leaves' majority label."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for g in range(graphs):
-        n = int(rng.integers(12, 25))
-        parents = [int(rng.integers(0, v)) for v in range(1, n)]
-        degree = np.bincount([*parents, *range(1, n)], minlength=n)
-        labels = rng.integers(0, CLASSES, size=n)
-        leaves = np.flatnonzero(degree == 1)
-        y = g % CLASSES  # the leaves' label distribution favours class y
-        labels[leaves] = rng.choice(CLASSES, size=len(leaves), p=[0.55 if c == y else 0.15 for c in range(CLASSES)])
+def _tree(rng: np.random.Generator, favoured: int) -> tuple[list, np.ndarray, int]:
+    """One random tree of 12-24 vertices whose leaves mostly carry label ``favoured``.
+
+    Returns ``(edges, node labels, class)``; the class is the most frequent leaf label (the
+    smallest such label on a tie).
+    """
+    n = int(rng.integers(12, 25))
+    parents = [int(rng.integers(0, v)) for v in range(1, n)]
+    labels = rng.integers(0, CLASSES, size=n)
+    leaves = np.flatnonzero(np.bincount([*parents, *range(1, n)], minlength=n) == 1)
+    weights = [0.55 if c == favoured else 0.15 for c in range(CLASSES)]
+    labels[leaves] = rng.choice(CLASSES, size=len(leaves), p=weights)
+    counts = np.bincount(labels[leaves], minlength=CLASSES)
+    if (counts == counts.max()).sum() > 1:  # a tie: relabel one leaf (argmax breaks any tie left)
+        labels[leaves[0]] = favoured
         counts = np.bincount(labels[leaves], minlength=CLASSES)
-        if (counts == counts.max()).sum() > 1:  # a tie: relabel one leaf y (argmax breaks any tie left)
-            labels[leaves[0]] = y
-            counts = np.bincount(labels[leaves], minlength=CLASSES)
-        out.append((list(zip(range(1, n), parents)), labels, int(counts.argmax())))
-    write_tu(folder, NAME, out)
+    return list(zip(range(1, n), parents)), labels, int(counts.argmax())
 
 
 @pytest.fixture(scope="module")
 def tree_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trees")
-    _write_trees(folder)
+    rng = np.random.default_rng(0)
+    write_tu(folder, NAME, [_tree(rng, g % CLASSES) for g in range(GRAPHS)])
     return folder
 
 
