@@ -50,6 +50,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,27 @@ def run_key(dataset: str, model: str, config: str, seed: int) -> str:
     return f"{dataset}|{model}|{config}|{seed}"
 
 
+def compose_run(
+    spec: dict[str, Any], model: str, epochs: int, seed: int, work: str | Path, root: str | Path,
+    overrides: Sequence[str] = (),
+):
+    """The harness configuration of one benchmark run of data set ``spec`` (a :data:`DATASETS` entry).
+
+    ``epochs`` epochs, one seed, one thread, no plots, no progress bar, no early stopping, the
+    cache under ``work``; the data set's own overrides, then ``overrides``.
+    """
+    from topomodelx_attention.harness.config import compose_config
+
+    values = [
+        f"trainer.max_epochs={epochs}", "trainer.num_threads=1", f"seeds=[{seed}]",
+        "plot=false", "trainer.enable_progress_bar=false", "trainer.early_stopping_patience=null",
+        f"paths.cache_dir={work}/cache", *spec["overrides"], *overrides,
+    ]
+    if spec["data_dir"]:
+        values.append("dataset.data_dir=" + spec["data_dir"].format(work=work, root=root))
+    return compose_config(values, dataset=spec["dataset"], model=model)
+
+
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
     """Train one (data set, model, configuration, seed); return its row (in a worker process)."""
     import torch
@@ -270,18 +292,10 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     import warnings
 
     warnings.filterwarnings("ignore")
-    from topomodelx_attention.harness.config import compose_config
     from topomodelx_attention.harness.training import run_experiment
 
     spec = task.get("spec") or DATASETS[task["dataset"]]  # another script's data sets travel in the task
-    overrides = [
-        f"trainer.max_epochs={task['epochs']}", "trainer.num_threads=1", f"seeds=[{task['seed']}]",
-        "plot=false", "trainer.enable_progress_bar=false", "trainer.early_stopping_patience=null",
-        f"paths.cache_dir={task['work']}/cache", *spec["overrides"], *task["overrides"],
-    ]
-    if spec["data_dir"]:
-        overrides.append("dataset.data_dir=" + spec["data_dir"].format(work=task["work"], root=task["root"]))
-    cfg = compose_config(overrides, dataset=spec["dataset"], model=task["model"])
+    cfg = compose_run(spec, task["model"], task["epochs"], task["seed"], task["work"], task["root"], task["overrides"])
     out_dir = Path(task["work"]) / "runs" / task["key"].replace("|", "/")
     start = time.perf_counter()
     result = run_experiment(cfg, output_dir=out_dir, verbose=False)

@@ -46,7 +46,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from design_space import _GLOBAL0, PACKAGED_THEN, _ranks, load_rows, prepare_data, run_tasks  # noqa: E402
+from design_space import (  # noqa: E402
+    _GLOBAL0,
+    PACKAGED_THEN,
+    _ranks,
+    compose_run,
+    load_rows,
+    prepare_data,
+    run_tasks,
+)
 from design_space import DATASETS as PROTOCOL  # noqa: E402
 
 from topomodelx_attention.files import make_dirs, write_text  # noqa: E402
@@ -186,7 +194,6 @@ def measure_cost(datasets: list[str], work: Path, root: Path, models: tuple[str,
     """
     import torch
 
-    from topomodelx_attention.harness.config import compose_config
     from topomodelx_attention.harness.training import run_experiment
 
     torch.set_num_threads(1)
@@ -198,14 +205,7 @@ def measure_cost(datasets: list[str], work: Path, root: Path, models: tuple[str,
         params: dict[str, int] = {}
         for repeat in range(COST_REPEATS):
             for model in models:
-                overrides = [
-                    f"trainer.max_epochs={COST_EPOCHS}", "trainer.num_threads=1", f"seeds=[{repeat + 1}]",
-                    "plot=false", "test=false", "trainer.enable_progress_bar=false",
-                    f"paths.cache_dir={work}/cache", *spec["overrides"],
-                ]
-                if spec["data_dir"]:
-                    overrides.append("dataset.data_dir=" + spec["data_dir"].format(work=work, root=root))
-                cfg = compose_config(overrides, dataset=spec["dataset"], model=model)
+                cfg = compose_run(spec, model, COST_EPOCHS, repeat + 1, work, root, ["test=false"])
                 with tempfile.TemporaryDirectory() as folder:
                     result = run_experiment(cfg, output_dir=folder, verbose=False)
                 history = result.seeds[0].history
@@ -373,13 +373,16 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work_dir
     make_dirs(work)
     root = Path(args.data_root) if args.data_root else Path("DATA")
-    if args.part == "cost":
-        datasets = args.datasets or [*HELDOUT, *PROTOCOL]
+    def prepare(datasets: list[str]) -> None:
         prepare_heldout(args.dgcnn_root, work, [d for d in datasets if d in HELDOUT])
         if any(d in PROTOCOL for d in datasets):
             if not args.data_root:
                 parser.error("--data-root is needed for the protocol sets")
             prepare_data(root, work)
+
+    if args.part == "cost":
+        datasets = args.datasets or [*HELDOUT, *PROTOCOL]
+        prepare(datasets)
         text = measure_cost(datasets, work, root)
         make_dirs(args.out)
         write_text(args.out / "cost.md", text + "\n", root=args.out)
@@ -390,12 +393,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.list:
         print("\n".join(t["key"] for t in tasks))
         return
-    needed = sorted({t["dataset"] for t in tasks})
-    prepare_heldout(args.dgcnn_root, work, [d for d in needed if d in HELDOUT])
-    if any(d in PROTOCOL for d in needed):
-        if not args.data_root:
-            parser.error("--data-root is needed for the protocol sets")
-        prepare_data(root, work)
+    prepare(sorted({t["dataset"] for t in tasks}))
     make_dirs(args.out)
     print(f"{len(done)} runs finished, {len(tasks)} to run with {args.workers} workers", flush=True)
     run_tasks(tasks, args.workers, runs, args.out, lambda row: (

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -468,11 +469,13 @@ def execute(model: str, task: str, slug: str, seed: int, args: argparse.Namespac
     return row
 
 
+@functools.cache
 def packaged_defaults(model: str) -> str:
     """Fingerprint of a model's packaged configuration (its ``model`` and ``optimizer`` groups).
 
     A results file records it, so that runs made after the packaged defaults changed never join
-    runs made before (the overrides alone would look the same).
+    runs made before (the overrides alone would look the same). Computed once per process: every
+    row a worker writes carries it.
     """
     from omegaconf import OmegaConf
 
