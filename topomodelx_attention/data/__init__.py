@@ -7,7 +7,7 @@ from topomodelx_attention.data.collate import (
     check_batchable,
     collate_complexes,
 )
-from topomodelx_attention.data.complex_data import ComplexData, check_features
+from topomodelx_attention.data.complex_data import PREPARED_STRUCTURE, ComplexData, check_features
 from topomodelx_attention.data.convert import from_toponetx, to_toponetx
 from topomodelx_attention.data.neighborhoods import (
     NEIGHBORHOODS,
@@ -24,6 +24,7 @@ from topomodelx_attention.data.scipy_sparse import (
 
 __all__ = [
     "NEIGHBORHOODS",
+    "PREPARED_STRUCTURE",
     "ComplexData",
     "ComplexDataBatch",
     "ComplexDataLoader",

@@ -60,7 +60,12 @@ from topomodelx_attention.data.neighborhoods import (
 )
 from topomodelx_attention.data.scipy_sparse import has_explicit_zeros, torch_to_scipy
 
-__all__ = ["ComplexData", "check_features"]
+__all__ = ["PREPARED_STRUCTURE", "ComplexData", "check_features"]
+
+PREPARED_STRUCTURE = "prepared_structure"
+"""Key of a model's structure prepared once for a complex (written by
+:class:`~topomodelx_attention.nn.cell.PrepareStructure`; a non-tensor attribute that batching
+keeps as a list, one entry per complex)."""
 
 _NEIGHBORHOOD_KEY = re.compile(r"^(" + "|".join(NEIGHBORHOODS) + r")_(\d+)$")
 _BATCH_KEY = re.compile(r"^batch_(\d+)$")

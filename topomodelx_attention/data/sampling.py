@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from topomodelx_attention.data.complex_data import ComplexData
+from topomodelx_attention.data.complex_data import PREPARED_STRUCTURE, ComplexData
 from topomodelx_attention.data.neighborhoods import NEIGHBORHOODS, row_rank
 
 __all__ = ["SubComplexSampler"]
@@ -280,6 +280,12 @@ class SubComplexSampler:
         for key in data.keys():
             value = data[key]
             match = _RANKED.match(key)
+            if key == PREPARED_STRUCTURE:
+                raise ValueError(
+                    f"the complex carries {key!r}, a model's structure prepared for the whole "
+                    "complex: every sub-complex is prepared on its own, so sample the complex "
+                    f"without it (del data.{key})"
+                )
             if key in ("shape", "num_nodes"):
                 plan[key] = ("counts", -1)
             elif key in _WRITTEN and key != "node_mask":

@@ -21,7 +21,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -128,12 +128,17 @@ class FullBatch:
     ----------
     dataset : sequence of ComplexData
         The complexes (one, for a transductive task).
+    transform : callable, optional
+        Applied once to the collated batch (e.g. the model's
+        :meth:`~topomodelx_attention.nn.cell.CellularTransformer.structure_transform`: its
+        structure prepared once for every epoch).
     """
 
-    def __init__(self, dataset: Sequence[Any]) -> None:
+    def __init__(self, dataset: Sequence[Any], transform: Callable[[Any], Any] | None = None) -> None:
         self.complexes = list(dataset)
         if not self.complexes:
             raise ValueError("FullBatch needs at least one complex")
+        self.transform = transform
         self.batch: Any = None
 
     def __len__(self) -> int:
@@ -144,7 +149,8 @@ class FullBatch:
             from topomodelx_attention.data import ComplexDataLoader
 
             loader = ComplexDataLoader(self.complexes, batch_size=len(self.complexes), shuffle=False)
-            self.batch = next(iter(loader))
+            batch = next(iter(loader))
+            self.batch = batch if self.transform is None else self.transform(batch)
         yield self.batch
 
 
@@ -316,8 +322,9 @@ def run_seed(
     sampling = sampler_options(cfg.dataset, info.task_level)
     if sampling is not None:  # batches of target vertices, each with its k-hop sub-complex
         loaders = _sampled_loaders(sampling, prepared.complexes[0], (train, val, test), model, num_workers, loader_cfg)
-    elif info.task_level == "transductive":  # full batch: the one complex, collated once
-        loaders = [FullBatch(part) for part in (train, val, test)]
+    elif info.task_level == "transductive":  # full batch: the one complex, collated (and prepared) once
+        prepare = structure_transform(model, cfg.dataset, cfg.trainer)
+        loaders = [FullBatch(part, prepare) for part in (train, val, test)]
     else:
         loaders = [
             # index-offset collation of the neighbourhoods (data/collate.py), 2.5-2.9x PyG's generic one
@@ -506,6 +513,40 @@ def model_layers(model: nn.Module) -> int:
     raise ValueError(
         f"cannot tell the number of layers of {type(inner).__name__}: set dataset.sampler.hops"
     )
+
+
+def structure_transform(model: nn.Module, dataset_cfg: Any, trainer_cfg: Any) -> Callable[[Any], Any] | None:
+    """Return the model's structure transform for a full-batch transductive task, or ``None``.
+
+    With ``dataset.prepare_structure`` (default ``true``), a model that has a
+    ``structure_transform`` (the Cellular Transformer:
+    :class:`~topomodelx_attention.nn.cell.PrepareStructure`) prepares the one complex's
+    structure once, on CPU, and reuses it at every step of every epoch; the predictions are the
+    same. Models without one, runs on an accelerator (the batch moves there after the loader)
+    and ``dataset.prepare_structure=false`` prepare every step.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model of the registry (node outputs unwrapped).
+    dataset_cfg, trainer_cfg : mapping
+        ``cfg.dataset`` and ``cfg.trainer``.
+
+    Returns
+    -------
+    callable or None
+        The transform of the collated complex.
+    """
+    from topomodelx_attention.harness.registry import NodeOutputs
+
+    wanted = dataset_cfg.get("prepare_structure", True) if hasattr(dataset_cfg, "get") else True
+    if not isinstance(wanted, bool):
+        raise ValueError(f"dataset.prepare_structure must be true or false, got {wanted!r}")
+    accelerator = str(trainer_cfg.get("accelerator", "auto") if hasattr(trainer_cfg, "get") else "auto")
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    inner = model.model if isinstance(model, NodeOutputs) else model
+    make = getattr(inner, "structure_transform", None)
+    return make() if wanted and on_cpu and callable(make) else None
 
 
 def _sampled_loaders(

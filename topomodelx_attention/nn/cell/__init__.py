@@ -14,6 +14,7 @@ from topomodelx_attention.nn.cell.cell_encoder import CellEncoder, vertex_member
 from topomodelx_attention.nn.cell.cellular_transformer import CellularInputs, CellularTransformer
 from topomodelx_attention.nn.cell.cellular_transformer_layer import CellularTransformerLayer
 from topomodelx_attention.nn.cell.structure import CellStructure
+from topomodelx_attention.nn.cell.structure_transform import PreparedStructure, PrepareStructure
 from topomodelx_attention.nn.cell.tensor_diagram import (
     Arrow,
     ArrowNeighborhoods,
@@ -33,6 +34,8 @@ __all__ = [
     "CellularInputs",
     "CellularTransformer",
     "CellularTransformerLayer",
+    "PrepareStructure",
+    "PreparedStructure",
     "default_tensor_diagram",
     "parse_tensor_diagram",
     "vertex_membership",

@@ -28,6 +28,7 @@ from topomodelx_attention.nn.cell.cellular_transformer_layer import (
     valid_ranks,
 )
 from topomodelx_attention.nn.cell.structure import CellStructure
+from topomodelx_attention.nn.cell.structure_transform import PrepareStructure, stored_structure
 from topomodelx_attention.nn.cell.tensor_diagram import Arrow, parse_tensor_diagram
 from topomodelx_attention.nn.common import (
     POOLINGS,
@@ -552,12 +553,29 @@ class CellularTransformer(nn.Module):
         for key in self.neighborhood_keys:
             name, rank = key.rsplit("_", 1)
             neighborhoods[key] = data.neighborhood(name, int(rank))
-        # convert (any sparse layout → index tensors, layouts) and check once for the whole stack
-        structure = self.layers[0].prepare(
-            neighborhoods, batch, num, output_ranks=self._last_layer_ranks
-        )
+        structure = stored_structure(self, data)  # PrepareStructure's, built once
+        if structure is None:
+            # convert (any sparse layout → index tensors, layouts) and check once for the whole stack
+            structure = self.layers[0].prepare(
+                neighborhoods, batch, num, output_ranks=self._last_layer_ranks
+            )
         counts = torch.stack([torch.bincount(b, minlength=num) for b in batch], dim=1)
         return CellularInputs(x, pe, batch, tuple(membership), structure, counts)
+
+    def structure_transform(self) -> PrepareStructure:
+        """Return a transform that prepares a complex's structure once for this model.
+
+        ``prepared = model.structure_transform()(complex_)`` stores with the complex what
+        :meth:`prepare` derives from its structure (:class:`PrepareStructure`); ``model(prepared)``
+        then reuses it at every call. For a complex trained or evaluated alone (a transductive
+        task's graph, full batch); a model of another configuration refuses it.
+
+        Returns
+        -------
+        PrepareStructure
+            The transform.
+        """
+        return PrepareStructure(self)
 
     @fill_doc
     def encode(self, data: ComplexData | CellularInputs) -> list[Tensor]:

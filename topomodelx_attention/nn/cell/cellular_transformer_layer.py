@@ -353,6 +353,41 @@ class CellularTransformerLayer(nn.Module):
         return arrow_neighborhoods(converted, self._matrix_arrows, self._bias_arrows)
 
     # ------------------------------------------------------------------ structure
+    def structure_key(self, output_ranks: Sequence[int] | None = None) -> str:
+        """Return what :meth:`prepare` depends on besides the data, as ``"name=value; ..."`` fields.
+
+        Two layers with the same key build the same :class:`CellStructure` from the same
+        complex: the tensor diagram (its arrows, which of them run fused, read their values as
+        a bias, or carry relative random-walk features), the attention mechanism and kind, the
+        heads (the CPU plan is laid out for them), the maximal rank and ``output_ranks``. A
+        prepared structure stored with a complex
+        (:class:`~topomodelx_attention.nn.cell.PrepareStructure`) is reused only by a model
+        with the same key.
+
+        Parameters
+        ----------
+        output_ranks : sequence of int, optional
+            As in :meth:`prepare`.
+
+        Returns
+        -------
+        str
+            The fields, e.g. ``"max_rank=2; attention=pairwise; kind=sparse; heads=4; ..."``.
+        """
+        ranks = self._output_ranks(output_ranks)
+        fields = {
+            "max_rank": self.max_rank,
+            "attention": self.attention,
+            "kind": self.kind,
+            "heads": self.heads,
+            "arrows": [a.label for a in self.arrows],
+            "fused": [a.label for a in self._fused_arrows],
+            "bias": [a.label for a in self._bias_arrows],
+            "rrwp_steps": self.rrwp_steps,
+            "output_ranks": ranks,
+        }
+        return "; ".join(f"{name}={value}" for name, value in fields.items())
+
     def prepare(
         self,
         neighborhoods: Mapping[str, Tensor] | ArrowNeighborhoods,
