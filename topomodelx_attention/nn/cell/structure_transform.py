@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from torch import nn
 
 from topomodelx_attention.data import PREPARED_STRUCTURE, ComplexData
 from topomodelx_attention.nn.cell.structure import CellStructure
-
-if TYPE_CHECKING:  # the model imports this module
-    from topomodelx_attention.nn.cell.cellular_transformer import CellularTransformer
 
 __all__ = ["PrepareStructure", "PreparedStructure", "stored_structure"]
 
@@ -59,7 +57,7 @@ class PreparedStructure:
     structure: CellStructure
 
 
-def _entries(model: CellularTransformer, data: ComplexData) -> tuple[tuple[str, int], ...]:
+def _entries(model: nn.Module, data: ComplexData) -> tuple[tuple[str, int], ...]:
     """``(key, stored entries)`` of every neighbourhood ``model`` reads in ``data``."""
     out = []
     for key in model.neighborhood_keys:
@@ -80,7 +78,7 @@ def _differing(key: str, expected: str) -> list[str]:
     ]
 
 
-def stored_structure(model: CellularTransformer, data: ComplexData) -> CellStructure | None:
+def stored_structure(model: nn.Module, data: ComplexData) -> CellStructure | None:
     """Return the structure :class:`PrepareStructure` stored with ``data`` for ``model``, if any.
 
     Parameters
@@ -165,7 +163,7 @@ class PrepareStructure:
     ...     loss = loss_fn(model(prepared)[mask], y[mask])
     """
 
-    def __init__(self, model: CellularTransformer) -> None:
+    def __init__(self, model: nn.Module) -> None:
         if not hasattr(model, "layers") or not hasattr(model.layers[0], "structure_key"):
             raise TypeError(
                 f"PrepareStructure prepares for a CellularTransformer, got {type(model).__name__}"
