@@ -61,6 +61,39 @@ def interleaved_min(
     return best
 
 
+def interleaved_rounds(
+    calls: dict[str, Callable[[], object]],
+    rounds: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+    *,
+    device: torch.device | None = None,
+) -> dict[str, list[float]]:
+    """Seconds of every call of every case, round by round (``rounds`` values per case).
+
+    ``warmup`` untimed calls of each case first; then every round calls each case once, in
+    turn, the order reversed every other round (no case always runs first, e.g. after the
+    other's freed memory). Ratios of the same round compare cases under the same conditions,
+    so their median resists the load of a shared machine better than a ratio of minima. On a
+    CUDA ``device`` the timings synchronise it before and after every call.
+    """
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else reversed(names):
+            if device is not None:
+                _sync(device)
+            start = clock()
+            calls[name]()
+            if device is not None:
+                _sync(device)
+            times[name].append(clock() - start)
+    return times
+
+
 def time_cases(
     fns: dict[str, Callable[[], Tensor]],
     device: torch.device,

@@ -1,4 +1,4 @@
-"""GPU check: CUDA + bf16 autocast forward/backward of the three model families.
+"""GPU check: CUDA + bf16 autocast forward/backward of the three model families; the torch.compile target.
 
 For a lent GPU. Runs, on synthetic data (PyG ``FakeDataset`` graphs; cycle-lifted cell
 complexes for the Cellular Transformer; Laplacian node identifiers for TokenGT; random token
@@ -12,13 +12,27 @@ sequences for the N-simplicial transformer):
 each in float32 and under ``torch.autocast("cuda", dtype=torch.bfloat16)``: forward +
 backward time (median over repeats, after warm-up, CUDA-synchronised), peak allocated memory,
 whether outputs and gradients are finite, and the bf16-vs-float32 relative output difference.
-Prints one Markdown table. Exits with status 0 and a message when CUDA is absent
-(``--device cpu`` runs the same code on the CPU with tiny sizes, to check the script).
+Prints one Markdown table.
+
+Then the compile case, measured on a GPU only (``--compile auto``): the three models of
+``benchmarks/compile.py`` (the CT, the harness ``tokengt`` and ``n_simplicial`` models on MUTAG
+batches of ``--compile-sizes`` complexes, moved to the GPU), each ``torch.compile(model)`` once
+and called on the raw batches: eager and compiled forward + backward in the same rounds
+(CUDA-synchronised wall time), the speed-up as the median of the per-round ratios, the first
+call (cold compile) and the compiled graphs. The target is a speed-up of at least
+``--compile-target`` (1.3×) for every model and size; on a CPU ``benchmarks/compile.py`` holds
+the CPU claim (compiled never slower than eager).
+
+Exit status: 0 when every output and gradient is finite and every measured compile row meets
+the target, 1 otherwise; 0 with a message when CUDA is absent (``--device cpu`` runs the first
+table's code on the CPU with tiny sizes, to check the script; ``--compile yes`` adds the compile
+case there too, e.g. with ``--compile-backend eager`` to check its code quickly).
 
 Usage::
 
-    python benchmarks/gpu_check.py              # on a CUDA machine (about a minute)
+    python benchmarks/gpu_check.py              # on a CUDA machine (a few minutes: compilation)
     python benchmarks/gpu_check.py --quick      # smaller batches
+    python benchmarks/gpu_check.py --compile no # the first table only
     python benchmarks/gpu_check.py --device cpu --quick   # dry run without a GPU
 """
 
@@ -31,6 +45,7 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch._dynamo
 from torch import Tensor, nn
 
 
@@ -148,11 +163,66 @@ def measure(
     return statistics.median(times), peak, finite, out
 
 
+def compile_rows(args: argparse.Namespace, device: torch.device) -> list[list[str]]:
+    """The compile case: ``benchmarks/compile.py``'s models compiled on ``device``, one row per size.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``compile_sizes``, ``compile_rounds``, ``compile_backend`` and ``compile_target``.
+    device : torch.device
+        Where the models and batches run.
+
+    Returns
+    -------
+    list of list of str
+        ``[model, batch, eager ms, compiled ms, speed-up (median, IQR), first call s, graphs,
+        meets the target]`` per model and batch size.
+    """
+    from compile import MODELS, compile_over_sizes, make_batches, time_rounds
+
+    rows = []
+    for build in MODELS.values():
+        label, model, complexes = build()
+        model = model.to(device)
+        batches = make_batches(complexes, args.compile_sizes, device)
+        compiled, first, graphs = compile_over_sizes(
+            model, batches, args.compile_backend, None, lambda: _sync(device)
+        )
+        for index, (size, batch) in enumerate(zip(args.compile_sizes, batches)):
+            t = time_rounds(
+                model, compiled, batch, args.compile_rounds, 3, time.perf_counter,
+                device if device.type == "cuda" else None,
+            )
+            rows.append([
+                label, str(size), f"{t['eager'] * 1e3:.2f}", f"{t['compiled'] * 1e3:.2f}",
+                f"{t['ratio']:.2f}× ({t['q1']:.2f}–{t['q3']:.2f})", f"{first[index]:.1f}",
+                str(graphs[index]), "yes" if t["ratio"] >= args.compile_target else "NO",
+            ])
+            print(" | ".join(rows[-1]), flush=True)
+        torch._dynamo.reset()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="smaller batches, fewer repeats")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument(
+        "--compile",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="the compile case: auto = on a GPU only (default), yes = on any device, no = skip",
+    )
+    parser.add_argument("--compile-sizes", type=int, nargs="+", default=[16, 32, 48, 128])
+    parser.add_argument("--compile-rounds", type=int, default=50, help="timed rounds per size")
+    parser.add_argument("--compile-backend", default="inductor")
+    parser.add_argument(
+        "--compile-target", type=float, default=1.3, help="the speed-up every compile row must reach"
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -204,11 +274,38 @@ def main(argv: list[str] | None = None) -> int:
         "bf16 vs fp32 rel. diff",
     ]
     print()
+    _print_table(header, rows)
+    ok = all("NO" not in row for row in rows)
+    if args.compile == "yes" or (args.compile == "auto" and device.type == "cuda"):
+        torch._dynamo.reset()
+        if args.quick or device.type == "cpu":
+            args.compile_sizes, args.compile_rounds = args.compile_sizes[:2], min(args.compile_rounds, 5)
+        print(
+            f"\ntorch.compile(model) vs eager on raw batches, forward + backward, backend "
+            f"{args.compile_backend}, {args.compile_rounds} rounds per size; target "
+            f"{args.compile_target:.2f}×"
+        )
+        compiled = compile_rows(args, device)
+        header = [
+            "model", "batch", "eager ms", "compiled ms", "speed-up (median, IQR)", "first call s",
+            "graphs", f"≥ {args.compile_target:.2f}×",
+        ]
+        print()
+        _print_table(header, compiled)
+        ok = ok and all(row[-1] == "yes" for row in compiled)
+    else:
+        print(
+            "\ncompile case: skipped (measured on a GPU; --compile yes runs it here; on a CPU "
+            "benchmarks/compile.py holds the CPU claim)"
+        )
+    return 0 if ok else 1
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    return 0 if all("NO" not in row for row in rows) else 1
 
 
 if __name__ == "__main__":

@@ -246,3 +246,39 @@ def test_grouped_cross_attention_dropout_is_softmax_times_the_group_factors(help
     grads = torch.autograd.grad((out * weight).sum(), (q, k, v))
     for grad, reference in zip(grads, torch.autograd.grad((expected * weight).sum(), (q, k, v))):
         torch.testing.assert_close(grad, reference)
+
+
+@pytest.mark.parametrize("case", ["self", "padded bias", "cross", "small grid"])
+def test_compiled_grouped_dropout_draws_the_eager_factors_and_gradients(helpers, gen, case):
+    """Under torch.compile the grouped dense dropout (one custom op, its groups computed at run
+    time) gives eager's output and gradients for the same seed: the same blocks, the same factor
+    draws; with a learned padded bias its gradient too; a grid below one group's overhead is one
+    block, as in eager."""
+    heads, d = 2, 4
+    big = math.isqrt(SIZE_GROUP_OVERHEAD) + 10
+    n_t = [big, 3, 0, big - 6, 2, big] if case != "small grid" else [5, 3, 0, 4]
+    n_s = [20, big, 5, big - 4, 0, 2] if case == "cross" else n_t
+    batch_t, batch_s = helpers.batch_vector(n_t), helpers.batch_vector(n_s)
+    layout_t = padded_layout(batch_t, len(n_t))
+    layouts = (layout_t, padded_layout(batch_s, len(n_s))) if case == "cross" else layout_t
+    q, k, v = (t.requires_grad_() for t in helpers.qkv(batch_t.numel(), batch_s.numel(), heads, d, d, gen))
+    learned, bias = (), None
+    if case == "padded bias":
+        grid = torch.randn(len(n_t), heads, layout_t.length, layout_t.length, generator=gen, dtype=torch.float64)
+        learned, bias = (grid.requires_grad_(),), PaddedBias(grid)
+    assert (len(size_groups(*layouts if case == "cross" else (layouts,))) > 1) == (case != "small grid")
+
+    def fn(q, k, v):
+        return dense_attention(q, k, v, layout=layouts, bias=bias, dropout_p=0.3, training=True)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+    weight = torch.randn(batch_t.numel(), heads, d, generator=gen, dtype=torch.float64)
+    results = []
+    for f in (fn, compiled):
+        torch.manual_seed(5)
+        out = f(q, k, v)
+        results.append((out, *torch.autograd.grad((out * weight).sum(), (q, k, v, *learned))))
+    for comp, eager in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(comp, eager)
+    torch._dynamo.reset()

@@ -5,9 +5,11 @@ r"""Dense attention: all pairs inside every complex, optional θ·N bias (Eq. 2/
 (:class:`~topomodelx_attention.nn.attention.layout.PaddedLayout`) and fed to one
 :func:`torch.nn.functional.scaled_dot_product_attention` call with a key-padding mask; the bias
 is scattered into a ``(B, 1 or heads, Lt, Ls)`` float mask. No ``n_target × n_source`` matrix
-is ever built. In training with attention dropout (eager), the scores, softmax and dropout
-factors are materialised per size group (:func:`~topomodelx_attention.nn.attention.layout.
-size_groups`): complexes of similar size padded to their own largest one, not to the batch's.
+is ever built. In training with attention dropout, the scores, softmax and dropout factors are
+materialised per size group (:func:`~topomodelx_attention.nn.attention.layout.size_groups`):
+complexes of similar size padded to their own largest one, not to the batch's; under
+``torch.compile`` the grouped kernel runs eagerly inside one custom op (the groups are
+data-dependent), with the same factors as eager for the same generator state.
 
 **Size check.** Memory is quadratic in the largest complex of a batch (every complex is padded
 to it): one ``(B, heads, Lt, Ls)`` tensor of scores or bias takes
@@ -22,18 +24,21 @@ for 14 GB.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from topomodelx_attention._docs import fill_doc
-from topomodelx_attention.nn.attention.dropout import softmax_dropout
+from topomodelx_attention.nn.attention.dropout import dropout_factors, softmax_dropout
 from topomodelx_attention.nn.attention.heads import check_dropout, resolve_scale
 from topomodelx_attention.nn.attention.layout import (
     SIZE_GROUP_OVERHEAD,
     LayoutArg,
     PaddedLayout,
     SizeGroup,
+    _size_groups,
     qkv_layouts,
     size_groups,
 )
@@ -132,16 +137,83 @@ def dense_attention(
     )
     q, k, v = target._heads(query), source._heads(key), source._heads(value)
     scale = resolve_scale(scale, query.shape[2])
-    if training and dropout_p > 0.0:
+    if training and dropout_p > 0.0 and torch.compiler.is_compiling():
+        # the size groups are data-dependent: the whole grouped kernel is one opaque op
+        out = _GROUPED_DROPOUT_ATTENTION(
+            q, k, v, attn_mask, target.counts, source.counts, scale, dropout_p
+        )[0]
+    elif training and dropout_p > 0.0:
         groups = None
         grid = target.num_complexes * target.length * source.length
-        # eager, and a grid larger than one group's overhead (else one group is the optimum)
-        if grid > SIZE_GROUP_OVERHEAD and not torch.compiler.is_compiling():
-            groups = size_groups(target, source)
+        # a grid larger than one group's overhead (else one group is the optimum): _groups
+        if grid > SIZE_GROUP_OVERHEAD:
+            groups = size_groups(target, source)  # cached on the layout for self-attention
         out = _dropout_attention(q, k, v, attn_mask, scale, dropout_p, groups)
     else:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
     return target._unheads(out)  # from (B, heads, Lt, d_v)
+
+
+def _groups(
+    target_counts: Tensor, source_counts: Tensor, length: int, source_length: int
+) -> tuple[SizeGroup, ...] | None:
+    """Return the size groups of a dropout call, or ``None`` for one padded block (eager).
+
+    One block when the grid is no larger than one group's overhead (one group is then the
+    optimum), else the partition of :func:`~.layout.size_groups`.
+    """
+    if target_counts.shape[0] * length * source_length <= SIZE_GROUP_OVERHEAD:
+        return None
+    key = (tuple(target_counts.tolist()), tuple(source_counts.tolist()), target_counts.device)
+    groups = _RECENT_GROUPS.pop(key, None)
+    if groups is None:
+        groups = _size_groups(target_counts, source_counts)
+    _RECENT_GROUPS[key] = groups  # the most recent last
+    while len(_RECENT_GROUPS) > 8:
+        del _RECENT_GROUPS[next(iter(_RECENT_GROUPS))]
+    return groups
+
+
+_RECENT_GROUPS: dict[tuple, tuple[SizeGroup, ...]] = {}
+"""The groups of the last few count vectors :func:`_groups` saw: the custom ops run once per
+layer and again in the backward on the same batch, where eager reads them cached on the layout."""
+
+
+def _blocks(
+    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, groups: tuple[SizeGroup, ...] | None
+) -> list[tuple[Tensor | None, Tensor, Tensor, Tensor, Tensor | None]]:
+    """Return the blocks a dropout call attends: ``(complexes, q, k, v, mask)`` per block.
+
+    One block ``(None, q, k, v, attn_mask)`` without groups (or when a single group is the
+    whole grid); else one per group, its complexes selected and cut to the group's lengths
+    (none when no complex has both targets and sources).
+    """
+    num, length = q.shape[0], q.shape[2]
+    if groups is None or (
+        len(groups) == 1
+        and groups[0].complexes.shape[0] == num
+        and (groups[0].length, groups[0].source_length) == (length, k.shape[2])
+    ):
+        return [(None, q, k, v, attn_mask)]
+    grid_masks = None
+    if attn_mask is not None and attn_mask.shape[-2] > 1:
+        # a bias on the whole (B, ·, Lt, Ls) grid: one selection for all groups, split by group
+        # (a selection per group would allocate and fill a full-grid gradient per group)
+        grid_masks = attn_mask.index_select(0, torch.cat([g.complexes for g in groups])).split(
+            [g.complexes.shape[0] for g in groups]
+        )
+    blocks = []
+    for number, group in enumerate(groups):
+        index, size_t, size_s = group.complexes, group.length, group.source_length
+        qg = q.index_select(0, index)[:, :, :size_t]
+        kg, vg = (t.index_select(0, index)[:, :, :size_s] for t in (k, v))
+        mask = None
+        if grid_masks is not None:
+            mask = grid_masks[number][..., :size_t, :size_s]
+        elif attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
+            mask = attn_mask.index_select(0, index)[..., :size_s]
+        blocks.append((index, qg, kg, vg, mask))
+    return blocks
 
 
 def _dropout_attention(
@@ -153,14 +225,13 @@ def _dropout_attention(
     dropout_p: float,
     groups: tuple[SizeGroup, ...] | None = None,
 ) -> Tensor:
-    """``softmax(scale q kᵀ + mask)`` with attention dropout, times ``v`` (training only).
+    """``softmax(scale q kᵀ + mask)`` with attention dropout, times ``v`` (training, eager).
 
     What the math path of ``scaled_dot_product_attention`` computes when it drops weights (its
     flash path takes no dropout on CPU), through :func:`.dropout.softmax_dropout`: factors from
-    ``torch.rand`` instead of ``bernoulli_`` (tokengt training step 25.7 → 22.6 ms eager) and,
-    under ``torch.compile``, ATen's softmax and uniforms behind custom ops instead of
-    inductor's kernels. ``attn_mask`` never masks a whole row (complexes without sources
-    attend to their zero slots).
+    ``torch.rand`` instead of ``bernoulli_`` (tokengt training step 25.7 → 22.6 ms eager).
+    ``attn_mask`` never masks a whole row (complexes without sources attend to their zero
+    slots).
 
     With ``groups`` (:func:`~.layout.size_groups` of the call's layouts), the scores, their
     softmax and the dropout factors are built group by group, each group padded to its own
@@ -168,52 +239,182 @@ def _dropout_attention(
     weight either way), with one factor draw per group, in group order, of shape
     ``(g, heads, Lt_g, Ls_g)``. GraphUniverse batches (50–300 nodes) then hold 0.5× the score
     entries; forward + backward 0.39× the time (``benchmarks/attention_core.py --groups``).
+    Under ``torch.compile`` the same blocks run inside one custom op
+    (``topomodelx_attention::grouped_dropout_attention``, :func:`_define_grouped_ops`).
     """
-    num, length = q.shape[0], q.shape[2]
-    if groups is None or (
-        len(groups) == 1
-        and groups[0].complexes.shape[0] == num
-        and (groups[0].length, groups[0].source_length) == (length, k.shape[2])
-    ):
+    blocks = _blocks(q, k, v, attn_mask, groups)
+    if blocks and blocks[0][0] is None:
         return _dropped_block(q, k, v, attn_mask, scale, dropout_p)
-    parts, members = [], []
-    grid_masks = None
-    if attn_mask is not None and attn_mask.shape[-2] > 1:
-        # a bias on the whole (B, ·, Lt, Ls) grid: one selection for all groups, split by group
-        # (a selection per group would allocate and fill a full-grid gradient per group)
-        grid_masks = attn_mask.index_select(0, torch.cat([g.complexes for g in groups])).split(
-            [g.complexes.shape[0] for g in groups]
-        )
-    for number, group in enumerate(groups):
-        index, size_t, size_s = group.complexes, group.length, group.source_length
-        qg = q.index_select(0, index)[:, :, :size_t]
-        kg, vg = (t.index_select(0, index)[:, :, :size_s] for t in (k, v))
-        mask = None
-        if grid_masks is not None:
-            mask = grid_masks[number][..., :size_t, :size_s]
-        elif attn_mask is not None and not (group.full and attn_mask.dtype == torch.bool):
-            mask = attn_mask.index_select(0, index)[..., :size_s]
-        out = _dropped_block(qg, kg, vg, mask, scale, dropout_p)  # (g, heads, Lt_g, d_v)
-        parts.append(F.pad(out, (0, 0, 0, length - size_t)))
-        members.append(index)
+    length = q.shape[2]
+    parts = [
+        F.pad(_dropped_block(qg, kg, vg, mask, scale, dropout_p), (0, 0, 0, length - qg.shape[2]))
+        for _, qg, kg, vg, mask in blocks
+    ]
     # complexes in no group (without targets or sources) keep zero output
-    out = v.new_zeros((num, q.shape[1], length, v.shape[3]))
+    out = v.new_zeros((q.shape[0], q.shape[1], length, v.shape[3]))
     if not parts:
         return out
-    return out.index_copy(0, torch.cat(members), torch.cat(parts))
+    return out.index_copy(0, torch.cat([b[0] for b in blocks]), torch.cat(parts))
 
 
-def _dropped_block(
-    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, scale: float, dropout_p: float
-) -> Tensor:
-    """One padded block of :func:`_dropout_attention`: ``(B, heads, Lt, d)`` → ``(B, heads, Lt, d_v)``."""
+def _scores(q: Tensor, k: Tensor, attn_mask: Tensor | None, scale: float) -> Tensor:
+    """``scale q kᵀ`` with the mask applied (``-inf`` where a bool mask is False)."""
     scores = torch.matmul(q * scale, k.transpose(-2, -1))  # (B, heads, Lt, Ls)
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
-    return torch.matmul(softmax_dropout(scores, dropout_p), v)
+    return scores
+
+
+def _dropped_block(
+    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, scale: float, dropout_p: float
+) -> Tensor:
+    """One padded block of :func:`_dropout_attention`: ``(B, heads, Lt, d)`` → ``(B, heads, Lt, d_v)``."""
+    return torch.matmul(softmax_dropout(_scores(q, k, attn_mask, scale), dropout_p), v)
+
+
+def _scores_dtype(q: Tensor, mask: Tensor | None) -> torch.dtype:
+    """Return the dtype of ``scale q kᵀ + mask``: that of the queries, promoted by a float mask."""
+    if mask is None or mask.dtype == torch.bool:
+        return q.dtype
+    return torch.promote_types(q.dtype, mask.dtype)
+
+
+def _take(t: Tensor, index: Tensor | None, size_t: int) -> Tensor:
+    """Select the rows ``index`` (``None``: all) of a ``(B, heads, Lt, d)`` tensor, cut to ``size_t``."""
+    return t if index is None else t.index_select(0, index)[:, :, :size_t]
+
+
+def _put(grid: Tensor | None, index: Tensor | None, block: Tensor) -> Tensor:
+    """Write a block into the rows ``index`` of a zero grid (``None``: the block is the grid)."""
+    if index is None:
+        return block
+    grid[(index, slice(None), *(slice(0, n) for n in block.shape[2:]))] = block
+    return grid
+
+
+def _saved_blocks(
+    saved: Tensor, blocks: list, heads: int
+) -> list[tuple[Tensor, Tensor]]:
+    """Return the ``(probabilities, factors)`` views of every block in the op's saved buffer."""
+    views, offset = [], 0
+    for _, qg, kg, _, _ in blocks:
+        shape = (qg.shape[0], heads, qg.shape[2], kg.shape[2])
+        size = math.prod(shape)
+        probs = saved[offset : offset + size].view(shape)
+        factors = saved[offset + size : offset + 2 * size].view(shape)
+        views.append((probs, factors))
+        offset += 2 * size
+    return views
+
+
+def _block_backward(
+    grad: Tensor, q: Tensor, k: Tensor, v: Tensor, probs: Tensor, factors: Tensor, scale: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of ``(softmax(scale q kᵀ + mask) ⊙ factors) v`` for q, k, v and the scores."""
+    grad_v = torch.matmul((probs * factors).transpose(-2, -1), grad)
+    grad_weights = torch.matmul(grad, v.transpose(-2, -1)) * factors
+    grad_scores = torch._softmax_backward_data(grad_weights, probs, -1, probs.dtype)
+    grad_q = torch.matmul(grad_scores, k) * scale
+    grad_k = torch.matmul(grad_scores.transpose(-2, -1), q) * scale
+    return grad_q, grad_k, grad_v, grad_scores
+
+
+def _define_grouped_ops() -> object:
+    """Define the grouped dropout attention op once per process (a reloaded module finds it).
+
+    ``topomodelx_attention::grouped_dropout_attention(q, k, v, mask, target_counts,
+    source_counts, scale, p)`` attends the blocks of :func:`_dropout_attention` eagerly: the
+    size groups of the counts (:func:`_groups`), per block the scores, ATen's softmax and one
+    draw of :func:`~.dropout.dropout_factors` (the factors eager mode draws for the same
+    generator state). It returns the output and one flat buffer holding the softmax
+    probabilities and the factors of every block, one after the other, which the backward op
+    reads as views: its length is that of two padded grids (a size the graph knows), of which
+    the blocks fill a prefix (never written elsewhere, never zeroed). A traced graph cannot group
+    (the groups are data-dependent): without the op the compiled kernel attended the whole
+    padded grid, slower than eager on batches of complexes of unequal sizes. Tagged
+    ``nondeterministic_seeded``: the partitioner saves its outputs instead of recomputing it.
+    """
+    namespace = torch.ops.topomodelx_attention
+    if hasattr(namespace, "grouped_dropout_attention"):
+        return namespace.grouped_dropout_attention
+
+    @torch.library.custom_op(
+        "topomodelx_attention::grouped_dropout_attention",
+        mutates_args=(),
+        tags=(torch.Tag.nondeterministic_seeded,),
+    )
+    def forward_op(
+        q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, target_counts: Tensor,
+        source_counts: Tensor, scale: float, p: float,
+    ) -> tuple[Tensor, Tensor]:
+        groups = _groups(target_counts, source_counts, q.shape[2], k.shape[2])
+        blocks = _blocks(q, k, v, mask, groups)
+        dtype = _scores_dtype(q, mask)
+        saved = q.new_empty((2 * q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2],), dtype=dtype)
+        single = bool(blocks) and blocks[0][0] is None
+        out = None if single else v.new_zeros((*q.shape[:3], v.shape[3]))
+        for (index, qg, kg, vg, mask_g), (probs, factors) in zip(blocks, _saved_blocks(saved, blocks, q.shape[1])):
+            torch._softmax(_scores(qg, kg, mask_g, scale).to(dtype), -1, False, out=probs)
+            dropout_factors(probs.shape, p, dtype=dtype, device=probs.device, out=factors)
+            out = _put(out, index, torch.matmul(probs * factors, vg.to(dtype)).to(v.dtype))
+        return out, saved
+
+    @forward_op.register_fake
+    def _(q, k, v, mask, target_counts, source_counts, scale, p):
+        size = 2 * q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2]
+        return q.new_empty((*q.shape[:3], v.shape[3]), dtype=v.dtype), q.new_empty((size,), dtype=_scores_dtype(q, mask))
+
+    @torch.library.custom_op("topomodelx_attention::grouped_dropout_attention_backward", mutates_args=())
+    def backward_op(
+        grad: Tensor, q: Tensor, k: Tensor, v: Tensor, saved: Tensor, target_counts: Tensor,
+        source_counts: Tensor, scale: float, scores_grad: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        groups = _groups(target_counts, source_counts, q.shape[2], k.shape[2])
+        blocks = _blocks(q, k, v, None, groups)
+        grid = (*q.shape[:3], k.shape[2])
+        inputs = (q, k, v, saved) if scores_grad else (q, k, v)  # the dtype of every gradient
+        if bool(blocks) and blocks[0][0] is None:
+            grads: list[Tensor | None] = [None] * len(inputs)
+        else:
+            grads = [t.new_zeros(t.shape) for t in (q, k, v)] + [saved.new_zeros(grid)] * scores_grad
+        dtype = saved.dtype  # the blocks' arithmetic, as in the forward
+        for (index, qg, kg, vg, _), (probs, factors) in zip(blocks, _saved_blocks(saved, blocks, q.shape[1])):
+            block_grad = _take(grad, index, qg.shape[2]).to(dtype)
+            block_grads = _block_backward(block_grad, qg.to(dtype), kg.to(dtype), vg.to(dtype), probs, factors, scale)
+            for number, (block, like) in enumerate(zip(block_grads, inputs)):
+                grads[number] = _put(grads[number], index, block.to(like.dtype))
+        if not scores_grad:
+            grads.append(saved.new_empty((0,)))
+        return tuple(g.contiguous() for g in grads)
+
+    @backward_op.register_fake
+    def _(grad, q, k, v, saved, target_counts, source_counts, scale, scores_grad):
+        grid = (*q.shape[:3], k.shape[2])
+        return (*(t.new_empty(t.shape) for t in (q, k, v)), saved.new_empty(grid if scores_grad else (0,)))
+
+    def setup_context(ctx, inputs, output) -> None:
+        q, k, v, mask, target_counts, source_counts, scale, _ = inputs
+        ctx.save_for_backward(q, k, v, output[1], target_counts, source_counts)
+        ctx.scale = scale
+        ctx.mask_shape = None if mask is None or mask.dtype == torch.bool else mask.shape
+
+    def backward(ctx, grad: Tensor, grad_saved: Tensor | None):
+        q, k, v, saved, target_counts, source_counts = ctx.saved_tensors
+        scores_grad = ctx.mask_shape is not None and ctx.needs_input_grad[3]
+        grad_q, grad_k, grad_v, grad_scores = backward_op(
+            grad.contiguous(), q, k, v, saved, target_counts, source_counts, ctx.scale, scores_grad
+        )
+        grad_mask = grad_scores.sum_to_size(ctx.mask_shape) if scores_grad else None
+        return grad_q, grad_k, grad_v, grad_mask, None, None, None, None
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+    return forward_op
+
+
+_GROUPED_DROPOUT_ATTENTION = _define_grouped_ops()
 
 
 @fill_doc

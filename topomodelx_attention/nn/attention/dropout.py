@@ -17,7 +17,9 @@ kernel followed by them. Measured on one CPU thread (``benchmarks/compile.py``; 
   behind opaque ops, with fake implementations for the shapes. ``uniform_like`` is tagged
   ``nondeterministic_seeded`` (the partitioner saves its output for the backward instead of
   recomputing it) and takes the tensor it draws for, so that two draws of the same shape in
-  one graph stay two draws.
+  one graph stay two draws. The dense kernel's attention dropout, which attends by size groups
+  (data-dependent), runs whole as one op while compiling
+  (``topomodelx_attention::grouped_dropout_attention`` of ``dense.py``).
 
 The attention kernels with dropout draw their factors here: dense, sparse (composable and
 fused), and N-simplicial (tuples, and the streaming tiles with their per-tile generator). Kernels
@@ -92,6 +94,7 @@ def dropout_factors(
     dtype: torch.dtype,
     device: torch.device,
     generator: torch.Generator | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
     r"""Dropout factors :math:`\mathrm{Bernoulli}(1 - p) / (1 - p)` of the given shape.
 
@@ -109,6 +112,9 @@ def dropout_factors(
     generator : torch.Generator, optional
         Draw from this generator instead of the default one (eager only): the streaming
         N-simplicial kernel reseeds one per tile to redraw the same factors in its backward.
+    out : torch.Tensor, optional
+        A contiguous tensor of this shape, dtype and device to draw into (eager only; the same
+        draw as without it): the grouped dense kernel writes its factors into its saved buffer.
 
     Returns
     -------
@@ -117,10 +123,13 @@ def dropout_factors(
         ``generator`` or the default generator of ``device``, eager or (through
         ``uniform_like``) compiled.
     """
-    if generator is None and torch.compiler.is_compiling():
+    if generator is None and out is None and torch.compiler.is_compiling():
         uniform = _UNIFORM_LIKE(torch.empty(list(shape), dtype=dtype, device=device))
     else:
-        uniform = torch.rand(list(shape), dtype=dtype, device=device, generator=generator)
+        if out is None:
+            uniform = torch.rand(list(shape), dtype=dtype, device=device, generator=generator)
+        else:  # torch.rand is uniform_ on a new tensor: the same numbers
+            uniform = out.view(list(shape)).uniform_(generator=generator)
         # in place: the uniforms become the factors (no bool mask, no second float tensor)
         return uniform.ge_(p).mul_(1.0 / (1.0 - p))
     return (uniform >= p).to(dtype) * (1.0 / (1.0 - p))

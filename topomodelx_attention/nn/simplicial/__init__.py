@@ -8,7 +8,9 @@ readout, for sequences and complexes), :class:`SimplicialRouter` (top-K router, 
 layer's queries and keys travel as a :class:`RouterContext`; token-level gating is the layer
 option ``gating="token"``). Sparse tuple lists run on the shared attention core; under
 ``torch.compile`` prepare them once outside the compiled region (:func:`prepare_tuples`, or the
-modules' ``prepare_tuples``) and pass the :class:`TupleIndex`.
+modules' ``prepare_tuples``) and pass the :class:`TupleIndex`; a compiled
+:class:`NSimplicialTransformer` called on a raw ``ComplexData`` batch prepares them itself, eagerly,
+at one graph break.
 Over-smoothing diagnostics (§3.2) in :mod:`~topomodelx_attention.nn.simplicial.diagnostics`.
 """
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from topomodelx_attention.nn._export import mark_dynamic_sizes
 from topomodelx_attention.nn.common import POOLINGS, FeatureEncoder, check_inputs, segment_pool
 from topomodelx_attention.nn.simplicial.functional import MaskLike
 from topomodelx_attention.nn.simplicial.masks import (
@@ -41,9 +42,15 @@ class NSimplicialTransformer(nn.Module):
       (``ComplexData.num_complexes``), complexes without rank-``rank`` cells included (their
       pooled vector is zero).
 
-    Under ``torch.compile`` pass the cells as a tensor with the :class:`~.masks.TupleIndex` of
-    :meth:`prepare_tuples` (built outside the compiled region), ``batch`` and
-    ``num_complexes``: the forward then has no data-dependent step (no graph break).
+    Under ``torch.compile`` a call that still has data-dependent work to do (a ``ComplexData``,
+    raw tuples, or a ``batch`` without ``num_complexes``) runs that work eagerly at one graph
+    break (:meth:`_resolve_while_compiling`, ``torch.compiler.disable``), which also gives every
+    prepared size its own symbol: ``torch.compile(model)(batch)`` compiles one graph for every
+    batch size, as for the other model families. Passing the cells as a tensor with the
+    :class:`~.masks.TupleIndex` of :meth:`prepare_tuples` (built outside the compiled region),
+    ``batch`` and ``num_complexes`` has no data-dependent step at all (no graph break); its
+    sizes and ``num_complexes`` are then plain inputs, which torch's default ``dynamic=None``
+    specialises at the first call and makes dynamic at the first change (one recompilation).
 
     Parameters
     ----------
@@ -262,6 +269,68 @@ class NSimplicialTransformer(nn.Module):
             tuples = self.prepare_tuples(x, tuples)  # once for all the layers
         return x, tuples, batch, num_complexes
 
+    @staticmethod
+    def _needs_preparing(
+        x: Tensor | Any, tuples: Any, batch: Tensor | None, num_complexes: int | None
+    ) -> bool:
+        """Whether a call has data-dependent work left (tuples to prepare, complexes to count)."""
+        if not isinstance(x, Tensor):
+            return True
+        if tuples is None:  # sequences
+            return False
+        return not isinstance(tuples, TupleIndex) or (batch is not None and num_complexes is None)
+
+    @torch.compiler.disable
+    def _resolve_while_compiling(
+        self,
+        x: Tensor | Any,
+        tuples: Tensor | TupleMask | TupleIndex | Any | None,
+        batch: Tensor | None,
+        positions: Tensor | None,
+        num_complexes: int | None,
+    ) -> tuple[Tensor, TupleIndex | None, Tensor | None, Tensor | None]:
+        """Run the eager part of a compiled call: :meth:`_resolve` and the number of complexes.
+
+        ``torch.compile`` never traces this method (``torch.compiler.disable``): the data-dependent
+        work (the tuples of a ``ComplexData``, their :class:`~.masks.TupleIndex`, the count of
+        complexes of a ``batch``) runs here, and every size of the returned tensors gets its own
+        symbol (:func:`~topomodelx_attention.nn._export.mark_dynamic_sizes`), so that no later
+        batch size recompiles the graph that follows.
+
+        Parameters
+        ----------
+        x, tuples, batch, positions, num_complexes
+            As in :meth:`forward`.
+
+        Returns
+        -------
+        x : torch.Tensor
+            The cells.
+        tuples : TupleIndex or None
+            The prepared tuples.
+        batch : torch.Tensor or None
+            Complex index of every cell.
+        counts : torch.Tensor or None, shape = (num_complexes,)
+            Cells per complex (``None`` without ``batch`` and ``num_complexes``): its length
+            carries the number of complexes into the graph as a size, not as a Python int that
+            the graph would specialise on.
+        """
+        x, tuples, batch, num_complexes = self._resolve(x, tuples, batch, positions, num_complexes)
+        counts = None
+        if batch is not None or num_complexes is not None:
+            index = batch
+            if index is None:  # every cell in complex 0
+                index = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+            top = int(index.max()) + 1 if index.numel() else 0
+            if num_complexes is None:
+                num_complexes = max(top, 1)
+            elif top > num_complexes:
+                raise ValueError(
+                    f"batch indexes complex {top - 1} but num_complexes={num_complexes}"
+                )
+            counts = torch.bincount(index, minlength=num_complexes)
+        return mark_dynamic_sizes((x, tuples, batch, counts))
+
     def _encode(
         self, x: Tensor, tuples: TupleIndex | None, mask: MaskLike, positions: Tensor | None
     ) -> Tensor:
@@ -295,7 +364,10 @@ class NSimplicialTransformer(nn.Module):
             ``(batch, n, hidden_channels)`` for sequences, ``(n_cells, hidden_channels)`` for
             cells (the rank-``rank`` cells of a ``ComplexData``).
         """
-        x, tuples, _, _ = self._resolve(x, tuples, None, positions, None)
+        if torch.compiler.is_compiling() and self._needs_preparing(x, tuples, None, None):
+            x, tuples, _, _ = self._resolve_while_compiling(x, tuples, None, positions, None)
+        else:
+            x, tuples, _, _ = self._resolve(x, tuples, None, positions, None)
         return self._encode(x, tuples, mask, positions)
 
     def forward(
@@ -343,7 +415,17 @@ class NSimplicialTransformer(nn.Module):
                 "this NSimplicialTransformer was built with out_channels=None (an encoder "
                 "without readout): call encode(x), or build it with out_channels"
             )
-        x, tuples, batch, num_complexes = self._resolve(x, tuples, batch, positions, num_complexes)
+        if torch.compiler.is_compiling() and self._needs_preparing(x, tuples, batch, num_complexes):
+            # one graph break: the data-dependent part runs eagerly; the number of complexes
+            # comes back as the length of a tensor (a size of the graph, not a constant)
+            x, tuples, batch, counts = self._resolve_while_compiling(
+                x, tuples, batch, positions, num_complexes
+            )
+            num_complexes = None if counts is None else counts.shape[0]
+        else:
+            x, tuples, batch, num_complexes = self._resolve(
+                x, tuples, batch, positions, num_complexes
+            )
         h = self._encode(x, tuples, mask, positions)
         if self.outputs == "tokens":
             return self.readout(h)
