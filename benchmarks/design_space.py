@@ -332,15 +332,23 @@ def worker_init() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG (Lightning handles SIGTERM)
 
 
-def run_tasks(tasks: list[dict[str, Any]], workers: int, runs: Path, out: Path, describe) -> None:
+def run_tasks(
+    tasks: list[dict[str, Any]], workers: int, runs: Path | None, out: Path | None, describe,
+    *, target=None, record=None, fresh_process: bool = False,
+) -> None:
     """Run :func:`run_one` on ``tasks`` in ``workers`` processes; append each row to ``runs`` as it ends.
 
     A failing run is reported and skipped, the others go on; ``describe(row)`` is the line printed
-    for a finished run.
+    for a finished run. ``target`` runs each task instead of :func:`run_one` (a function a spawned
+    process imports by name); ``record(row)`` keeps each finished row instead of the line appended
+    to ``runs`` (then ``runs`` and ``out`` are not read); ``fresh_process``: every task in a new
+    worker process, so that per-process figures (peak resident memory) are the task's own.
     """
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_init) as pool:
-        futures = {pool.submit(run_one, task): task for task in tasks}
+    target = run_one if target is None else target
+    fresh = {"max_tasks_per_child": 1} if fresh_process else {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_init, **fresh) as pool:
+        futures = {pool.submit(target, task): task for task in tasks}
         for future in as_completed(futures):
             task = futures[future]
             try:
@@ -348,7 +356,10 @@ def run_tasks(tasks: list[dict[str, Any]], workers: int, runs: Path, out: Path, 
             except Exception as error:  # a failing run is reported and skipped, the others go on
                 print(f"FAILED {task['key']}: {type(error).__name__}: {error}", flush=True)
                 continue
-            append_text(runs, json.dumps(row) + "\n", root=out)
+            if record is None:
+                append_text(runs, json.dumps(row) + "\n", root=out)
+            else:
+                record(row)
             print(describe(row), flush=True)
 
 

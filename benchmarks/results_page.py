@@ -18,6 +18,8 @@ Sources, one section each:
   and its other results files (selection runs), ``protocol.json``, ``two_cell_count.json`` of
   ``two_cell_count.py`` (the non-learned triangle count) and ``challenge_entry/`` of
   ``challenge_entry.py`` (the one-configuration entry scored by TopoBench's ``run_challenge_grid``);
+* ``node_level/``: the results files of ``node_level.py`` (node classification on heterophilous
+  graphs beside the published anchors), rendered by that script's table function;
 * ``topobench/`` and ``speed/``: recorded outputs of ``topobench_check.py`` and of the speed and
   memory scripts, one JSON file per table, with the command, the baseline and the machine.
 
@@ -454,6 +456,38 @@ def graphuniverse_section(folder: Path) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ speed
+#: Titles of the node-level results files (``node_level.py --name``); another file is titled by its name.
+NODE_LEVEL_TITLES = {
+    "cost": "Cost: 5 full-batch epochs of split 0 per data set",
+    "sanity": "First learning runs: split 0, validation only for choices",
+    "grid": "The grid: 10 splits",
+}
+
+
+def node_level_section(folder: Path) -> list[str]:
+    """The node-level runs of ``node_level.py`` beside the published anchors, one subsection per results file."""
+    from node_level import read_results, table
+
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        return []
+    out = [
+        "## Node classification on heterophilous graphs", "",
+        "`benchmarks/node_level.py`: transductive node classification on the heterophilous benchmark's graphs "
+        "(Platonov et al., ICLR 2023; the files' 10 fixed splits), the CT's node-level configurations and the "
+        "harness's graph baselines, beside the published GAT-sep, GT-sep (Platonov et al.) and Polynormer (Deng et "
+        "al., ICLR 2024) means. Each file's protocol is in its first paragraph; `benchmarks/README.md` has the "
+        "configurations.", "",
+    ]
+    for path in paths:
+        data = read_results(path)
+        commands = data["metadata"].get("commands", [])
+        out += [f"### {NODE_LEVEL_TITLES.get(path.stem, path.stem)}", ""]
+        out += ["Commands:", "", *_bullets([f"`{c}`" for c in commands]), ""] if commands else []
+        out += [table(data), "", _source(path), ""]
+    return out
+
+
 def recorded_section(folder: Path, title: str, intro: str) -> list[str]:
     """Recorded outputs of scripts, one subsection per JSON file of ``folder`` (its own table, command and machine)."""
     out = [f"## {title}", "", intro, ""]
@@ -493,6 +527,7 @@ def page(results: Path = RESULTS) -> str:
     out += learning_speed_section(results / "learning_speed")
     out += design_space_section(results / "design_space", results / "design_space_50ep")
     out += graphuniverse_section(results / "graphuniverse")
+    out += node_level_section(results / "node_level")
     out += recorded_section(
         results / "topobench", "Inside TopoBench",
         "Recorded outputs of `benchmarks/topobench_check.py`: the contribution that `topomodelx-attention topobench "
