@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from topomodelx_attention import files
+from topomodelx_attention.harness.graphuniverse_grid import read_results as read_json_results
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -193,17 +194,10 @@ def results_path(results_dir: Path, name: str) -> Path:
 
 def read_results(path: Path) -> dict[str, Any]:
     """The results file (an empty one when missing); a file of another layout raises, naming it."""
-    if not path.is_file():
-        return {"metadata": {}, "prepared": {}, "runs": []}
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise SystemExit(f"{path} is not valid JSON ({error}); move it away to start over") from None
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise SystemExit(f"{path} is not a node_level results file ({{'metadata', 'prepared', 'runs'}})")
-    data.setdefault("prepared", {})
-    data.setdefault("metadata", {})
-    return data
+        return read_json_results(path, rows="runs", kind="node_level results file", keys=("metadata", "prepared"))
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -412,7 +406,7 @@ def table(data: dict[str, Any]) -> str:
     Parameters
     ----------
     data : dict
-        A results file (:func:`read_results`).
+        A results file as :func:`read_results` gives it (``metadata``, ``prepared``, ``runs``).
 
     Returns
     -------

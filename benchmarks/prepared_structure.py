@@ -73,12 +73,8 @@ def evaluation(model: nn.Module, data):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", type=int, default=100, help="grid side (side² vertices; 100: minesweeper's size)")
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    for name, default in {"hidden": 32, "layers": 2, "heads": 4, "repeats": 10, "warmup": 2, "threads": 1}.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread")
     parser.add_argument("--out", type=Path, help="write the table as a results JSON file")
     args = parser.parse_args(argv)

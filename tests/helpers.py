@@ -186,6 +186,30 @@ def batch_slice(items: list, size: int, start: int = 0):
     return Batch.from_data_list(items[start : start + size])
 
 
+def assert_compiled_trains_like_eager(model, compiled, items: list, sizes) -> None:
+    """Batches of ``sizes`` consecutive ``items``: compiled outputs and gradients equal eager's, no recompile.
+
+    Every batch runs eager ``model`` and ``compiled`` (forward, ``square().sum().backward()``);
+    dynamo raises on any recompilation. The caller resets dynamo and checks its counters.
+    """
+    import torch._dynamo
+
+    start = 0
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for size in sizes:
+            batch = batch_slice(items, size, start=start)
+            start += size
+            runs = []
+            for fn in (model, compiled):
+                model.zero_grad()
+                out = fn(batch)
+                out.square().sum().backward()
+                runs.append([out.detach()] + [p.grad for p in model.parameters() if p.grad is not None])
+            assert runs[1][0].shape == (size, 2) and len(runs[1]) == len(runs[0]) > 1
+            for got, want in zip(runs[1], runs[0], strict=True):
+                torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-7)
+
+
 #: Batch sizes of the compile tests: the warm-up batch, then two more sizes.
 COMPILE_SIZES = (5, 8, 3)
 

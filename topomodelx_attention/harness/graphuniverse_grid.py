@@ -187,16 +187,42 @@ def locked(path: Path) -> Iterator[None]:
         yield
 
 
-def read_results(path: Path) -> dict[str, Any]:
-    """Read a results file (an empty one if it does not exist); a file that is not the schema raises, naming it."""
-    if not path.is_file():
-        return {"metadata": {}, "results": []}
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); move it away to start over") from error
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise ValueError(f"{path} is not a challenge results file ({{'metadata', 'results': [...]}})")
+def read_results(
+    path: Path, *, rows: str = "results", kind: str = "challenge results file", keys: tuple[str, ...] = ("metadata",)
+) -> dict[str, Any]:
+    """Read a JSON results file whose list of rows is ``data[rows]``; an empty one if it does not exist.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+    rows : str, default="results"
+        Key of the list of rows.
+    kind : str, default="challenge results file"
+        What the file is, in the error.
+    keys : tuple of str, default=("metadata",)
+        Mappings the file holds beside the rows (empty ones added when absent).
+
+    Returns
+    -------
+    dict
+        The file's contents.
+
+    Raises
+    ------
+    ValueError
+        The file is not JSON, or has no list ``rows``.
+    """
+    data: Any = {**{key: {} for key in keys}, rows: []}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); move it away to start over") from error
+        if not isinstance(data, dict) or not isinstance(data.get(rows), list):
+            raise ValueError(f"{path} is not a {kind} ({{{', '.join(map(repr, keys))}, '{rows}': [...]}})")
+    for key in keys:
+        data.setdefault(key, {})
     return data
 
 

@@ -14,7 +14,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from tests.helpers import batch_slice, load_mutag, to_double
+from tests.helpers import assert_compiled_trains_like_eager, batch_slice, load_mutag, to_double
 from topomodelx_attention.nn.cell import CellularTransformer
 from topomodelx_attention.transforms import CellCycleLifting
 
@@ -42,20 +42,7 @@ def test_compiled_ct_on_raw_batches_trains_like_eager_without_recompiling(mutag,
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend="aot_eager", dynamic=dynamic)
-    start = 0
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for size in SIZES:
-            batch = batch_slice(mutag, size, start=start)
-            start += size
-            grads = []
-            for fn in (model, compiled):
-                model.zero_grad()
-                out = fn(batch)
-                out.square().sum().backward()
-                grads.append([out.detach()] + [p.grad for p in model.parameters() if p.grad is not None])
-            assert grads[1][0].shape == (size, 2) and len(grads[1]) == len(grads[0]) > 1
-            for got, want in zip(grads[1], grads[0], strict=True):
-                torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-7)
+    assert_compiled_trains_like_eager(model, compiled, mutag, SIZES)
     # one graph (after prepare's break) for every batch size (a backend call that dynamo restarts
     # to specialize the modules' floats, e.g. LayerNorm eps, is not a second graph)
     assert counters["stats"]["unique_graphs"] == 1

@@ -184,7 +184,7 @@ def test_compiled_model_on_raw_complex_batches_trains_like_eager_without_recompi
     are prepared eagerly at one graph break, one graph serves every batch size (with torch's
     default ``dynamic=None`` too: the first batch has as many complexes as x_0 has columns, which
     duck sizing would unify), outputs and gradients equal eager's."""
-    from tests.helpers import batch_slice, load_mutag, to_double
+    from tests.helpers import assert_compiled_trains_like_eager, load_mutag, to_double
     from topomodelx_attention.transforms import SimplicialCliqueLifting
 
     lifting = SimplicialCliqueLifting(complex_dim=2)
@@ -196,19 +196,6 @@ def test_compiled_model_on_raw_complex_batches_trains_like_eager_without_recompi
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend="aot_eager", dynamic=dynamic)
-    start = 0
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for size in (7, 5, 3):
-            batch = batch_slice(complexes, size, start=start)
-            start += size
-            results = []
-            for fn in (model, compiled):
-                model.zero_grad()
-                out = fn(batch)
-                out.square().sum().backward()
-                results.append([out.detach()] + [p.grad for p in model.parameters() if p.grad is not None])
-            assert results[1][0].shape == (size, 2) and len(results[1]) == len(results[0]) > 1
-            for got, want in zip(results[1], results[0], strict=True):
-                torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-7)
+    assert_compiled_trains_like_eager(model, compiled, complexes, (7, 5, 3))
     assert counters["stats"]["unique_graphs"] == 1
     torch._dynamo.reset()

@@ -281,14 +281,7 @@ class NSimplicialTransformer(nn.Module):
         return not isinstance(tuples, TupleIndex) or (batch is not None and num_complexes is None)
 
     @torch.compiler.disable
-    def _resolve_while_compiling(
-        self,
-        x: Tensor | Any,
-        tuples: Tensor | TupleMask | TupleIndex | Any | None,
-        batch: Tensor | None,
-        positions: Tensor | None,
-        num_complexes: int | None,
-    ) -> tuple[Tensor, TupleIndex | None, Tensor | None, Tensor | None]:
+    def _resolve_while_compiling(self, *call: Any) -> tuple[Tensor, TupleIndex | None, Tensor | None, Tensor | None]:
         """Run the eager part of a compiled call: :meth:`_resolve` and the number of complexes.
 
         ``torch.compile`` never traces this method (``torch.compiler.disable``): the data-dependent
@@ -299,8 +292,8 @@ class NSimplicialTransformer(nn.Module):
 
         Parameters
         ----------
-        x, tuples, batch, positions, num_complexes
-            As in :meth:`forward`.
+        *call
+            ``x, tuples, batch, positions, num_complexes``, as in :meth:`forward`.
 
         Returns
         -------
@@ -315,7 +308,7 @@ class NSimplicialTransformer(nn.Module):
             carries the number of complexes into the graph as a size, not as a Python int that
             the graph would specialise on.
         """
-        x, tuples, batch, num_complexes = self._resolve(x, tuples, batch, positions, num_complexes)
+        x, tuples, batch, num_complexes = self._resolve(*call)
         counts = None
         if batch is not None or num_complexes is not None:
             index = batch
