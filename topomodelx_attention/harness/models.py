@@ -59,10 +59,6 @@ from topomodelx_attention.harness.registry import (
 __all__ = list(registry.__all__)
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.model if isinstance(model, NodeOutputs) else model
-
-
 # ----------------------------------------------------------------------------------------------
 # Cellular Transformer
 # ----------------------------------------------------------------------------------------------
@@ -70,7 +66,7 @@ def _ct_keys(model: nn.Module, info: DatasetInfo) -> set[str]:
     keys = rank_keys(info.max_rank, "x", "batch")
     if info.pe_channels is not None:
         keys |= rank_keys(info.max_rank, "pe")
-    return keys | set(_unwrap(model).neighborhood_keys)
+    return keys | set(NodeOutputs.unwrap(model).neighborhood_keys)
 
 
 def _packaged_ct_readout() -> dict[str, Any]:

@@ -178,6 +178,11 @@ class NodeOutputs(nn.Module):
         self.model = model
         self.method = method
 
+    @staticmethod
+    def unwrap(model: nn.Module) -> nn.Module:
+        """Return the family model inside ``model`` (``model`` itself when it is not a :class:`NodeOutputs`)."""
+        return model.model if isinstance(model, NodeOutputs) else model
+
     def forward(self, batch: Any) -> Tensor:
         """Return the node-level predictions, ``(n_0, out_channels)``."""
         call = self.model if self.method == "forward" else getattr(self.model, self.method)

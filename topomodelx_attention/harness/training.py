@@ -502,7 +502,7 @@ def model_layers(model: nn.Module) -> int:
     """
     from topomodelx_attention.harness.registry import NodeOutputs
 
-    inner = model.model if isinstance(model, NodeOutputs) else model
+    inner = NodeOutputs.unwrap(model)
     for name in ("layers", "blocks"):
         stack = getattr(inner, name, None)
         if isinstance(stack, nn.ModuleList):
@@ -544,7 +544,7 @@ def structure_transform(model: nn.Module, dataset_cfg: Any, trainer_cfg: Any) ->
         raise ValueError(f"dataset.prepare_structure must be true or false, got {wanted!r}")
     accelerator = str(trainer_cfg.get("accelerator", "auto") if hasattr(trainer_cfg, "get") else "auto")
     on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
-    inner = model.model if isinstance(model, NodeOutputs) else model
+    inner = NodeOutputs.unwrap(model)
     make = getattr(inner, "structure_transform", None)
     return make() if wanted and on_cpu and callable(make) else None
 

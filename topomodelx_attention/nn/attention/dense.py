@@ -205,8 +205,8 @@ def _blocks(
     blocks = []
     for number, group in enumerate(groups):
         index, size_t, size_s = group.complexes, group.length, group.source_length
-        qg = q.index_select(0, index)[:, :, :size_t]
-        kg, vg = (t.index_select(0, index)[:, :, :size_s] for t in (k, v))
+        qg = _take(q, index, size_t)
+        kg, vg = (_take(t, index, size_s) for t in (k, v))
         mask = None
         if grid_masks is not None:
             mask = grid_masks[number][..., :size_t, :size_s]
