@@ -11,15 +11,11 @@ from omegaconf import OmegaConf
 from tests.datasets.heterophilous_files import write_tiny
 from topomodelx_attention.cli import main
 from topomodelx_attention.harness.config import compose_config
+from topomodelx_attention.harness.loaders import FullBatch, sampled_loaders, sampler_options
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 from topomodelx_attention.harness.task_module import GraphTaskModule
-from topomodelx_attention.harness.training import (
-    FullBatch,
-    _data_pe_config,
-    _sampled_loaders,
-    sampler_options,
-)
+from topomodelx_attention.harness.training import _data_pe_config
 
 SMALL = ["model.params.hidden_channels=8", "model.params.n_layers=2", "model.params.attention_dropout=0.0"]
 
@@ -42,7 +38,7 @@ def test_evaluation_in_chunks_equals_the_full_batch(tmp_path):
     module = GraphTaskModule(net, prepared.info, cfg.optimizer)
     parts = prepared.split(1)
     options = sampler_options(OmegaConf.create({"sampler": {"batch_size": 9}}), "transductive")
-    loaders = _sampled_loaders(options, prepared.complexes[0], parts, net, 0, {})
+    loaders = sampled_loaders(options, prepared.complexes[0], parts, net, 0, {})
     whole = sum(prepared.complexes[0].cell_counts())
     with torch.no_grad():
         for part, loader in zip(parts[1:], loaders[1:]):  # validation and test: chunks in vertex order
@@ -58,7 +54,7 @@ def test_a_sampled_training_batch_reads_the_loss_of_its_targets_only(tmp_path):
     cfg, prepared, net = _prepared(tmp_path)
     module = GraphTaskModule(net, prepared.info, cfg.optimizer)
     options = sampler_options(OmegaConf.create({"sampler": {"batch_size": 5}}), "transductive")
-    train_loader = _sampled_loaders(options, prepared.complexes[0], prepared.split(0), net, 0, {})[0]
+    train_loader = sampled_loaders(options, prepared.complexes[0], prepared.split(0), net, 0, {})[0]
     sub = next(iter(train_loader))
     loss, prediction, _ = module._loss_and_prediction(sub)
     assert prediction.shape[0] == int(sub.node_mask.sum()) == 5 < sub.num_cells(0)
@@ -108,7 +104,7 @@ def test_a_fan_out_list_of_the_wrong_length_names_the_option(tmp_path):
     _, prepared, net = _prepared(tmp_path)
     options = sampler_options({"sampler": {"num_neighbors": [5]}}, "transductive")
     with pytest.raises(ValueError, match=r"dataset\.sampler: num_neighbors .* 2 in all"):
-        _sampled_loaders(options, prepared.complexes[0], prepared.split(0), net, 0, {})
+        sampled_loaders(options, prepared.complexes[0], prepared.split(0), net, 0, {})
 
 
 def test_a_sampler_on_a_graph_level_task_is_refused_before_training(tmp_path):

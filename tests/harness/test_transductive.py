@@ -10,10 +10,11 @@ import torch
 from tests.datasets.heterophilous_files import write_tiny
 from topomodelx_attention.cli import main
 from topomodelx_attention.harness.config import compose_config
+from topomodelx_attention.harness.loaders import FullBatch
 from topomodelx_attention.harness.models import build_model, get_spec
 from topomodelx_attention.harness.prepare import prepare_dataset, prune_keys
 from topomodelx_attention.harness.task_module import GraphTaskModule
-from topomodelx_attention.harness.training import FullBatch, _data_pe_config
+from topomodelx_attention.harness.training import _data_pe_config
 
 SMALL = ["model.params.hidden_channels=8", "model.params.n_layers=1"]
 

@@ -12,7 +12,7 @@ from torch_geometric.data import Batch
 from tests.helpers import graph_from_edges, to_double
 from tests.nn.cell.test_cellular_transformer import COMBOS, complexes, make_model
 from topomodelx_attention.data import PREPARED_STRUCTURE, SubComplexSampler
-from topomodelx_attention.harness.training import FullBatch, structure_transform
+from topomodelx_attention.harness.loaders import FullBatch, structure_transform
 from topomodelx_attention.nn.cell import PreparedStructure, PrepareStructure
 from topomodelx_attention.transforms import CellCycleLifting
 
