@@ -15,7 +15,10 @@ from topomodelx_attention.data import SubComplexSampler
 from topomodelx_attention.harness.task_module import GraphTaskModule
 
 BATCH = 6
-OPTIMIZER = {"lr": 0.01, "scheduler": "constant"}
+# Adam's first step is lr·g/(|g| + eps): with the default eps it is lr·sign(g), which turns a
+# gradient that is zero up to rounding (the two sides sum it in another order) into ±lr. With
+# eps = 1 the step is a smooth function of the gradient, so equal gradients give equal steps.
+OPTIMIZER = {"lr": 0.01, "scheduler": "constant", "eps": 1.0}
 
 
 def _gloo() -> bool:
