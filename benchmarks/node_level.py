@@ -414,7 +414,8 @@ def table(data: dict[str, Any]) -> str:
         The tables: test metric mean ± std over the splits (validation), epochs and best epoch,
         median seconds per epoch (training part; with the validation pass), the largest peak
         resident memory, parameters, and the difference of the test mean to each published
-        anchor (points); the anchors' own rows; then the lifting and encoding of each data set.
+        anchor (points); the anchors' own rows; then the lifting and encoding of each data set;
+        then, where a configuration ran in several variants, the one validation picks (:func:`choice`).
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in data["runs"]:
@@ -472,7 +473,63 @@ def table(data: dict[str, Any]) -> str:
                 + ("loaded from the cache" if e["cached"] else f"{e['seconds']:.0f} ({e['cpu_seconds']:.0f})") + " | "
                 f"{e['peak_rss_mib']:.0f} |"
             )
-    return "\n".join(lines)
+    chosen = choice(data)
+    return "\n".join([*lines, "", *chosen] if chosen else lines)
+
+
+def choice(data: dict[str, Any]) -> list[str]:
+    """Markdown: for every (data set, configuration) run in several variants, the one validation picks.
+
+    The variants of a configuration (``--variant``; the configuration itself is one of them) that
+    finished the most splits are compared on the splits all of them finished: mean validation
+    metric at the best-validation epoch, the highest chosen (test metrics are not read; a tie goes
+    to the variant recorded first). A variant with fewer splits is listed, not compared. Empty when
+    no configuration has two variants.
+
+    Parameters
+    ----------
+    data : dict
+        A results file as :func:`read_results` gives it.
+
+    Returns
+    -------
+    list of str
+        A paragraph and a table, or nothing.
+    """
+    groups: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    for row in data["runs"]:
+        if row.get("failure"):
+            continue
+        variants = groups.setdefault((row["dataset"], row["config"]), {})
+        variants.setdefault(row.get("variant") or "", {})[int(row["split"])] = float(row["val"])
+    rows = []
+    for (dataset, config), variants in sorted(groups.items(), key=lambda kv: _order(*kv[0])):
+        most = max(len(v) for v in variants.values())
+        compared = {name: v for name, v in variants.items() if len(v) == most}
+        shared = set.intersection(*(set(v) for v in compared.values()))
+        if len(variants) < 2 or not shared:
+            continue
+        means = {name: statistics.fmean(v[s] for s in shared) for name, v in compared.items()}
+        best = max(means, key=means.get)
+        for name, mean in sorted(means.items(), key=lambda kv: -kv[1]):
+            rows.append(
+                f"| {dataset} | {config_name(config, name or None)} | {', '.join(map(str, sorted(shared)))} | "
+                f"{100 * mean:.2f} | {'**chosen**' if name == best else ''} |"
+            )
+        for name, v in variants.items():
+            if name not in compared:
+                rows.append(
+                    f"| {dataset} | {config_name(config, name or None)} | {', '.join(map(str, sorted(v)))} | – | "
+                    f"not compared ({len(v)} of {most} splits) |"
+                )
+    if not rows:
+        return []
+    return [
+        "Choice on validation: the variants of a configuration that finished the most splits, on the splits all "
+        "of them finished, mean validation metric (%); the highest is chosen (a tie: the variant recorded first), "
+        "test metrics unread.", "",
+        "| data set | configuration | splits | validation | |", "|---|---|---|---:|---|", *rows,
+    ]
 
 
 # ---------------------------------------------------------------------------------- main

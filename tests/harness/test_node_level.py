@@ -51,3 +51,32 @@ def test_two_splits_fill_the_results_file_resume_and_give_the_table_with_the_anc
     assert "| minesweeper | GAT-sep (published) | 10 | 93.91 ± 0.35 |" in table.stdout
     assert "| minesweeper | Polynormer (published) | 10 | 97.46 ± 0.36 |" in table.stdout
     assert "| minesweeper | ct_skeleton | 40 / 60 |" in table.stdout  # the lifting's row
+
+
+def _row(config: str, variant: str | None, split: int, val: float, test: float) -> dict:
+    name = f"{config}~{variant}" if variant else config
+    return {"key": f"minesweeper|{name}|{split}", "dataset": "minesweeper", "config": config, "variant": variant,
+            "split": split, "metric": "roc_auc", "val": val, "test": test, "epochs": 3, "best_epoch": 1,
+            "s_per_epoch": 0.1, "s_per_epoch_with_val": 0.2, "peak_rss_mib": 500.0, "params": 10, "failure": None}
+
+
+def test_the_table_picks_the_variant_with_the_best_validation_mean_never_reading_test(tmp_path):
+    runs = [
+        _row("ct_skeleton", None, 0, 0.90, 0.99), _row("ct_skeleton", None, 1, 0.80, 0.99),  # val 85: best test
+        _row("ct_skeleton", "a", 0, 0.95, 0.50), _row("ct_skeleton", "a", 1, 0.85, 0.50),    # val 90: chosen
+        _row("ct_skeleton", "b", 0, 0.99, 0.99),  # one split only: listed, not compared
+    ]
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "pick.json").write_text(json.dumps({"metadata": {"protocol": {"epochs": 3, "patience": 0}},
+                                                   "prepared": {}, "runs": runs}))
+    table = run_benchmark("node_level", "--results-dir", results, "--work-dir", tmp_path / "work",
+                          "--name", "pick", "--table")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    picks = lines[lines.index("| data set | configuration | splits | validation | |") + 2:]
+    assert picks == [
+        "| minesweeper | ct_skeleton~a | 0, 1 | 90.00 | **chosen** |",
+        "| minesweeper | ct_skeleton | 0, 1 | 85.00 |  |",
+        "| minesweeper | ct_skeleton~b | 0 | – | not compared (1 of 2 splits) |",
+    ]
