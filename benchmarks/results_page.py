@@ -460,7 +460,7 @@ def graphuniverse_section(folder: Path) -> list[str]:
 NODE_LEVEL_TITLES = {
     "cost": "Cost: 5 full-batch epochs of split 0 per data set",
     "sanity": "First learning runs: split 0, validation only for choices",
-    "selection": "Selection: learning rate (filtered sets) and width, depth (minesweeper) on the first splits",
+    "selection": "Selection: learning rate, and width on minesweeper, on the first splits (validation decides)",
     "grid": "The grid: 10 splits",
 }
 
