@@ -30,8 +30,9 @@ one row at a time so that a run of hours can stop and resume:
   (metadata ``study_id``, ``model_config``, ``generated_at_utc``, ``n_runs``, ``train_seeds``,
   ``heatmap_note``; rows with NaN as ``null``); ``conditions.json`` beside it records how the
   rows differ from the notebook (CPU instead of its default GPU trainer, wandb offline, the seeds
-  run, a smaller smoke run) and the resolved lifting and optimiser. A later call with other
-  conditions is refused.
+  run, a smaller smoke run), the resolved lifting and optimiser and a digest of the pull request's
+  model code and config. A later call with other conditions, or whose worktree holds other model
+  code or config than the recorded rows ran with, is refused.
 
 Runs with fewer graphs or epochs than the notebook (``--n-graphs``, ``--max-epochs``: smoke
 tests) go to ``results_n<N>_e<E>.json``, never into ``results.json``.
@@ -258,6 +259,24 @@ def check_conditions(path: Path, conditions: Mapping[str, Any]) -> None:
             )
 
 
+def check_code(conditions_path: Path, results_path: Path, code: str) -> None:
+    """Refuse to add rows of other model code or config to recorded rows (``ValueError``).
+
+    ``code`` is the :func:`digest` of the worktree's pull request; ``conditions.json`` records the
+    digest the recorded rows ran with.
+    """
+    if not conditions_path.is_file() or not results_path.is_file():
+        return
+    recorded = json.loads(conditions_path.read_text()).get("code_sha256")
+    rows = json.loads(results_path.read_text()).get("results", [])
+    if rows and recorded is not None and recorded != code:
+        raise ValueError(
+            f"the {len(rows)} rows of {results_path} ran with other model code or config (sha256 "
+            f"{recorded[:12]}…, the worktree's pull request now {code[:12]}…): move the results and "
+            "the work folder away to score the changed pull request from the start"
+        )
+
+
 def contributed_tree(topobench: Path, work: Path, model_config: str, say: Callable[[str], None]) -> Path:
     """``<work>/TopoBench``: a worktree of the checkout's ``HEAD`` with the pull request (made once, then reused)."""
     from topomodelx_attention.harness.topobench.check import make_worktree, remove_worktree
@@ -405,6 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with files.locked(lock):
         todo = pending(path, args.tasks, args.settings, args.seeds)
         tree = contributed_tree(topobench, work, args.model_config, say)
+        code = digest(tree, args.model_config)
+        check_code(conditions_path, path, code)
         write_standins(work, say)
         script = work / "challenge_entry_launcher.py"
         files.write_text(script, LAUNCHER)
@@ -438,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conditions = {
             "run": run,
             "row_seconds": json.loads(conditions_path.read_text()).get("row_seconds", {}) if conditions_path.is_file() else {},
-            "code_sha256": digest(tree, args.model_config),
+            "code_sha256": code,
             "resolved": resolved,
             "differences_from_the_notebook": [
                 "trainer=cpu (the notebook runs TopoBench's default trainer, accelerator gpu)",

@@ -98,6 +98,14 @@ def test_rows_are_recorded_as_they_finish_and_a_second_call_runs_only_the_missin
     other = _run(options, log, *settings, "--model-config", "cell/cellular_transformer")
     assert other.returncode == 2 and "model_config='cell/cellular_transformer_rrwp'" in other.stderr
 
+    # nor does the same configuration once the worktree's model config changed
+    config = tmp_path / "work" / "TopoBench" / "configs" / "model" / "cell" / "cellular_transformer_rrwp.yaml"
+    config.write_text(config.read_text().replace("n_layers: 4", "n_layers: 5"))
+    more = ["--settings", "h_hi_d_hi_pl_hi", "h_lo_d_lo_pl_lo", "h_mid_d_lo_pl_lo", "--workers", "1"]
+    changed = _run(options, log, *more)
+    assert changed.returncode == 2 and "ran with other model code or config" in changed.stderr, changed.stderr
+    assert [r["run_slug"] for r in json.loads(path.read_text())["results"]] == ["h_lo__d_lo__pl_lo", "h_hi__d_hi__pl_hi"]
+
 
 def test_a_smoke_run_has_files_of_its_own_and_bad_options_are_refused(tmp_path):
     options, log = _setup(tmp_path)
