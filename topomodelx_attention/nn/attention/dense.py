@@ -322,49 +322,6 @@ def _block_backward(
     return grad_q, grad_k, grad_v, grad_scores
 
 
-def _define_grouped_backward_op() -> object:
-    """Define the backward op of :func:`_define_grouped_ops`' op (once per process).
-
-    ``topomodelx_attention::grouped_dropout_attention_backward(grad, q, k, v, saved,
-    target_counts, source_counts, scale, scores_grad)`` reads the saved probabilities and
-    dropout factors of every block and returns the gradients of ``q``, ``k``, ``v`` and, with
-    ``scores_grad``, of the scores (the gradient of a float mask; else an empty tensor).
-    """
-    namespace = torch.ops.topomodelx_attention
-    if hasattr(namespace, "grouped_dropout_attention_backward"):
-        return namespace.grouped_dropout_attention_backward
-
-    @torch.library.custom_op("topomodelx_attention::grouped_dropout_attention_backward", mutates_args=())
-    def backward_op(
-        grad: Tensor, q: Tensor, k: Tensor, v: Tensor, saved: Tensor, target_counts: Tensor,
-        source_counts: Tensor, scale: float, scores_grad: bool,
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        groups = _groups(target_counts, source_counts, q.shape[2], k.shape[2])
-        blocks = _blocks(q, k, v, None, groups)
-        grid = (*q.shape[:3], k.shape[2])
-        inputs = (q, k, v, saved) if scores_grad else (q, k, v)  # the dtype of every gradient
-        if bool(blocks) and blocks[0][0] is None:
-            grads: list[Tensor | None] = [None] * len(inputs)
-        else:
-            grads = [t.new_zeros(t.shape) for t in (q, k, v)] + [saved.new_zeros(grid)] * scores_grad
-        dtype = saved.dtype  # the blocks' arithmetic, as in the forward
-        for (index, qg, kg, vg, _), (probs, factors) in zip(blocks, _saved_blocks(saved, blocks, q.shape[1])):
-            block_grad = _take(grad, index, qg.shape[2]).to(dtype)
-            block_grads = _block_backward(block_grad, qg.to(dtype), kg.to(dtype), vg.to(dtype), probs, factors, scale)
-            for number, (block, like) in enumerate(zip(block_grads, inputs)):
-                grads[number] = _put(grads[number], index, block.to(like.dtype))
-        if not scores_grad:
-            grads.append(saved.new_empty((0,)))
-        return tuple(g.contiguous() for g in grads)
-
-    @backward_op.register_fake
-    def _(grad, q, k, v, saved, target_counts, source_counts, scale, scores_grad):
-        grid = (*q.shape[:3], k.shape[2])
-        return (*(t.new_empty(t.shape) for t in (q, k, v)), saved.new_empty(grid if scores_grad else (0,)))
-
-    return backward_op
-
-
 def _define_grouped_ops() -> object:
     """Define the grouped dropout attention op once per process (a reloaded module finds it).
 
@@ -410,7 +367,33 @@ def _define_grouped_ops() -> object:
         size = 2 * q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2]
         return q.new_empty((*q.shape[:3], v.shape[3]), dtype=v.dtype), q.new_empty((size,), dtype=_scores_dtype(q, mask))
 
-    backward_op = _define_grouped_backward_op()
+    @torch.library.custom_op("topomodelx_attention::grouped_dropout_attention_backward", mutates_args=())
+    def backward_op(
+        grad: Tensor, q: Tensor, k: Tensor, v: Tensor, saved: Tensor, target_counts: Tensor,
+        source_counts: Tensor, scale: float, scores_grad: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        groups = _groups(target_counts, source_counts, q.shape[2], k.shape[2])
+        blocks = _blocks(q, k, v, None, groups)
+        grid = (*q.shape[:3], k.shape[2])
+        inputs = (q, k, v, saved) if scores_grad else (q, k, v)  # the dtype of every gradient
+        if bool(blocks) and blocks[0][0] is None:
+            grads: list[Tensor | None] = [None] * len(inputs)
+        else:
+            grads = [t.new_zeros(t.shape) for t in (q, k, v)] + [saved.new_zeros(grid)] * scores_grad
+        dtype = saved.dtype  # the blocks' arithmetic, as in the forward
+        for (index, qg, kg, vg, _), (probs, factors) in zip(blocks, _saved_blocks(saved, blocks, q.shape[1])):
+            block_grad = _take(grad, index, qg.shape[2]).to(dtype)
+            block_grads = _block_backward(block_grad, qg.to(dtype), kg.to(dtype), vg.to(dtype), probs, factors, scale)
+            for number, (block, like) in enumerate(zip(block_grads, inputs)):
+                grads[number] = _put(grads[number], index, block.to(like.dtype))
+        if not scores_grad:
+            grads.append(saved.new_empty((0,)))
+        return tuple(g.contiguous() for g in grads)
+
+    @backward_op.register_fake
+    def _(grad, q, k, v, saved, target_counts, source_counts, scale, scores_grad):
+        grid = (*q.shape[:3], k.shape[2])
+        return (*(t.new_empty(t.shape) for t in (q, k, v)), saved.new_empty(grid if scores_grad else (0,)))
 
     def setup_context(ctx, inputs, output) -> None:
         q, k, v, mask, target_counts, source_counts, scale, _ = inputs
